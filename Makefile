@@ -1,0 +1,45 @@
+# Everything a fresh machine needs is installed by these targets.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+NPM_DIR := tests/npm
+
+.PHONY: demo test check lint typecheck bench install npm clean
+
+$(BIN)/pi-mcp: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(BIN)/pi-mcp
+
+install: $(BIN)/pi-mcp
+
+$(NPM_DIR)/node_modules/.package-lock.json: $(NPM_DIR)/package.json $(NPM_DIR)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		cd $(NPM_DIR) && npm ci --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: tests that need the npm servers will skip"; fi
+
+npm: $(NPM_DIR)/node_modules/.package-lock.json
+
+## Run the bundled demo: real servers, a search, a describe, a call and the token saving.
+demo: install npm
+	$(BIN)/pi-mcp demo
+
+## Run the whole test suite (slow tests included).
+test: install npm
+	$(BIN)/pytest -q
+
+lint: install
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+typecheck: install
+	$(BIN)/mypy
+
+check: lint typecheck test
+
+bench: install npm
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) $(NPM_DIR)/node_modules

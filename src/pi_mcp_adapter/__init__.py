@@ -1,0 +1,70 @@
+"""pi-mcp-adapter: give an AI agent hundreds of MCP tools for a few hundred tokens.
+
+General layout (data flows one way, top to bottom: each layer imports only the layers listed
+above it):
+
+- ``config``   where configuration comes from: files, precedence, merge, host imports,
+               interpolation, validation with file/line/field errors.
+- ``servers``  talking to servers: one owner task per connection, the manager (dedupe,
+               in-flight counts, idle), lifecycle (lazy / eager / keep-alive), npx resolution.
+- ``catalog``  what servers offer, without talking to them: tool metadata, naming, filters,
+               the on-disk metadata cache, schema rendering, search ranking.
+- ``surface``  what the model sees: the ``mcp`` proxy tool, ``ToolSearch``, direct tools,
+               content conversion, output limits, TOON, call statistics. Host-neutral.
+- ``hosts``    bindings to hosts that speak the host protocol.
+- ``cli``      the ``pi-mcp`` command.
+
+``McpAdapter`` (in ``surface``) owns the lifecycle of everything below it.
+"""
+
+from __future__ import annotations
+
+from ._errors import (
+    AmbiguousToolError,
+    ConfigError,
+    ConnectionLostError,
+    ConnectTimeoutError,
+    HttpStatusError,
+    McpAdapterError,
+    NeedsAuthError,
+    NotMcpError,
+    RequestTimeoutError,
+    ServerBackoffError,
+    ServerDisabledError,
+    ServerNotConfiguredError,
+    ServerReportedError,
+    ServerStartError,
+    ServerUnavailableError,
+    ToolLookupError,
+    ToolNotFoundError,
+    UsageError,
+)
+from .catalog._metadata import ToolInfo
+from .config._models import ServerEntry, Settings
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AmbiguousToolError",
+    "ConfigError",
+    "ConnectTimeoutError",
+    "ConnectionLostError",
+    "HttpStatusError",
+    "McpAdapterError",
+    "NeedsAuthError",
+    "NotMcpError",
+    "RequestTimeoutError",
+    "ServerBackoffError",
+    "ServerDisabledError",
+    "ServerEntry",
+    "ServerNotConfiguredError",
+    "ServerReportedError",
+    "ServerStartError",
+    "ServerUnavailableError",
+    "Settings",
+    "ToolInfo",
+    "ToolLookupError",
+    "ToolNotFoundError",
+    "UsageError",
+    "__version__",
+]

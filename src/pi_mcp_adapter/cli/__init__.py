@@ -1,0 +1,22 @@
+"""The ``pi-mcp`` command line."""
+
+from __future__ import annotations
+
+import importlib
+
+from ._app import app
+
+# Each module registers its commands on ``app`` when imported.
+for _module in ("_config_cmds", "_engine_cmds", "_eval_cmds"):
+    try:
+        importlib.import_module(f"{__name__}.{_module}")
+    except ModuleNotFoundError as exc:  # a command group not present in this build
+        if exc.name != f"{__name__}.{_module}":
+            raise
+
+
+def main() -> None:
+    app()
+
+
+__all__ = ["app", "main"]

@@ -1,0 +1,105 @@
+"""Typed shapes of a configuration: one server entry and the global settings.
+
+These models are the result of loading and merging (see ``_loader``); the loader validates
+each layer's raw JSON field by field so that errors can name the file, line and field, then
+builds these. Field names are snake_case in Python and camelCase in JSON (``bearerTokenEnv``).
+Unknown keys are kept (``model_extra``) and reported as warnings by the loader.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+Lifecycle = Literal["lazy", "eager", "keep-alive"]
+ToolPrefixMode = Literal["server", "short", "none"]
+Surface = Literal["proxy", "toolsearch"]
+AuthKind = Literal["bearer", "oauth"]
+
+DEFAULT_IDLE_TIMEOUT_MIN = 10.0
+DEFAULT_STARTUP_TIMEOUT_MS = 30_000
+DEFAULT_REQUEST_TIMEOUT_MS = 60_000
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="allow",
+        frozen=True,
+    )
+
+
+class ServerEntry(_Model):
+    """One entry of ``mcpServers``, after merging and interpolation.
+
+    Exactly one of ``command`` (stdio) and ``url`` (Streamable HTTP, SSE fallback) is set on a
+    usable entry; the loader reports and skips entries that have neither or both.
+    """
+
+    enabled: bool = True
+    disabled: bool = False
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    auth: AuthKind | Literal[False] | None = None
+    bearer_token: str | None = None
+    bearer_token_env: str | None = None
+    lifecycle: Lifecycle = "lazy"
+    idle_timeout: float | None = None
+    """Minutes without use before a lazy server is closed; ``None`` = the global setting."""
+    startup_timeout_ms: int | None = None
+    request_timeout_ms: int | None = None
+    expose_resources: bool = True
+    direct_tools: bool | tuple[str, ...] = False
+    include_tools: tuple[str, ...] | None = None
+    exclude_tools: tuple[str, ...] | None = None
+    tool_prefix: ToolPrefixMode | None = None
+    debug: bool = False
+
+    @property
+    def is_enabled(self) -> bool:
+        return self.enabled and not self.disabled
+
+    @property
+    def transport_kind(self) -> Literal["stdio", "http"]:
+        return "stdio" if self.command is not None else "http"
+
+    @property
+    def startup_timeout_s(self) -> float:
+        ms = self.startup_timeout_ms or DEFAULT_STARTUP_TIMEOUT_MS
+        return ms / 1000
+
+    @property
+    def request_timeout_s(self) -> float:
+        ms = self.request_timeout_ms or DEFAULT_REQUEST_TIMEOUT_MS
+        return ms / 1000
+
+
+class CaptureStats(_Model):
+    path: str | None = None
+    flush_delay_ms: int = 500
+
+
+class Settings(_Model):
+    """The ``settings`` object, merged shallowly across layers (later layers win per key)."""
+
+    tool_prefix: ToolPrefixMode = "server"
+    tool_separator: Literal["_", "__"] = "_"
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT_MIN
+    """Minutes; 0 = never close idle servers."""
+    toon_encode: bool | tuple[str, ...] = False
+    capture_stats: bool | CaptureStats = False
+    surface: Surface = "proxy"
+    validate_args: bool = True
+    output_limit_bytes: int = 50 * 1024
+    output_limit_lines: int = 2000
+    tool_search_limit: int = 5
+    tool_search_budget_tokens: int = 600
+    health_check_interval_ms: int = 30_000
+    startup_concurrency: int = 10
