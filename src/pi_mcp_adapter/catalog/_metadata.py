@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,3 +30,44 @@ class ToolInfo:
     @property
     def is_resource(self) -> bool:
         return self.resource_uri is not None
+
+
+JsonObject = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerMetadata:
+    """Everything one server exposes, in the JSON wire shape the metadata cache stores.
+
+    ``tools`` are dicts with ``name`` and optionally ``description``, ``inputSchema``,
+    ``outputSchema``, ``annotations``; ``resources`` have ``uri``, ``name`` and optionally
+    ``description``/``mimeType``; ``prompts`` have ``name`` and optionally ``description`` and
+    ``arguments``. Keeping the wire shape makes cache round trips lossless and lets a cache
+    written by the TypeScript reference be read as is.
+    """
+
+    tools: tuple[JsonObject, ...] = ()
+    resources: tuple[JsonObject, ...] = ()
+    prompts: tuple[JsonObject, ...] = ()
+    instructions: str | None = None
+
+    @classmethod
+    def from_mcp(
+        cls,
+        tools: Sequence[Any],
+        resources: Sequence[Any] = (),
+        prompts: Sequence[Any] = (),
+        instructions: str | None = None,
+    ) -> ServerMetadata:
+        """Build from the SDK's pydantic wire models (``mcp.types.Tool`` and friends)."""
+
+        def dump(item: Any) -> JsonObject:
+            data: JsonObject = item.model_dump(by_alias=True, exclude_none=True, mode="json")
+            return data
+
+        return cls(
+            tools=tuple(dump(t) for t in tools),
+            resources=tuple(dump(r) for r in resources),
+            prompts=tuple(dump(p) for p in prompts),
+            instructions=instructions,
+        )
