@@ -1,3 +1,43 @@
-"""See the package docstring of pi_mcp_adapter for how this layer fits."""
+"""Where configuration comes from: files, precedence, merge, host imports, interpolation.
+
+``load_config`` reads every layer and the host imports they list and returns a
+:class:`LoadedConfig`; it never raises for bad configuration, it reports it. ``mask_secrets``
+makes an entry safe to show. ``discover_host_configs``, ``plan_imports_change`` and
+``apply_imports_change`` implement ``pi-mcp init``.
+"""
 
 from __future__ import annotations
+
+from ._init import (
+    HostConfig,
+    ImportsChange,
+    apply_imports_change,
+    discover_host_configs,
+    plan_imports_change,
+)
+from ._loader import ConfigSource, LoadedConfig, ServerProvenance, SourceStatus, load_config
+from ._locations import IMPORT_KINDS, ImportKind
+from ._masking import MASK, mask_secrets
+from ._merge import DroppedFields, LayerContribution
+from ._models import ServerEntry, Settings
+
+__all__ = [
+    "IMPORT_KINDS",
+    "MASK",
+    "ConfigSource",
+    "DroppedFields",
+    "HostConfig",
+    "ImportKind",
+    "ImportsChange",
+    "LayerContribution",
+    "LoadedConfig",
+    "ServerEntry",
+    "ServerProvenance",
+    "Settings",
+    "SourceStatus",
+    "apply_imports_change",
+    "discover_host_configs",
+    "load_config",
+    "mask_secrets",
+    "plan_imports_change",
+]

@@ -4,14 +4,20 @@ These models are the result of loading and merging (see ``_loader``); the loader
 each layer's raw JSON field by field so that errors can name the file, line and field, then
 builds these. Field names are snake_case in Python and camelCase in JSON (``bearerTokenEnv``).
 Unknown keys are kept (``model_extra``) and reported as warnings by the loader.
+
+``repr()`` and ``str()`` of a :class:`ServerEntry` never show secrets: env values, header values,
+the bearer token, URL passwords and credential-looking extras are masked (see ``_masking``).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Iterator
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+
+from ._masking import MASK, mask_args, mask_extra, mask_url
 
 Lifecycle = Literal["lazy", "eager", "keep-alive"]
 ToolPrefixMode = Literal["server", "short", "none"]
@@ -61,6 +67,23 @@ class ServerEntry(_Model):
     exclude_tools: tuple[str, ...] | None = None
     tool_prefix: ToolPrefixMode | None = None
     debug: bool = False
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        # repr() and str() end up in logs and tracebacks, so secrets never reach them.
+        extras = self.model_extra or {}
+        for name, value in super().__repr_args__():
+            if name in ("env", "headers") and isinstance(value, dict):
+                yield name, dict.fromkeys(value, MASK)
+            elif name == "bearer_token" and value is not None:
+                yield name, MASK
+            elif name == "url" and isinstance(value, str):
+                yield name, mask_url(value)
+            elif name == "args" and isinstance(value, tuple):
+                yield name, tuple(mask_args(value))
+            elif name is not None and name in extras:
+                yield name, mask_extra(name, value)
+            else:
+                yield name, value
 
     @property
     def is_enabled(self) -> bool:

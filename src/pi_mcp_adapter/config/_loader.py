@@ -1,0 +1,476 @@
+"""Loading the configuration: every layer, host imports, merge, interpolation, validation.
+
+Loading never raises for a bad file or entry. Problems are collected so that one broken file
+costs only what is broken: a file that cannot be parsed is skipped whole, an entry with a
+wrong-typed field is skipped in that file only, and a server that cannot be used (no ``command``
+or ``url``, an unset variable in its ``url``) is reported in ``invalid_servers`` while the others
+load.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import ValidationError
+
+from pi_mcp_adapter._errors import ConfigError
+
+from ._hosts import HostRead, read_file_text, read_import
+from ._interpolate import expand_home, interpolate
+from ._jsonc import JsoncDocument, JsoncSyntaxError, parse_jsonc
+from ._locations import IMPORT_KINDS, FileLayer, ImportKind, Where, file_layers
+from ._merge import DroppedFields, LayerContribution, MergedEntry, merge_entries
+from ._models import ServerEntry, Settings
+from ._validate import (
+    RawEntry,
+    ValidEntry,
+    format_json_path,
+    json_type,
+    validate_server_entry,
+    validate_settings,
+)
+
+__all__ = ["ConfigSource", "LoadedConfig", "ServerProvenance", "SourceStatus", "load_config"]
+
+SourceStatus = Literal["loaded", "missing", "empty", "invalid", "duplicate"]
+_SERVER_MAP_KEYS = ("mcp-servers", "mcpServers")
+_TOP_LEVEL_KEYS = frozenset({*_SERVER_MAP_KEYS, "imports", "settings", "$schema"})
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSource:
+    """One file that was considered, and what became of it."""
+
+    name: str
+    """``shared``, ``agents``, ``agents-dir``, ``agent`` (or ``config`` for ``--config``),
+    ``project``, ``project-pi``, or ``import:<kind>`` for a host file."""
+    kind: Literal["file", "import"]
+    path: Path
+    status: SourceStatus
+    """``loaded``; ``missing``; ``empty`` (counts as absent); ``invalid`` (skipped, see
+    ``errors``); ``duplicate`` (the same file as an earlier layer, read once)."""
+    servers: tuple[str, ...] = ()
+    """Names of the servers the file defines, in file order."""
+
+    @property
+    def exists(self) -> bool:
+        return self.status != "missing"
+
+
+@dataclass(frozen=True, slots=True)
+class ServerProvenance:
+    """Where a server's configuration came from, field by field."""
+
+    layers: tuple[LayerContribution, ...]
+    """Every layer that set keys on this server, lowest precedence first."""
+    dropped: tuple[DroppedFields, ...] = ()
+    field_sources: Mapping[str, str] = field(default_factory=dict)
+    """JSON key -> name of the layer whose value is in effect."""
+
+    @property
+    def origin(self) -> LayerContribution:
+        """The lowest layer that defines the server."""
+        return self.layers[0]
+
+    @property
+    def imported_from(self) -> ImportKind | None:
+        """The host the server was imported from, when it was imported."""
+        source = self.origin.source
+        if source.startswith("import:"):
+            kind = source.removeprefix("import:")
+            for known in IMPORT_KINDS:
+                if known == kind:
+                    return known
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedConfig:
+    """The merged configuration and everything learned while loading it."""
+
+    servers: Mapping[str, ServerEntry]
+    """Usable entries, enabled or disabled: merged, interpolated, validated."""
+    settings: Settings
+    provenance: Mapping[str, ServerProvenance]
+    """For every server in ``servers``, and for invalid ones that had at least one valid entry."""
+    invalid_servers: Mapping[str, ConfigError]
+    """Servers that are configured but cannot be used, with the reason."""
+    errors: Sequence[ConfigError]
+    """Broken files and entries that were skipped."""
+    warnings: Sequence[str]
+    """Unknown keys, unset variables and other things that did not stop loading."""
+    sources: Sequence[ConfigSource]
+    """Every file considered, lowest precedence first, host files after our own."""
+    imports: tuple[ImportKind, ...] = ()
+    """The host imports in effect (the union over all files)."""
+
+
+@dataclass(slots=True)
+class _FileLayerData:
+    source: ConfigSource
+    entries: list[tuple[RawEntry, ValidEntry | None, list[ConfigError]]] = field(
+        default_factory=list
+    )
+    settings: dict[str, object] = field(default_factory=dict)
+    imports: list[ImportKind] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Collector:
+    errors: list[ConfigError] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def load_config(
+    *,
+    agent_dir: Path,
+    project_dir: Path,
+    config_path: Path | None = None,
+    home: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    platform: str | None = None,
+) -> LoadedConfig:
+    """Load and merge every config layer and the host imports they ask for.
+
+    Layers, lowest precedence first: ``~/.config/mcp/mcp.json``, ``~/.agents/mcp.json``,
+    ``~/.agents/mcp/mcp.json``, ``<agent_dir>/mcp.json`` (replaced by ``config_path`` when
+    given), ``<project_dir>/.mcp.json``, ``<project_dir>/.pi/mcp.json``. Servers from host
+    imports are added only under names no file defines.
+
+    ``home``, ``environ`` and ``platform`` default to this process's; pass them to load the
+    configuration of another environment (tests do). Nothing is written anywhere.
+
+    This function does not raise for bad configuration: problems are in ``errors``,
+    ``invalid_servers`` and ``warnings`` of the result.
+    """
+    where = Where(
+        home=home if home is not None else Path.home(),
+        project_dir=project_dir,
+        platform=platform if platform is not None else sys.platform,
+        environ=environ if environ is not None else os.environ,
+    )
+    collector = _Collector()
+    layers = _read_file_layers(
+        file_layers(where, agent_dir=agent_dir, config_path=config_path), collector
+    )
+    sources = [layer.source for layer in layers]
+
+    per_server: dict[str, list[tuple[str, Path, ValidEntry]]] = {}
+    file_defined: dict[str, None] = {}  # ordered set
+    first_errors: dict[str, ConfigError] = {}
+    settings: dict[str, object] = {}
+    imports: list[ImportKind] = []
+    for layer in layers:
+        settings.update(layer.settings)
+        imports.extend(kind for kind in layer.imports if kind not in imports)
+        for raw, valid, errors in layer.entries:
+            file_defined[raw.name] = None
+            if errors:
+                first_errors.setdefault(raw.name, errors[0])
+            if valid is not None:
+                per_server.setdefault(raw.name, []).append((layer.source.name, raw.path, valid))
+
+    servers: dict[str, ServerEntry] = {}
+    provenance: dict[str, ServerProvenance] = {}
+    invalid: dict[str, ConfigError] = {}
+    for kind in imports:
+        reads = read_import(kind, where)
+        sources.extend(_import_source(read) for read in reads)
+        for name, (raw, valid) in _import_entries(reads, collector).items():
+            if name not in file_defined and name not in per_server:
+                per_server[name] = [(f"import:{kind}", raw.path, valid)]
+
+    for name in (n for n in file_defined if n not in per_server):
+        # Every file's entry for this server was broken: it is configured but unusable.
+        invalid[name] = first_errors[name]
+    for name, contributions in per_server.items():
+        merged = merge_entries(contributions)
+        provenance[name] = ServerProvenance(
+            layers=tuple(merged.contributions),
+            dropped=tuple(merged.dropped),
+            field_sources=dict(merged.field_sources),
+        )
+        result = _finish_server(name, merged, where, collector)
+        if isinstance(result, ConfigError):
+            invalid[name] = result
+        else:
+            servers[name] = result
+
+    return LoadedConfig(
+        servers=servers,
+        settings=_build_settings(settings, collector),
+        provenance=provenance,
+        invalid_servers=invalid,
+        errors=tuple(collector.errors),
+        warnings=tuple(collector.warnings),
+        sources=tuple(sources),
+        imports=tuple(imports),
+    )
+
+
+def _read_file_layers(layers: Sequence[FileLayer], collector: _Collector) -> list[_FileLayerData]:
+    result: list[_FileLayerData] = []
+    seen: dict[Path, str] = {}
+    for layer in layers:
+        resolved = _resolved(layer.path)
+        if resolved in seen and layer.path.exists():
+            status: SourceStatus = "duplicate"
+            result.append(_FileLayerData(ConfigSource(layer.name, "file", layer.path, status)))
+            continue
+        seen[resolved] = layer.name
+        result.append(_read_file_layer(layer, collector))
+    return result
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except OSError:
+        return path.absolute()
+
+
+def _read_file_layer(layer: FileLayer, collector: _Collector) -> _FileLayerData:
+    def skipped(status: SourceStatus, error: ConfigError | None = None) -> _FileLayerData:
+        if error is not None:
+            collector.errors.append(error)
+        return _FileLayerData(ConfigSource(layer.name, "file", layer.path, status))
+
+    try:
+        text = read_file_text(layer.path)
+    except ConfigError as exc:
+        return skipped("invalid", exc)
+    if text is None:
+        if layer.name == "config":
+            missing = ConfigError(
+                "config file not found (given with --config)", path=str(layer.path)
+            )
+            return skipped("missing", missing)
+        return skipped("missing")
+    try:
+        document = parse_jsonc(text)
+    except JsoncSyntaxError as exc:
+        error = ConfigError(
+            f"invalid JSON: {exc.message} (column {exc.column}); this file is ignored",
+            path=str(layer.path),
+            line=exc.line,
+        )
+        return skipped("invalid", error)
+    if document is None:
+        return skipped("empty")
+    structural = _structural_error(document, layer.path)
+    if structural is not None:
+        return skipped("invalid", structural)
+    return _layer_from_document(layer, document, collector)
+
+
+def _structural_error(document: JsoncDocument, path: Path) -> ConfigError | None:
+    """The first problem that makes a whole file unusable, if any."""
+    data = document.data
+    if not isinstance(data, dict):
+        return ConfigError(
+            f"the top level must be an object, not {json_type(data)}; this file is ignored",
+            path=str(path),
+            line=1,
+        )
+    expected = dict.fromkeys(_SERVER_MAP_KEYS, "an object of servers")
+    expected |= {"settings": "an object", "imports": "a list of host names"}
+    for key, what in expected.items():
+        value = data.get(key)
+        if value is None:
+            continue
+        is_right = isinstance(value, list) if key == "imports" else isinstance(value, dict)
+        if not is_right:
+            return ConfigError(
+                f"{key!r} must be {what}, not {json_type(value)}; this file is ignored",
+                path=str(path),
+                line=document.line_of((key,)),
+                field=key,
+            )
+    return None
+
+
+def _layer_from_document(
+    layer: FileLayer, document: JsoncDocument, collector: _Collector
+) -> _FileLayerData:
+    data = document.data
+    assert isinstance(data, dict)
+    path = layer.path
+    for key in data:
+        if key not in _TOP_LEVEL_KEYS:
+            collector.warnings.append(
+                f"{path}:{document.line_of((key,))}: unknown top-level key {key!r} is ignored"
+            )
+    if all(key in data for key in _SERVER_MAP_KEYS):
+        collector.warnings.append(
+            f"{path}: both 'mcpServers' and 'mcp-servers' are present; they are combined and "
+            "'mcpServers' wins for names in both"
+        )
+    loaded = _FileLayerData(ConfigSource(layer.name, "file", path, "loaded"))
+    by_name: dict[str, tuple[RawEntry, ValidEntry | None, list[ConfigError]]] = {}
+    for map_key in _SERVER_MAP_KEYS:
+        servers = data.get(map_key)
+        if not isinstance(servers, dict):
+            continue
+        for name, value in servers.items():
+            raw = RawEntry(name, value, path, (map_key, name), document.line_of)
+            valid, errors, warnings = validate_server_entry(raw)
+            collector.errors.extend(errors)
+            collector.warnings.extend(warnings)
+            by_name[name] = (raw, valid, errors)
+    loaded.entries = list(by_name.values())
+
+    if "settings" in data:
+        settings, errors, warnings = validate_settings(
+            data["settings"], path=path, line_of=document.line_of
+        )
+        loaded.settings = settings
+        collector.errors.extend(errors)
+        collector.warnings.extend(warnings)
+
+    for index, kind in enumerate(data.get("imports") or []):
+        known = next((k for k in IMPORT_KINDS if k == kind), None)
+        if known is None:
+            shown = repr(kind) if isinstance(kind, str) else f"a {json_type(kind)}"
+            collector.errors.append(
+                ConfigError(
+                    f"unknown import {shown}; this import is ignored (known: "
+                    + ", ".join(IMPORT_KINDS)
+                    + ")",
+                    path=str(path),
+                    line=document.line_of(("imports", index)),
+                    field=f"imports[{index}]",
+                )
+            )
+        elif known not in loaded.imports:
+            loaded.imports.append(known)
+    loaded.source = ConfigSource(layer.name, "file", path, "loaded", tuple(by_name))
+    return loaded
+
+
+def _import_source(read: HostRead) -> ConfigSource:
+    status: SourceStatus
+    if not read.exists:
+        status = "missing"
+    elif read.errors and not read.entries:
+        status = "invalid"
+    else:
+        status = "loaded"
+    names = tuple(dict.fromkeys(entry.name for entry in read.entries))
+    return ConfigSource(f"import:{read.file.kind}", "import", read.file.path, status, names)
+
+
+def _import_entries(
+    reads: Sequence[HostRead], collector: _Collector
+) -> dict[str, tuple[RawEntry, ValidEntry]]:
+    """One host's servers; a later file's valid entry replaces an earlier one whole."""
+    entries: dict[str, tuple[RawEntry, ValidEntry]] = {}
+    for read in reads:
+        collector.errors.extend(read.errors)
+        collector.warnings.extend(read.warnings)
+        for raw in read.entries:
+            valid, errors, warnings = validate_server_entry(raw)
+            collector.errors.extend(errors)
+            collector.warnings.extend(warnings)
+            if valid is not None:
+                entries[raw.name] = (raw, valid)
+    return entries
+
+
+def _finish_server(
+    name: str, merged: MergedEntry, where: Where, collector: _Collector
+) -> ServerEntry | ConfigError:
+    """Check the transport, interpolate variables and build the entry."""
+    last = merged.contributions[-1]
+
+    def invalid(message: str, field: str) -> ConfigError:
+        source = merged.field_sources.get(field)
+        contribution = next((c for c in reversed(merged.contributions) if c.source == source), last)
+        return ConfigError(
+            f"server {name!r} {message}",
+            path=str(contribution.path),
+            line=contribution.line,
+            field=field,
+        )
+
+    fields = dict(merged.fields)
+    has_command = fields.get("command") is not None
+    has_url = fields.get("url") is not None
+    if has_command == has_url:
+        if has_command:
+            command_from = merged.field_sources.get("command", "?")
+            url_from = merged.field_sources.get("url", "?")
+            return invalid(
+                f"sets both 'command' (from {command_from}) and 'url' (from {url_from}); "
+                "keep exactly one",
+                "url",
+            )
+        return invalid(
+            "has neither 'command' nor 'url'; set 'command' to run a local server or 'url' "
+            "for a remote one",
+            "command",
+        )
+
+    missing_by_field: dict[str, tuple[str, ...]] = {}
+
+    def resolve(value: str, field: str, *, home: bool = False) -> str:
+        result = interpolate(value, where.environ)
+        if result.missing:
+            missing_by_field[field] = result.missing
+        return expand_home(result.value, where.home) if home else result.value
+
+    url = fields.get("url")
+    if isinstance(url, str):
+        fields["url"] = resolve(url, "url")
+        if "url" in missing_by_field:
+            names = ", ".join(missing_by_field["url"])
+            return invalid(
+                f"cannot be used: its 'url' refers to {names}, which is not set in the environment",
+                "url",
+            )
+    command = fields.get("command")
+    if isinstance(command, str):
+        fields["command"] = resolve(command, "command", home=True)
+    args = fields.get("args")
+    if isinstance(args, tuple):
+        fields["args"] = tuple(resolve(arg, f"args[{i}]", home=True) for i, arg in enumerate(args))
+    cwd = fields.get("cwd")
+    if isinstance(cwd, str):
+        fields["cwd"] = resolve(cwd, "cwd", home=True)
+    for mapping_field, key in (("env", "env"), ("headers", "headers")):
+        values = fields.get(mapping_field)
+        if isinstance(values, dict):
+            fields[mapping_field] = {
+                k: resolve(v, f"{key}.{k}", home=mapping_field == "env") for k, v in values.items()
+            }
+    token = fields.get("bearer_token")
+    if isinstance(token, str):
+        fields["bearer_token"] = resolve(token, "bearerToken")
+
+    for field_name, unset in missing_by_field.items():
+        listed = ", ".join(unset)
+        collector.warnings.append(
+            f"server {name!r}: {listed} {'is' if len(unset) == 1 else 'are'} not set; "
+            f"{field_name!r} uses an empty string in its place"
+        )
+    try:
+        return ServerEntry.model_validate({**fields, **merged.extras})
+    except ValidationError as exc:
+        # Every field was checked per layer, so this is rare; name the fields, never values.
+        where_wrong = ", ".join(format_json_path(tuple(e["loc"])) for e in exc.errors())
+        return invalid(f"has invalid values in {where_wrong}", where_wrong)
+
+
+def _build_settings(settings: Mapping[str, object], collector: _Collector) -> Settings:
+    try:
+        return Settings.model_validate(dict(settings))
+    except ValidationError as exc:
+        wrong = ", ".join(format_json_path(tuple(e["loc"])) for e in exc.errors())
+        collector.errors.append(
+            ConfigError(f"settings could not be combined ({wrong}); defaults are used")
+        )
+        return Settings()

@@ -1,0 +1,159 @@
+"""Hiding secrets in anything shown to a person: ``pi-mcp config``, reprs, logs.
+
+What counts as a secret, erring on the side of hiding:
+
+- every ``env`` value (environment variables are where tokens usually travel);
+- ``bearerToken``;
+- header values whose name sounds like a credential (``Authorization``, ``Cookie``, anything
+  with *token*, *key*, *secret*, *auth*, *session*, *password*...) or whose value looks like one
+  (``Bearer ...``, well-known token prefixes, long random-looking strings);
+- the password in a URL and query parameters with credential-sounding names;
+- command-line arguments after or inside ``--token``/``--api-key``-style flags, and arguments
+  that look like tokens;
+- values of unknown keys with credential-sounding names, at any depth.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+if TYPE_CHECKING:
+    from ._models import ServerEntry
+
+__all__ = [
+    "MASK",
+    "looks_like_credential",
+    "mask_args",
+    "mask_extra",
+    "mask_headers",
+    "mask_secrets",
+    "mask_url",
+    "sounds_secret",
+]
+
+MASK = "********"
+
+_SECRET_NAME = re.compile(
+    r"auth|token|key|secret|passw|pwd|cookie|session|credential|signature|bearer|private",
+    re.IGNORECASE,
+)
+_SCHEME_PREFIX = re.compile(r"^(bearer|basic|token|digest|apikey)\s", re.IGNORECASE)
+_KNOWN_TOKEN = re.compile(
+    r"^(?:sk|pk|rk)[-_]|^gh[pousr]_|^github_pat_|^xox[abprse]-|^glpat-|^AKIA|^AIza|^ya29\.|^eyJ"
+)
+_RANDOM_LOOKING = re.compile(r"^[A-Za-z0-9_\-+=./~]{24,}$")
+
+
+def sounds_secret(name: str) -> bool:
+    """Whether a header, variable, flag or key name suggests its value is a credential."""
+    return _SECRET_NAME.search(name) is not None
+
+
+def looks_like_credential(value: str) -> bool:
+    """Whether a value looks like a credential regardless of its name."""
+    if _SCHEME_PREFIX.match(value) or _KNOWN_TOKEN.match(value):
+        return True
+    if "://" in value or value.startswith(("/", "~", ".")):
+        return False
+    return (
+        _RANDOM_LOOKING.match(value) is not None
+        and any(c.isdigit() for c in value)
+        and any(c.isalpha() for c in value)
+    )
+
+
+def _hide(value: str) -> str:
+    # An empty value is shown as empty: that is what a user debugging an unset variable needs.
+    return MASK if value else ""
+
+
+def mask_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    return {
+        name: _hide(value) if sounds_secret(name) or looks_like_credential(value) else value
+        for name, value in headers.items()
+    }
+
+
+def mask_url(url: str) -> str:
+    """Hide the password of a URL and the values of credential-sounding query parameters."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return MASK if looks_like_credential(url) else url
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        user = userinfo.split(":", 1)[0]
+        netloc = f"{user}:{MASK}@{host}" if ":" in userinfo else f"{MASK}@{host}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        masked = [
+            (k, MASK if v and (sounds_secret(k) or looks_like_credential(v)) else v)
+            for k, v in pairs
+        ]
+        query = urlencode(masked, safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def mask_args(args: Sequence[str]) -> list[str]:
+    """Hide values of credential flags (``--token X``, ``--api-key=X``) and token-like args."""
+    result: list[str] = []
+    hide_next = False
+    for arg in args:
+        if hide_next:
+            result.append(_hide(arg))
+            hide_next = False
+            continue
+        if arg.startswith("-"):
+            flag, sep, value = arg.partition("=")
+            if sounds_secret(flag):
+                if sep:
+                    result.append(f"{flag}={_hide(value)}")
+                else:
+                    result.append(arg)
+                    hide_next = True
+                continue
+            if sep and looks_like_credential(value):
+                result.append(f"{flag}={MASK}")
+                continue
+        result.append(MASK if looks_like_credential(arg) else arg)
+    return result
+
+
+def mask_extra(name: str, value: object) -> object:
+    """Mask an unknown key's value: whole when its name sounds secret, else by content."""
+    if sounds_secret(name):
+        return _hide(value) if isinstance(value, str) else MASK
+    if isinstance(value, str):
+        return MASK if looks_like_credential(value) else value
+    if isinstance(value, Mapping):
+        return {str(k): mask_extra(str(k), v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [mask_extra("", v) for v in value]
+    return value
+
+
+def mask_secrets(entry: ServerEntry) -> dict[str, Any]:
+    """The entry as JSON (camelCase keys, only the keys that were set), with secrets masked.
+
+    Safe to print, log or write to a cache shown to users.
+    """
+    data = entry.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    if "env" in data:
+        data["env"] = {k: _hide(v) for k, v in data["env"].items()}
+    if "headers" in data:
+        data["headers"] = mask_headers(data["headers"])
+    if data.get("bearerToken"):
+        data["bearerToken"] = MASK
+    if data.get("url"):
+        data["url"] = mask_url(data["url"])
+    if "args" in data:
+        data["args"] = mask_args(data["args"])
+    for key in entry.model_extra or {}:
+        if key in data:
+            data[key] = mask_extra(key, data[key])
+    return data
