@@ -252,25 +252,18 @@ async def resolve_npx_command(
             install_if_missing=install_if_missing,
             now_s=clock(),
         )
-    except _Unresolvable as exc:
-        _log.debug("keeping %s for %s: %s", command, invocation.package_spec, exc)
-        return original
-    except OSError as exc:
+    except (_Unresolvable, OSError) as exc:
         _log.debug("keeping %s for %s: %s", command, invocation.package_spec, exc)
         return original
     if found.is_js:
-        return ResolvedCommand(
-            "node",
-            (str(found.bin_path), *invocation.bin_args),
-            resolved=True,
-            package=found.package or invocation.package_name,
-            version=found.version,
-        )
+        command, bin_args = "node", (str(found.bin_path), *invocation.bin_args)
+    else:
+        command, bin_args = str(found.bin_path), invocation.bin_args
     return ResolvedCommand(
-        str(found.bin_path),
-        invocation.bin_args,
+        command,
+        bin_args,
         resolved=True,
-        package=invocation.package_name,
+        package=found.package or invocation.package_name,
         version=found.version,
     )
 
