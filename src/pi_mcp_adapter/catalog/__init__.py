@@ -1,3 +1,52 @@
-"""See the package docstring of pi_mcp_adapter for how this layer fits."""
+"""What servers offer, known without talking to them.
+
+- ``_metadata``  :class:`ToolInfo` (one tool as the model sees it) and :class:`ServerMetadata`
+                 (a server's tools, resources, prompts and instructions in wire shape).
+- ``_naming``    prefixes, separators, sanitising, resources as tools: :func:`build_tool_infos`.
+- ``_filters``   ``includeTools`` / ``excludeTools``.
+- ``_catalog``   :class:`Catalog`: every server's tools under unique names, and lookup.
+- ``_cache``     :class:`MetadataCache`: the process-safe ``mcp-cache.json`` and
+                 tool-definition change records.
+- ``_schema``    :func:`render_parameters` and :func:`render_shape` for input schemas.
+- ``_search``    ranking for ``mcp({search})`` and ``ToolSearch``.
+
+See the package docstring of :mod:`pi_mcp_adapter` for how this layer fits.
+"""
 
 from __future__ import annotations
+
+from ._cache import (
+    CACHE_FILE_NAME,
+    DefinitionChanges,
+    EntryState,
+    LoadResult,
+    MetadataCache,
+    ToolChange,
+    config_hash,
+)
+from ._catalog import Catalog, NameCollision
+from ._filters import ToolFilter
+from ._metadata import ServerMetadata, ToolInfo
+from ._naming import build_tool_infos, format_tool_name, resource_tool_name, server_prefix
+from ._schema import render_parameters, render_shape
+
+__all__ = [
+    "CACHE_FILE_NAME",
+    "Catalog",
+    "DefinitionChanges",
+    "EntryState",
+    "LoadResult",
+    "MetadataCache",
+    "NameCollision",
+    "ServerMetadata",
+    "ToolChange",
+    "ToolFilter",
+    "ToolInfo",
+    "build_tool_infos",
+    "config_hash",
+    "format_tool_name",
+    "render_parameters",
+    "render_shape",
+    "resource_tool_name",
+    "server_prefix",
+]

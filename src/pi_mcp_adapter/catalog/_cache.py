@@ -1,0 +1,552 @@
+"""The on-disk metadata cache: what each server offered when it was last connected.
+
+File ``<agent dir>/mcp-cache.json``, format version 1, shared with the TypeScript reference::
+
+    {"version": 1,
+     "servers": {"<name>": {"configHash": "<sha256 hex>", "cachedAt": <ms since epoch>,
+                            "tools": [...], "resources": [...], "prompts": [...],
+                            "instructions": "...", "definitionChanges": {...}}}}
+
+An entry is used only while it is *valid*: its ``configHash`` matches the server's current
+configuration, ``cachedAt`` is present, and it is at most ``max_age_s`` old (and within the
+``ttlMs`` the reference may have written). ``configHash`` covers every field that changes what
+a server exposes, secrets included, but only as one SHA-256 digest: no token, header value or
+environment value is ever written to the file.
+
+Concurrency: several adapter processes may share the file. Every change is a read-merge-write
+of the whole file under an exclusive lock (``mcp-cache.json.lock``), written to a temporary
+file in the same directory and moved into place with ``os.replace``; readers need no lock, as
+they see either the old file or the new one. A process killed mid-write leaves the previous
+file intact (and an orphaned temporary file, which the next writer removes).
+
+A file that cannot be parsed, or has another format version, is set aside as
+``mcp-cache.json.corrupt-<UTC timestamp>`` with a warning and rebuilt; it never stops the
+adapter. Failures to write are warnings too: the cache only saves connections.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import filelock
+
+from pi_mcp_adapter._errors import UsageError
+from pi_mcp_adapter.config._models import ServerEntry
+
+from ._metadata import JsonObject, ServerMetadata
+
+__all__ = [
+    "CACHE_FILE_NAME",
+    "CACHE_VERSION",
+    "DEFAULT_MAX_AGE_S",
+    "DefinitionChanges",
+    "EntryState",
+    "LoadResult",
+    "MetadataCache",
+    "ToolChange",
+    "config_hash",
+]
+
+CACHE_FILE_NAME = "mcp-cache.json"
+CACHE_VERSION = 1
+DEFAULT_MAX_AGE_S = 7 * 86400.0
+LOCK_TIMEOUT_S = 10.0
+"""A writer holds the lock for one read-merge-write (milliseconds); ten seconds means stuck."""
+
+_FUTURE_TOLERANCE_MS = 60_000
+"""An entry dated further ahead was written under another clock: its age means nothing."""
+
+_COMPARED_TOOL_FIELDS = ("title", "description", "inputSchema", "outputSchema", "annotations")
+
+EntryState = Literal["valid", "missing", "stale", "config-changed"]
+LoadResult = Literal["loaded", "no-cache", "set-aside"]
+
+# Fields of an mcpServers entry that change which tools a server exposes, in their JSON
+# spelling. Lifecycle, timeouts, prefixes and the like only change how we use the server.
+_HASHED_EXTRA_FIELDS = ("socket", "requestHeadersCommand", "protocolVersion")
+
+
+def config_hash(entry: ServerEntry) -> str:
+    """SHA-256 hex digest identifying what ``entry`` connects to and what it exposes.
+
+    Covers command, args, env, cwd, url, headers, auth, bearerToken, bearerTokenEnv,
+    exposeResources, includeTools, excludeTools (and socket, requestHeadersCommand,
+    protocolVersion when present), serialised with sorted keys so the digest is stable.
+    """
+    identity: dict[str, Any] = {
+        "command": entry.command,
+        "args": list(entry.args),
+        "env": entry.env,
+        "cwd": entry.cwd,
+        "url": entry.url,
+        "headers": entry.headers,
+        "auth": entry.auth,
+        "bearerToken": entry.bearer_token,
+        "bearerTokenEnv": entry.bearer_token_env,
+        "exposeResources": entry.expose_resources,
+        "includeTools": list(entry.include_tools) if entry.include_tools is not None else None,
+        "excludeTools": list(entry.exclude_tools) if entry.exclude_tools is not None else None,
+    }
+    extra = entry.model_extra or {}
+    for name in _HASHED_EXTRA_FIELDS:
+        identity[name] = extra.get(name)
+    stable = json.dumps(
+        {k: v for k, v in identity.items() if v is not None},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        default=str,
+    )
+    return hashlib.sha256(stable.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class ToolChange:
+    """A tool that exists before and after, with the definition fields that differ."""
+
+    name: str
+    fields: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DefinitionChanges:
+    """How a server's tool list differs from what was cached (tools by their own names).
+
+    A changed description is how a compromised server would slip new instructions to a model,
+    so these are kept in the cache until acknowledged and shown by ``status``. False when empty.
+    """
+
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    changed: tuple[ToolChange, ...] = ()
+    detected_at_ms: int | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.removed or self.changed)
+
+    def names(self) -> tuple[str, ...]:
+        """Every affected tool: changed first, then added, then removed."""
+        return (*(c.name for c in self.changed), *self.added, *self.removed)
+
+    def describe(self) -> str:
+        """One line for people, e.g. ``changed: search (description); added: fetch``."""
+        parts: list[str] = []
+        if self.changed:
+            listed = ", ".join(f"{c.name} ({', '.join(c.fields)})" for c in self.changed)
+            parts.append(f"changed: {listed}")
+        if self.added:
+            parts.append(f"added: {', '.join(self.added)}")
+        if self.removed:
+            parts.append(f"removed: {', '.join(self.removed)}")
+        return "; ".join(parts) if parts else "no changes"
+
+    def merged_with(self, newer: DefinitionChanges) -> DefinitionChanges:
+        """Changes since the older baseline: ``self`` then ``newer`` (net effect per tool)."""
+        added = dict.fromkeys(self.added)
+        removed = dict.fromkeys(self.removed)
+        changed = {c.name: c.fields for c in self.changed}
+        for name in newer.removed:
+            if name in added:  # appeared and vanished again: nothing to report
+                del added[name]
+                changed.pop(name, None)
+            else:
+                changed.pop(name, None)
+                removed[name] = None
+        for name in newer.added:
+            if name in removed:  # came back, and may not be what it was
+                del removed[name]
+                changed[name] = ("redefined",)
+            else:
+                added[name] = None
+        for change in newer.changed:
+            if change.name not in added:
+                earlier = changed.get(change.name, ())
+                changed[change.name] = tuple(dict.fromkeys((*earlier, *change.fields)))
+        return DefinitionChanges(
+            added=tuple(added),
+            removed=tuple(removed),
+            changed=tuple(ToolChange(n, f) for n, f in changed.items()),
+            detected_at_ms=newer.detected_at_ms or self.detected_at_ms,
+        )
+
+    def to_json(self) -> JsonObject:
+        return {
+            "detectedAt": self.detected_at_ms,
+            "added": list(self.added),
+            "removed": list(self.removed),
+            "changed": [{"name": c.name, "fields": list(c.fields)} for c in self.changed],
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> DefinitionChanges:
+        """Read a stored record; anything malformed reads as no changes."""
+        if not isinstance(data, Mapping):
+            return cls()
+
+        def names(value: Any) -> tuple[str, ...]:
+            items = value if isinstance(value, list) else []
+            return tuple(n for n in items if isinstance(n, str))
+
+        changed = []
+        raw_changed = data.get("changed")
+        for item in raw_changed if isinstance(raw_changed, list) else []:
+            if isinstance(item, Mapping) and isinstance(item.get("name"), str):
+                changed.append(ToolChange(item["name"], names(item.get("fields"))))
+        detected = _as_number(data.get("detectedAt"))
+        return cls(
+            added=names(data.get("added")),
+            removed=names(data.get("removed")),
+            changed=tuple(changed),
+            detected_at_ms=int(detected) if detected is not None else None,
+        )
+
+
+def _as_number(value: Any) -> float | None:
+    """``value`` if it is a finite JSON number (not a bool), else None."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _tools_by_name(tools: Any) -> dict[str, Mapping[str, Any]]:
+    by_name: dict[str, Mapping[str, Any]] = {}
+    for tool in tools if isinstance(tools, list) else []:
+        if isinstance(tool, Mapping) and isinstance(tool.get("name"), str):
+            by_name.setdefault(tool["name"], tool)
+    return by_name
+
+
+def _diff_tools(old_tools: Any, new_tools: Any, *, now_ms: int) -> DefinitionChanges:
+    old = _tools_by_name(old_tools)
+    new = _tools_by_name(new_tools)
+    changed = []
+    for name, tool in new.items():
+        if name in old:
+            fields = tuple(f for f in _COMPARED_TOOL_FIELDS if old[name].get(f) != tool.get(f))
+            if fields:
+                changed.append(ToolChange(name, fields))
+    return DefinitionChanges(
+        added=tuple(n for n in new if n not in old),
+        removed=tuple(n for n in old if n not in new),
+        changed=tuple(changed),
+        detected_at_ms=now_ms,
+    )
+
+
+def _objects(value: Any, *required: str) -> tuple[JsonObject, ...]:
+    items = value if isinstance(value, list) else []
+    return tuple(
+        item
+        for item in items
+        if isinstance(item, dict) and all(isinstance(item.get(k), str) for k in required)
+    )
+
+
+def _metadata_from_entry(raw: Mapping[str, Any]) -> ServerMetadata:
+    instructions = raw.get("instructions")
+    return ServerMetadata(
+        tools=_objects(raw.get("tools"), "name"),
+        resources=_objects(raw.get("resources"), "uri", "name"),
+        prompts=_objects(raw.get("prompts"), "name"),
+        instructions=instructions if isinstance(instructions, str) else None,
+    )
+
+
+class _Unreadable(Exception):
+    """The cache file exists but is not a version-1 cache."""
+
+
+class MetadataCache:
+    """The metadata cache file, shared safely between processes.
+
+    Reads work on a snapshot taken by :meth:`load` (called implicitly on first use); every
+    write re-reads the file under the lock, so entries other processes stored meanwhile are
+    kept, and refreshes the snapshot. ``clock`` returns seconds since the epoch.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        clock: Callable[[], float] = time.time,
+        max_age_s: float = DEFAULT_MAX_AGE_S,
+    ) -> None:
+        self.path = Path(path)
+        self._clock = clock
+        self._max_age_ms = max_age_s * 1000
+        self._lock = filelock.FileLock(f"{self.path}.lock", timeout=LOCK_TIMEOUT_S)
+        self._state_lock = threading.RLock()
+        self._servers: dict[str, Any] = {}
+        self._loaded = False
+        self._warnings: list[str] = []
+
+    # ------------------------------------------------------------------------ reading
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Problems met so far (a file set aside, a failed write), oldest first."""
+        return tuple(self._warnings)
+
+    @property
+    def servers(self) -> tuple[str, ...]:
+        """Servers with an entry in the snapshot, valid or not."""
+        self._ensure_loaded()
+        return tuple(self._servers)
+
+    def load(self) -> LoadResult:
+        """(Re)read the file into the snapshot.
+
+        Returns ``"no-cache"`` when there is no file (the first run: connect every server
+        once), ``"set-aside"`` when an unreadable file was moved away (the cache starts empty),
+        else ``"loaded"``.
+        """
+        with self._state_lock:
+            self._loaded = True
+            try:
+                self._servers = self._read()
+            except FileNotFoundError:
+                self._servers = {}
+                return "no-cache"
+            except _Unreadable:
+                self._servers = {}
+                try:
+                    with self._lock:
+                        # Another process may have rewritten it since: only a file that is
+                        # still unreadable under the lock is set aside.
+                        self._servers, set_aside = self._read_or_set_aside()
+                except filelock.Timeout:
+                    self._warn(f"{self.path} is unreadable and stays locked; using no cache")
+                    return "set-aside"
+                return "set-aside" if set_aside else "loaded"
+            except OSError as exc:
+                self._warn(f"cannot read {self.path}: {exc.strerror or exc}; using no cache")
+                self._servers = {}
+            return "loaded"
+
+    def entry_state(self, server: str, entry: ServerEntry) -> EntryState:
+        """Whether ``server``'s entry can be used for ``entry`` as configured now."""
+        self._ensure_loaded()
+        raw = self._servers.get(server)
+        if not isinstance(raw, Mapping):
+            return "missing"
+        if raw.get("configHash") != config_hash(entry):
+            return "config-changed"
+        cached_at = _as_number(raw.get("cachedAt"))
+        if cached_at is None:
+            return "stale"
+        limit_ms = self._max_age_ms
+        ttl_ms = _as_number(raw.get("ttlMs"))
+        if ttl_ms is not None:
+            # The reference stores a server-given time to live: 0 means "never reuse".
+            if ttl_ms <= 0:
+                return "stale"
+            limit_ms = min(limit_ms, ttl_ms)
+        age_ms = self._now_ms() - cached_at
+        if age_ms > limit_ms or age_ms < -_FUTURE_TOLERANCE_MS:
+            return "stale"
+        return "valid"
+
+    def get(self, server: str, entry: ServerEntry) -> ServerMetadata | None:
+        """``server``'s cached metadata, only if its entry is valid for ``entry``."""
+        if self.entry_state(server, entry) != "valid":
+            return None
+        return _metadata_from_entry(self._servers[server])
+
+    def definition_changes(self, server: str) -> DefinitionChanges:
+        """Unacknowledged tool-definition changes recorded for ``server`` (empty if none)."""
+        self._ensure_loaded()
+        raw = self._servers.get(server)
+        if not isinstance(raw, Mapping):
+            return DefinitionChanges()
+        return DefinitionChanges.from_json(raw.get("definitionChanges"))
+
+    def changed_tools(self, server: str) -> tuple[str, ...]:
+        """Names of the tools in :meth:`definition_changes`."""
+        return self.definition_changes(server).names()
+
+    # ------------------------------------------------------------------------ writing
+
+    def store(self, server: str, entry: ServerEntry, metadata: ServerMetadata) -> DefinitionChanges:
+        """Record what ``server`` offers now and return how its tools differ from before.
+
+        Changes are computed against the previous entry when it was made for the same
+        configuration (a changed configuration is the user's doing, not the server's) and are
+        added to the entry's unacknowledged record. Returns only this call's changes.
+
+        Raises:
+            UsageError: ``metadata`` holds something JSON cannot represent (nothing is written).
+        """
+        now_ms = self._now_ms()
+        fresh: JsonObject = {
+            "configHash": config_hash(entry),
+            "tools": list(metadata.tools),
+            "resources": list(metadata.resources),
+            "prompts": list(metadata.prompts),
+            "cachedAt": now_ms,
+        }
+        if metadata.instructions is not None:
+            fresh["instructions"] = metadata.instructions
+        try:
+            # A JSON round trip both validates and normalises (tuples to lists) before diffing.
+            fresh = json.loads(json.dumps(fresh, ensure_ascii=False, allow_nan=False))
+        except (TypeError, ValueError) as exc:
+            raise UsageError(
+                f"metadata of server {server!r} cannot be cached as JSON: {exc}"
+            ) from exc
+        changes = DefinitionChanges()
+
+        def update(servers: dict[str, Any]) -> None:
+            nonlocal changes
+            previous = servers.get(server)
+            pending = DefinitionChanges()
+            if isinstance(previous, Mapping):
+                pending = DefinitionChanges.from_json(previous.get("definitionChanges"))
+                if previous.get("configHash") == fresh["configHash"]:
+                    changes = _diff_tools(previous.get("tools"), fresh["tools"], now_ms=now_ms)
+            record = pending.merged_with(changes) if changes else pending
+            if record:
+                fresh["definitionChanges"] = record.to_json()
+            servers[server] = fresh
+
+        self._modify(update)
+        return changes
+
+    def acknowledge_changes(self, server: str) -> None:
+        """Forget ``server``'s recorded definition changes (the user has seen them)."""
+
+        def update(servers: dict[str, Any]) -> None:
+            raw = servers.get(server)
+            if isinstance(raw, dict):
+                raw.pop("definitionChanges", None)
+
+        self._modify(update)
+
+    def remove(self, server: str) -> None:
+        """Drop ``server``'s entry (a no-op when there is none)."""
+        self._modify(lambda servers: servers.pop(server, None))
+
+    # ------------------------------------------------------------------------ internals
+
+    def _ensure_loaded(self) -> None:
+        if not self._loaded:
+            self.load()
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def _warn(self, message: str) -> None:
+        self._warnings.append(f"metadata cache: {message}")
+
+    def _read(self) -> dict[str, Any]:
+        """The ``servers`` map of the file.
+
+        Raises:
+            FileNotFoundError: there is no file.
+            _Unreadable: the file is not a version-1 cache.
+            OSError: the file cannot be read.
+        """
+        raw = self.path.read_bytes()
+        try:
+            data = json.loads(raw)
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise _Unreadable("not valid JSON") from exc
+        if not isinstance(data, dict):
+            raise _Unreadable("not a JSON object")
+        version = data.get("version")
+        if version != CACHE_VERSION or isinstance(version, bool):
+            raise _Unreadable(f"format version {version!r}, expected {CACHE_VERSION}")
+        servers = data.get("servers")
+        if not isinstance(servers, dict):
+            raise _Unreadable('no "servers" object')
+        return servers
+
+    def _read_or_set_aside(self) -> tuple[dict[str, Any], bool]:
+        """Like :meth:`_read`, but a missing or unreadable file reads as empty; the flag tells
+        whether an unreadable one was set aside. Call with the file lock held.
+
+        Raises:
+            OSError: the file exists but cannot be read.
+        """
+        try:
+            return self._read(), False
+        except FileNotFoundError:
+            return {}, False
+        except _Unreadable as exc:
+            self._set_aside(str(exc))
+            return {}, True
+
+    def _set_aside(self, reason: str) -> None:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self._clock()))
+        target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        suffix = 1
+        while target.exists():
+            target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{suffix}")
+            suffix += 1
+        try:
+            os.replace(self.path, target)
+        except OSError as exc:
+            self._warn(f"{self.path} is unreadable ({reason}) and could not be moved: {exc}")
+            return
+        self._warn(f"{self.path} was unreadable ({reason}); moved to {target.name}, rebuilding")
+
+    def _modify(self, update: Callable[[dict[str, Any]], object]) -> None:
+        """Read-merge-write under the file lock; on failure keep going from memory."""
+        with self._state_lock:
+            self._loaded = True
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with self._lock:
+                    servers, _set_aside = self._read_or_set_aside()
+                    update(servers)
+                    self._remove_orphaned_temp_files()
+                    self._write(servers)
+            except filelock.Timeout:
+                self._warn(f"{self.path} stayed locked for {LOCK_TIMEOUT_S:.0f} s; not saved")
+                update(self._servers)
+                return
+            except OSError as exc:
+                self._warn(f"cannot write {self.path}: {exc.strerror or exc}; not saved")
+                update(self._servers)
+                return
+            self._servers = servers
+
+    def _temp_prefix(self) -> str:
+        return f".{self.path.name}."
+
+    def _remove_orphaned_temp_files(self) -> None:
+        # Every writer holds the lock while its temporary file exists, so with the lock held
+        # any temporary file left is from a process that died mid-write.
+        for orphan in self.path.parent.glob(f"{self._temp_prefix()}*.tmp"):
+            with contextlib.suppress(OSError):
+                orphan.unlink()
+
+    def _write(self, servers: Mapping[str, Any]) -> None:
+        data = json.dumps(
+            {"version": CACHE_VERSION, "servers": servers},
+            ensure_ascii=False,
+            separators=(",", ":"),
+        ).encode("utf-8")
+        fd, temp_name = tempfile.mkstemp(
+            prefix=self._temp_prefix(), suffix=".tmp", dir=self.path.parent
+        )
+        try:
+            with os.fdopen(fd, "wb") as temp:
+                temp.write(data)
+                temp.flush()
+                # Without fsync a power loss after the rename can leave an empty file.
+                os.fsync(temp.fileno())
+            os.replace(temp_name, self.path)
+        except BaseException:
+            Path(temp_name).unlink(missing_ok=True)
+            raise

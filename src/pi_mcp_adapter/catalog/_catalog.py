@@ -1,0 +1,370 @@
+"""The catalog: every tool of every server under one unique name, and name resolution.
+
+A :class:`Catalog` is an immutable snapshot; the engine builds a new one whenever a server's
+metadata changes. Building and every lookup use dict indexes, so a catalog of tens of thousands
+of tools answers in microseconds; only a miss (which ranks suggestions) does more work.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from pi_mcp_adapter._errors import AmbiguousToolError, ToolNotFoundError
+from pi_mcp_adapter.config._models import ServerEntry, Settings
+
+from ._metadata import ServerMetadata, ToolInfo
+from ._naming import MAX_TOOL_NAME_LENGTH, build_tool_infos, server_prefix
+
+__all__ = ["Catalog", "NameCollision"]
+
+MAX_SUGGESTIONS = 5
+_SUGGESTION_POOL = 50
+_MIN_SUGGESTION_SCORE = 0.3
+_SEPARATOR_RUN = re.compile(r"[-_.\s]+")
+_CAMEL_BOUNDARY = re.compile(r"([a-z0-9])([A-Z])")
+
+
+@dataclass(frozen=True, slots=True)
+class NameCollision:
+    """Two tools wanted the same name; the later one (by server order) was renamed.
+
+    ``kept_by`` is the server whose tool kept ``name``; the tool ``original_name`` of
+    ``server`` is callable as ``assigned_name`` instead.
+    """
+
+    name: str
+    kept_by: str
+    server: str
+    original_name: str
+    assigned_name: str
+
+
+def _canonical(name: str) -> str:
+    # `-`, `_`, `__`, `.` and spaces all mean "word break" to a model guessing a name.
+    return _SEPARATOR_RUN.sub("_", name).strip("_")
+
+
+def _folded(name: str) -> str:
+    return _canonical(name).casefold()
+
+
+def _tokens(name: str) -> frozenset[str]:
+    spaced = _CAMEL_BOUNDARY.sub(r"\1_\2", name)
+    return frozenset(t for t in _folded(spaced).split("_") if t)
+
+
+def _unique_name(wanted: str, tool: ToolInfo, taken: Mapping[str, ToolInfo]) -> str:
+    # A hash of the tool's identity keeps the new name stable when unrelated tools come and
+    # go, which a running counter would not.
+    digest = hashlib.sha256(f"{tool.server}\x00{tool.original_name}".encode()).hexdigest()
+    for attempt in range(len(digest) // 6):
+        suffix = "_" + digest[attempt * 6 : attempt * 6 + 6]
+        candidate = wanted[: MAX_TOOL_NAME_LENGTH - len(suffix)] + suffix
+        if candidate not in taken:
+            return candidate
+    counter = 2
+    while True:
+        suffix = f"_{counter}"
+        candidate = wanted[: MAX_TOOL_NAME_LENGTH - len(suffix)] + suffix
+        if candidate not in taken:
+            return candidate
+        counter += 1
+
+
+KeyFn = Callable[[str], str]
+
+
+class _Index:
+    """Tools by a normalised form of their prefixed name and of their original name."""
+
+    __slots__ = ("by_name", "by_original", "key", "server_by_prefix")
+
+    def __init__(self, key: KeyFn) -> None:
+        self.key = key
+        self.by_name: dict[str, list[ToolInfo]] = {}
+        self.by_original: dict[str, list[ToolInfo]] = {}
+        self.server_by_prefix: dict[str, set[str]] = {}
+
+    def add(self, tool: ToolInfo) -> None:
+        self.by_name.setdefault(self.key(tool.name), []).append(tool)
+        self.by_original.setdefault(self.key(tool.original_name), []).append(tool)
+
+    def add_server(self, server: str) -> None:
+        for prefix in {server, server_prefix(server, "server"), server_prefix(server, "short")}:
+            key = self.key(prefix)
+            if key:
+                self.server_by_prefix.setdefault(key, set()).add(server)
+
+    def split_prefix(self, key: str) -> Iterator[tuple[str, str]]:
+        """Every (server, rest) where ``key`` starts with that server's prefix and ``_``."""
+        for i, char in enumerate(key):
+            if char == "_":
+                for server in self.server_by_prefix.get(key[:i], ()):
+                    yield server, key[i + 1 :]
+
+
+class Catalog:
+    """Every tool the adapter offers, each under exactly one name.
+
+    Build it with :meth:`build`. Tools keep the order of servers (config order) and, within a
+    server, the order the server listed them (resources after tools). When two tools want the
+    same name, the first keeps it and the later one gets a stable hash suffix; each such case is
+    in :attr:`collisions`.
+    """
+
+    __slots__ = (
+        "_by_name",
+        "_by_original",
+        "_by_server",
+        "_collisions",
+        "_exact",
+        "_folded",
+        "_suggest_index",
+        "_tools",
+    )
+
+    _tools: tuple[ToolInfo, ...]
+    _by_server: dict[str, tuple[ToolInfo, ...]]
+    _by_name: dict[str, ToolInfo]
+    _by_original: dict[str, list[ToolInfo]]
+    _suggest_index: _SuggestIndex | None
+    _collisions: tuple[NameCollision, ...]
+    _exact: _Index
+    _folded: _Index
+
+    def __init__(self, tools: Iterable[ToolInfo] = (), *, servers: Iterable[str] = ()) -> None:
+        """Index ``tools`` (renaming any whose name is taken) and the names of ``servers``.
+
+        ``servers`` lists servers that have no tools but exist; every tool's server is added.
+        """
+        by_name: dict[str, ToolInfo] = {}
+        by_server: dict[str, list[ToolInfo]] = {s: [] for s in servers}
+        collisions: list[NameCollision] = []
+        for tool in tools:
+            if tool.name in by_name:
+                assigned = _unique_name(tool.name, tool, by_name)
+                collisions.append(
+                    NameCollision(
+                        name=tool.name,
+                        kept_by=by_name[tool.name].server,
+                        server=tool.server,
+                        original_name=tool.original_name,
+                        assigned_name=assigned,
+                    )
+                )
+                tool = ToolInfo(
+                    name=assigned,
+                    original_name=tool.original_name,
+                    server=tool.server,
+                    description=tool.description,
+                    input_schema=tool.input_schema,
+                    output_schema=tool.output_schema,
+                    annotations=tool.annotations,
+                    resource_uri=tool.resource_uri,
+                )
+            by_name[tool.name] = tool
+            by_server.setdefault(tool.server, []).append(tool)
+        self._by_name = by_name
+        self._tools = tuple(by_name.values())
+        self._by_server = {s: tuple(ts) for s, ts in by_server.items()}
+        self._collisions = tuple(collisions)
+        self._by_original = {}
+        for tool in self._tools:
+            self._by_original.setdefault(tool.original_name, []).append(tool)
+        self._suggest_index = None
+        self._exact = _Index(_canonical)
+        self._folded = _Index(_folded)
+        for index in (self._exact, self._folded):
+            for tool in self._tools:
+                index.add(tool)
+            for server in self._by_server:
+                index.add_server(server)
+
+    @classmethod
+    def build(
+        cls,
+        metadata: Mapping[str, ServerMetadata],
+        entries: Mapping[str, ServerEntry],
+        settings: Settings,
+    ) -> Catalog:
+        """The catalog of every server in ``metadata``, named and filtered per ``entries``.
+
+        Server order (which decides who keeps a contested name) is the order of ``entries``,
+        then any server only in ``metadata``. Servers whose entry is disabled are left out.
+        """
+        order = [s for s in entries if s in metadata] + [s for s in metadata if s not in entries]
+        servers: list[str] = []
+        tools: list[ToolInfo] = []
+        for server in order:
+            entry = entries.get(server)
+            if entry is not None and not entry.is_enabled:
+                continue
+            servers.append(server)
+            tools += build_tool_infos(server, metadata[server], entry=entry, settings=settings)
+        return cls(tools, servers=servers)
+
+    @property
+    def servers(self) -> tuple[str, ...]:
+        return tuple(self._by_server)
+
+    @property
+    def collisions(self) -> tuple[NameCollision, ...]:
+        return self._collisions
+
+    def tools(self, server: str | None = None) -> Sequence[ToolInfo]:
+        """All tools, or those of ``server`` (empty for an unknown server)."""
+        if server is None:
+            return self._tools
+        return self._by_server.get(server, ())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def get(self, name: str) -> ToolInfo | None:
+        """The tool named exactly ``name``, if any."""
+        return self._by_name.get(name)
+
+    def lookup(self, name: str, *, server: str | None = None) -> ToolInfo:
+        """Resolve the name a model or user typed to one tool.
+
+        Tried in order, the first rule that matches anything wins: the exact name; the
+        server's own tool name; the same two with ``-``, ``_``, ``__`` and ``.`` treated
+        alike; a server prefix (full or short) plus the server's own tool name; then all of
+        that ignoring case. ``server`` restricts every rule to that server's tools.
+
+        Raises:
+            AmbiguousToolError: the first matching rule matched several tools (``candidates``).
+            ToolNotFoundError: nothing matched (``suggestions`` holds up to 5 close names).
+        """
+
+        def allowed(tool: ToolInfo) -> bool:
+            return server is None or tool.server == server
+
+        exact = self._by_name.get(name)
+        if exact is not None and allowed(exact):
+            return exact
+        found = self._resolve(name, [t for t in self._by_original.get(name, ()) if allowed(t)])
+        if found is not None:
+            return found
+        for index in (self._exact, self._folded):
+            key = index.key(name)
+            for group in (index.by_name.get(key, ()), index.by_original.get(key, ())):
+                found = self._resolve(name, [t for t in group if allowed(t)])
+                if found is not None:
+                    return found
+            split = [
+                t
+                for prefixed_server, rest in index.split_prefix(key)
+                if server is None or prefixed_server == server
+                for t in index.by_original.get(rest, ())
+                if t.server == prefixed_server
+            ]
+            found = self._resolve(name, split)
+            if found is not None:
+                return found
+        raise self._not_found(name, server)
+
+    def _resolve(self, name: str, candidates: Sequence[ToolInfo]) -> ToolInfo | None:
+        unique = list({t.name: t for t in candidates}.values())
+        if not unique:
+            return None
+        if len(unique) == 1:
+            return unique[0]
+        listed = ", ".join(f"{t.name} (server {t.server})" for t in unique)
+        raise AmbiguousToolError(
+            name,
+            f'"{name}" matches {len(unique)} tools: {listed}. Call one by its full name.',
+            candidates=[t.name for t in unique],
+        )
+
+    def _not_found(self, name: str, server: str | None) -> ToolNotFoundError:
+        where = f' on server "{server}"' if server is not None else ""
+        if server is not None and server not in self._by_server:
+            return ToolNotFoundError(
+                name, f'Tool "{name}" not found: no server "{server}" in the catalog.'
+            )
+        suggestions = self.suggest(name, server=server)
+        if suggestions:
+            hint = f" Did you mean: {', '.join(suggestions)}?"
+        else:
+            hint = " Search the catalog by keyword to find the tool you need."
+        return ToolNotFoundError(
+            name, f'Tool "{name}" not found{where}.{hint}', suggestions=suggestions
+        )
+
+    def suggest(
+        self, name: str, *, server: str | None = None, limit: int = MAX_SUGGESTIONS
+    ) -> list[str]:
+        """Up to ``limit`` tool names that look like ``name``, best first.
+
+        A leading server prefix is stripped first, so ``github_serch_code`` is compared as
+        ``serch_code``. Similarity is word overlap plus character similarity of the tools' own
+        names; ties go to the shorter, then alphabetically first name.
+        """
+        key = self._folded.key(name)
+        for _server, rest in self._folded.split_prefix(key):
+            if rest:
+                key = rest
+                break
+        if not key or (server is not None and server not in self._by_server):
+            return []
+        if self._suggest_index is None:
+            # Built on the first miss only: most catalogs never need it.
+            self._suggest_index = _SuggestIndex(self._tools)
+        return self._suggest_index.suggest(key, server=server, limit=limit)
+
+
+class _SuggestIndex:
+    """Word and spelling indexes over the tools' own names, for "did you mean" suggestions."""
+
+    __slots__ = ("by_original", "by_token", "tokens", "tools")
+
+    def __init__(self, tools: Sequence[ToolInfo]) -> None:
+        # Keyed by catalog name: ToolInfo holds dicts, so it is not hashable.
+        self.tools: dict[str, ToolInfo] = {}
+        self.tokens: dict[str, frozenset[str]] = {}
+        self.by_token: dict[str, list[str]] = {}
+        self.by_original: dict[str, list[str]] = {}
+        for tool in tools:
+            tokens = _tokens(tool.original_name)
+            self.tools[tool.name] = tool
+            self.tokens[tool.name] = tokens
+            for token in tokens:
+                self.by_token.setdefault(token, []).append(tool.name)
+            self.by_original.setdefault(_folded(tool.original_name), []).append(tool.name)
+
+    def suggest(self, key: str, *, server: str | None, limit: int) -> list[str]:
+        def allowed(name: str) -> bool:
+            return server is None or self.tools[name].server == server
+
+        query_tokens = _tokens(key)
+        overlap: dict[str, float] = {}
+        for token in query_tokens:
+            for name in self.by_token.get(token, ()):
+                if name not in overlap and allowed(name):
+                    tool_tokens = self.tokens[name]
+                    overlap[name] = len(query_tokens & tool_tokens) / len(
+                        query_tokens | tool_tokens
+                    )
+        best = sorted(overlap.items(), key=lambda pair: -pair[1])[:_SUGGESTION_POOL]
+        candidates = dict(best)
+        for close in difflib.get_close_matches(key, self.by_original, n=_SUGGESTION_POOL):
+            for name in self.by_original[close]:
+                if allowed(name):
+                    candidates.setdefault(name, 0.0)
+        scored: list[tuple[float, str]] = []
+        matcher = difflib.SequenceMatcher(None, b=key)
+        for name, word_overlap in candidates.items():
+            matcher.set_seq1(_folded(self.tools[name].original_name))
+            score = 0.5 * word_overlap + 0.5 * matcher.ratio()
+            if score >= _MIN_SUGGESTION_SCORE:
+                scored.append((score, name))
+        scored.sort(key=lambda pair: (-pair[0], len(pair[1]), pair[1]))
+        return [name for _score, name in scored[:limit]]

@@ -1,0 +1,168 @@
+"""How a server's tools and resources become the names a model calls.
+
+A model-facing name is ``<prefix><separator><tool>``. The prefix comes from the server name
+(mode ``server``), the server name without a trailing ``mcp`` (mode ``short``) or nothing (mode
+``none``); the mode is set globally (``settings.toolPrefix``) or per server (``toolPrefix``).
+Every name is made acceptable to the common LLM tool APIs (``^[A-Za-z0-9_-]{1,64}$``).
+
+Names built here are unique per tool identity but not yet across the catalog: two servers may
+produce the same name. :class:`~pi_mcp_adapter.catalog.Catalog` settles that and reports it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pi_mcp_adapter.config._models import ServerEntry, Settings, ToolPrefixMode
+
+from ._filters import ToolFilter
+from ._metadata import JsonObject, ServerMetadata, ToolInfo
+
+__all__ = [
+    "MAX_TOOL_NAME_LENGTH",
+    "build_tool_infos",
+    "format_tool_name",
+    "resource_tool_name",
+    "server_prefix",
+]
+
+MAX_TOOL_NAME_LENGTH = 64
+"""OpenAI, Anthropic and Bedrock all reject tool names longer than this."""
+
+_HASH_SUFFIX_HEX = 8
+_VALID_NAME_CHAR = re.compile(r"[A-Za-z0-9_-]")
+_INVALID_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+_SHORT_SUFFIX = re.compile(r"[-_]?mcp$", re.IGNORECASE)
+_NOT_ALNUM_RUN = re.compile(r"[^A-Za-z0-9]+")
+
+
+def _escape_server_name(server: str) -> str:
+    # Escaping (rather than replacing) keeps two server names that differ only in punctuation
+    # apart: "a.b" and "a_b" must not share a prefix. The `_<hex>_` form matches the reference.
+    return "".join(c if _VALID_NAME_CHAR.fullmatch(c) else f"_{ord(c):x}_" for c in server)
+
+
+def server_prefix(server: str, mode: ToolPrefixMode) -> str:
+    """The prefix a server's tools carry under ``mode`` (empty for ``none``)."""
+    if mode == "none":
+        return ""
+    if mode == "short":
+        return _escape_server_name(_SHORT_SUFFIX.sub("", server)) or "mcp"
+    return _escape_server_name(server)
+
+
+def _sanitize_tool_part(name: str) -> str:
+    return _INVALID_NAME_CHARS.sub("_", name)
+
+
+def _fit_length(name: str, identity: str) -> str:
+    if len(name) <= MAX_TOOL_NAME_LENGTH:
+        return name
+    # The suffix hashes the tool's identity, not the cut text, so two long names sharing their
+    # first 55 characters still get different, stable names.
+    digest = hashlib.sha256(identity.encode("utf-8")).hexdigest()[:_HASH_SUFFIX_HEX]
+    return f"{name[: MAX_TOOL_NAME_LENGTH - _HASH_SUFFIX_HEX - 1]}_{digest}"
+
+
+def format_tool_name(
+    tool_name: str, server: str, *, mode: ToolPrefixMode = "server", separator: str = "_"
+) -> str:
+    """The model-facing name of ``tool_name`` on ``server``, before catalog-wide deduplication.
+
+    Characters outside ``[A-Za-z0-9_-]`` become ``_``; a tool whose name already starts with
+    its prefix and ``_`` keeps that name instead of being prefixed twice; names longer than 64
+    characters are cut and end in a hash of the server and tool name.
+    """
+    tool_part = _sanitize_tool_part(tool_name) or "_"
+    prefix = server_prefix(server, mode)
+    if not prefix or (tool_part.startswith(f"{prefix}_") and len(tool_part) > len(prefix) + 1):
+        full = tool_part
+    else:
+        full = f"{prefix}{separator}{tool_part}"
+    return _fit_length(full, f"{server}\x00{tool_name}")
+
+
+def resource_tool_name(resource_name: str) -> str:
+    """The unprefixed tool name of a resource: ``read_`` plus its lower-cased, underscored name."""
+    core = _NOT_ALNUM_RUN.sub("_", resource_name).strip("_").lower()
+    if not core or core[0].isdigit():
+        core = f"resource_{core}" if core else "resource"
+    return f"read_{core}"
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _object_or_none(value: Any) -> Mapping[str, Any] | None:
+    return value if isinstance(value, Mapping) else None
+
+
+def _tool_info(server: str, tool: JsonObject, mode: ToolPrefixMode, separator: str) -> ToolInfo:
+    original = tool["name"]
+    kwargs: dict[str, Any] = {}
+    input_schema = _object_or_none(tool.get("inputSchema"))
+    if input_schema is not None:
+        kwargs["input_schema"] = input_schema
+    return ToolInfo(
+        name=format_tool_name(original, server, mode=mode, separator=separator),
+        original_name=original,
+        server=server,
+        # A title is the best short text a server gives when it omits the description.
+        description=_text(tool.get("description")) or _text(tool.get("title")),
+        output_schema=_object_or_none(tool.get("outputSchema")),
+        annotations=_object_or_none(tool.get("annotations")),
+        **kwargs,
+    )
+
+
+def _resource_info(
+    server: str, resource: JsonObject, mode: ToolPrefixMode, separator: str
+) -> ToolInfo:
+    uri: str = resource["uri"]
+    base = resource_tool_name(resource["name"])
+    detail = _text(resource.get("description")).strip()
+    description = f"Read resource: {uri}" + (f" - {detail}" if detail else "")
+    return ToolInfo(
+        name=format_tool_name(base, server, mode=mode, separator=separator),
+        original_name=base,
+        server=server,
+        description=description,
+        resource_uri=uri,
+    )
+
+
+def build_tool_infos(
+    server: str,
+    metadata: ServerMetadata,
+    *,
+    entry: ServerEntry | None,
+    settings: Settings,
+) -> list[ToolInfo]:
+    """Every tool (and, unless ``exposeResources`` is false, every resource) ``server`` offers.
+
+    Entries without a usable ``name`` (or resources without ``uri``) are skipped, never fatal.
+    ``includeTools``/``excludeTools`` of ``entry`` are applied. Names are prefixed and sanitised
+    but not deduplicated across servers; build a :class:`Catalog` for that.
+    """
+    mode: ToolPrefixMode = (entry.tool_prefix if entry else None) or settings.tool_prefix
+    separator = settings.tool_separator
+    infos: list[ToolInfo] = []
+    for tool in metadata.tools:
+        if isinstance(tool, Mapping) and _text(tool.get("name")):
+            infos.append(_tool_info(server, tool, mode, separator))
+    if entry is None or entry.expose_resources:
+        for resource in metadata.resources:
+            if (
+                isinstance(resource, Mapping)
+                and _text(resource.get("uri"))
+                and _text(resource.get("name"))
+            ):
+                infos.append(_resource_info(server, resource, mode, separator))
+    tool_filter = ToolFilter.for_entry(entry)
+    if tool_filter.is_empty:
+        return infos
+    return [info for info in infos if tool_filter.allows(info.original_name, info.name)]
