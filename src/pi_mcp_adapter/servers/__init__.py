@@ -1,3 +1,31 @@
-"""See the package docstring of pi_mcp_adapter for how this layer fits."""
+"""Talking to MCP servers: connections, the manager and the lifecycle.
+
+- ``_connection``  one connection, owned by one task: transports, handshake under a deadline,
+                   catalog listing with pagination, ``list_changed`` refresh, raw tool calls.
+- ``_transports``  stdio (full environment, captured stderr), Streamable HTTP, SSE fallback,
+                   headers and bearer tokens, the end-of-stream watcher.
+- ``_translate``   SDK/httpx2/OS failures into the package's exception tree.
+- ``_manager``     ``ServerManager``: dedupe, in-flight counts, idle, backoff, generations.
+- ``_lifecycle``   the policy: lazy / eager / keep-alive, idle timeouts, retry schedule.
+- ``_npx``         ``npx``/``npm exec`` commands resolved to the package's own binary.
+
+See the package docstring of pi_mcp_adapter for how this layer fits.
+"""
 
 from __future__ import annotations
+
+from ._connection import ServerConnection
+from ._manager import MetadataListener, ServerManager
+from ._npx import ResolvedCommand, resolve_npx_command
+from ._state import ServerState, ServerStatus, TransportKind
+
+__all__ = [
+    "MetadataListener",
+    "ResolvedCommand",
+    "ServerConnection",
+    "ServerManager",
+    "ServerState",
+    "ServerStatus",
+    "TransportKind",
+    "resolve_npx_command",
+]

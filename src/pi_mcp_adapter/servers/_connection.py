@@ -1,0 +1,457 @@
+"""One connection to one MCP server, owned by one task.
+
+Resource handling: :meth:`ServerConnection.run` is the owner task. Start it with
+``await task_group.start(connection.run)``: it opens the transport and the SDK client, performs
+the handshake and lists the server's tools, resources and prompts, all under one connect
+deadline, then reports itself started and waits. Every other task may call the connection
+concurrently; only the owner ever enters or exits the SDK's contexts (they must be exited by
+the task that entered them). :meth:`close` asks the owner to exit and waits for it.
+
+Error handling: a failure before the connection is started is translated into our exception
+tree and raised from ``task_group.start``. After the start the owner never raises (it would
+take the task group down with it): an ended connection records why in ``end_reason``, and
+``on_end`` tells the owner of the connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import mcp_types as types
+from mcp import Client, MCPError
+from pydantic import BaseModel
+
+from pi_mcp_adapter._errors import ConnectionLostError, ServerUnavailableError
+from pi_mcp_adapter.catalog._metadata import ServerMetadata
+from pi_mcp_adapter.config._models import ServerEntry
+
+from ._state import TransportKind
+from ._stderr import StderrCapture, terminal
+from ._translate import (
+    HttpObservation,
+    connect_error,
+    connect_timeout_error,
+    redact_url,
+    request_error,
+)
+from ._transports import (
+    AuthFactory,
+    http_headers,
+    open_sse,
+    open_stdio,
+    open_streamable_http,
+    stdio_parameters,
+)
+
+logger = logging.getLogger("pi_mcp_adapter.servers")
+
+CLOSE_TIMEOUT_S = 5.0
+"""Upper bound for leaving the SDK client on close. The stdio transport's own shutdown
+(close stdin, 2 s, SIGTERM to the process group, 2 s, SIGKILL) is shielded and always
+completes; this only cuts short an HTTP session DELETE to an unresponsive server."""
+
+MAX_LIST_PAGES = 1000
+"""A server whose cursors never end must not hang a connect: 1,000 pages is far beyond any
+real catalog (the 5,000-tool fixture needs 50)."""
+
+_T = TypeVar("_T", bound=BaseModel)
+
+MetadataCallback = Callable[["ServerConnection", ServerMetadata], Awaitable[None]]
+EndCallback = Callable[["ServerConnection"], None]
+
+
+def _client_info() -> types.Implementation:
+    try:
+        version = importlib_metadata.version("pi-mcp-adapter")
+    except importlib_metadata.PackageNotFoundError:
+        version = "0"
+    return types.Implementation(name="pi-mcp-adapter", version=version)
+
+
+class ServerConnection:
+    """A live connection to one server (see the module docstring for the ownership rules).
+
+    ``metadata`` is the server's catalog as of the last listing; ``transport`` says which
+    transport carries the connection; ``connected_at`` is in the clock's seconds.
+    """
+
+    def __init__(
+        self,
+        server: str,
+        entry: ServerEntry,
+        *,
+        log_dir: Path,
+        npx_cache_path: Path | None = None,
+        resolve_npx: bool = True,
+        auth_factory: AuthFactory | None = None,
+        environ: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = anyio.current_time,
+        on_metadata: MetadataCallback | None = None,
+        on_end: EndCallback | None = None,
+    ) -> None:
+        self.server = server
+        self.entry = entry
+        self.log_dir = log_dir
+        self.transport: TransportKind | None = None
+        self.metadata = ServerMetadata()
+        self.connected_at: float | None = None
+        self.end_reason: str | None = None
+        """Why a started connection ended unexpectedly; None while alive or after close()."""
+        self._npx_cache_path = npx_cache_path
+        self._resolve_npx = resolve_npx
+        self._auth_factory = auth_factory
+        self._environ = dict(os.environ if environ is None else environ)
+        self._clock = clock
+        self._on_metadata = on_metadata
+        self._on_end = on_end
+        self._client: Client | None = None
+        self._started = False
+        self._closing = False
+        self._stop = anyio.Event()
+        self._done = anyio.Event()
+        self._changed = anyio.Event()
+        self._scope: anyio.CancelScope | None = None
+        self._stdout_noise = ""
+        self._capture: StderrCapture | None = None
+
+    # -- state ------------------------------------------------------------------------------
+
+    @property
+    def is_alive(self) -> bool:
+        """Started, not asked to close, and the peer has not gone away."""
+        return self._started and not self._stop.is_set() and not self._done.is_set()
+
+    @property
+    def log_path(self) -> Path | None:
+        """The stderr log of a stdio server, None for HTTP servers."""
+        return self._capture.log_path if self._capture is not None else None
+
+    # -- the owner task ---------------------------------------------------------------------
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[ServerConnection] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Own the connection: connect, report started, wait for close or loss, clean up.
+
+        Raises (only before ``task_status.started``):
+            ServerUnavailableError: a subclass saying why connecting failed.
+        """
+        timeout_s = self.entry.startup_timeout_s
+        try:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                scope.deadline = anyio.current_time() + timeout_s
+                if self.entry.command is not None:
+                    plan: tuple[TransportKind, ...] = ("stdio",)
+                else:
+                    plan = ("streamable-http", "sse")
+                for kind in plan:
+                    observation = HttpObservation()
+                    try:
+                        await self._serve(kind, scope, observation, task_status)
+                        break
+                    except Exception as exc:
+                        if self._started:
+                            self._note_end(f"the connection failed: {_first_line(exc)}")
+                            break
+                        if kind == "streamable-http" and observation.wants_sse_fallback:
+                            logger.info(
+                                "server %r: Streamable HTTP answered HTTP %s; trying SSE",
+                                self.server,
+                                observation.status,
+                            )
+                            continue
+                        raise self._connect_error(exc, observation) from exc
+            if not self._started:
+                if self._closing:
+                    raise ConnectionLostError(
+                        self.server, f"server {self.server!r} was closed while connecting"
+                    )
+                raise connect_timeout_error(
+                    self.server,
+                    timeout_s=timeout_s,
+                    stdout_noise=self._stdout_noise,
+                    log_hint=self._log_hint(),
+                )
+        finally:
+            self._client = None
+            self._done.set()
+            if self._started and self._on_end is not None:
+                self._on_end(self)
+
+    async def _serve(
+        self,
+        kind: TransportKind,
+        scope: anyio.CancelScope,
+        observation: HttpObservation,
+        task_status: anyio.abc.TaskStatus[ServerConnection],
+    ) -> None:
+        transport = await self._open_transport(kind, observation)
+        async with Client(
+            transport,
+            mode="legacy",  # pushed notifications/tools/list_changed only arrive in legacy mode
+            cache=None,  # results must reflect the server now, not a TTL the server chose
+            message_handler=self._on_message,
+            client_info=_client_info(),
+        ) as client:
+            self.metadata = await _fetch_metadata(client)
+            scope.deadline = math.inf
+            self._client = client
+            self.transport = kind
+            self.connected_at = self._clock()
+            self._started = True
+            task_status.started(self)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._refresh_on_change)
+                await self._stop.wait()
+                tg.cancel_scope.cancel()
+            self._client = None
+            scope.deadline = anyio.current_time() + CLOSE_TIMEOUT_S
+
+    async def _open_transport(self, kind: TransportKind, observation: HttpObservation) -> Any:
+        if kind == "stdio":
+            params = await stdio_parameters(
+                self.server,
+                self.entry,
+                environ=self._environ,
+                npx_cache_path=self._npx_cache_path,
+                resolve_npx=self._resolve_npx,
+            )
+            self._capture = StderrCapture(
+                self.server, self.log_dir, echo=terminal() if self.entry.debug else None
+            )
+            return open_stdio(params, self._capture, self._on_eof)
+        url = self.entry.url
+        if url is None:
+            raise ConnectionLostError(self.server, f"server {self.server!r} has no `url`")
+        headers = http_headers(self.server, self.entry, self._environ)
+        auth = self._auth_factory(self.server) if self._auth_factory is not None else None
+        opener = open_streamable_http if kind == "streamable-http" else open_sse
+        return opener(url, headers=headers, auth=auth, observation=observation, on_eof=self._on_eof)
+
+    def _connect_error(
+        self, exc: BaseException, observation: HttpObservation
+    ) -> ServerUnavailableError:
+        if self.entry.command is not None:
+            target = self.entry.command
+            return connect_error(
+                self.server,
+                exc,
+                target=target,
+                stderr_tail=self._capture.tail() if self._capture is not None else "",
+                log_hint=self._log_hint(),
+            )
+        return connect_error(
+            self.server, exc, target=redact_url(self.entry.url or ""), observation=observation
+        )
+
+    def _log_hint(self) -> str:
+        path = self.log_path
+        return str(path) if path is not None else ""
+
+    # -- events from the SDK ----------------------------------------------------------------
+
+    def _on_eof(self) -> None:
+        if not self._closing:
+            reason = (
+                "the server process exited"
+                if self.entry.command is not None
+                else "the server closed the event stream"
+            )
+            self._note_end(reason)
+
+    def _note_end(self, reason: str) -> None:
+        if not self._closing and self.end_reason is None:
+            self.end_reason = reason
+            logger.warning("server %r: connection lost: %s", self.server, reason)
+        self._stop.set()
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            # A stdio server printing non-MCP text; the SDK skips the line and goes on.
+            if not self._stdout_noise:
+                self._stdout_noise = _first_line(message)[:200]
+            return
+        if isinstance(
+            message,
+            types.ToolListChangedNotification
+            | types.ResourceListChangedNotification
+            | types.PromptListChangedNotification,
+        ):
+            self._changed.set()
+
+    async def _refresh_on_change(self) -> None:
+        while True:
+            await self._changed.wait()
+            # A burst of notifications collapses into one refresh.
+            self._changed = anyio.Event()
+            try:
+                await self.refresh_metadata()
+            except Exception as exc:
+                logger.warning(
+                    "server %r: refreshing after list_changed failed: %s",
+                    self.server,
+                    _first_line(exc),
+                )
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def _require_client(self, what: str) -> Client:
+        client = self._client
+        if client is None or not self.is_alive:
+            reason = self.end_reason or "it is closed"
+            raise ConnectionLostError(
+                self.server, f"cannot send {what} to server {self.server!r}: {reason}"
+            )
+        return client
+
+    async def _request(
+        self,
+        what: str,
+        request: Any,
+        result_type: type[_T],
+        timeout_s: float | None,
+    ) -> _T:
+        client = self._require_client(what)
+        try:
+            result: _T = await client.session.send_request(
+                request, result_type, request_read_timeout_seconds=timeout_s
+            )
+        except Exception as exc:
+            error = request_error(self.server, exc, what=what, timeout_s=timeout_s)
+            if isinstance(error, ConnectionLostError):
+                self._note_end(error.message)
+            raise error from exc
+        return result
+
+    async def call_tool(
+        self, tool: str, arguments: Mapping[str, Any] | None, *, timeout_s: float | None
+    ) -> types.CallToolResult:
+        """Call ``tool`` and return the server's result untouched.
+
+        The SDK's ``call_tool`` would validate ``structuredContent`` against the tool's output
+        schema and raise on a mismatch; a gateway must pass results through, so this sends the
+        request directly. An ``is_error`` result is a result, not an exception.
+
+        Raises:
+            ConnectionLostError: the connection is closed or was lost during the call.
+            RequestTimeoutError: no answer within ``timeout_s`` (the connection stays usable).
+            ServerReportedError: the server answered with a JSON-RPC error.
+        """
+        request = types.CallToolRequest(
+            params=types.CallToolRequestParams(
+                name=tool, arguments=dict(arguments) if arguments is not None else None
+            )
+        )
+        return await self._request(f"tool {tool!r}", request, types.CallToolResult, timeout_s)
+
+    async def read_resource(self, uri: str, *, timeout_s: float | None) -> types.ReadResourceResult:
+        """Read the resource ``uri``. Raises like :meth:`call_tool`."""
+        request = types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri=uri))
+        return await self._request(
+            f"resource {uri!r}", request, types.ReadResourceResult, timeout_s
+        )
+
+    async def ping(self, *, timeout_s: float) -> None:
+        """Check that the server answers (raises like :meth:`call_tool`)."""
+        await self._request("ping", types.PingRequest(), types.EmptyResult, timeout_s)
+
+    async def refresh_metadata(self) -> ServerMetadata:
+        """List tools, resources and prompts again, store and return them.
+
+        Raises:
+            ConnectionLostError: the connection is closed or was lost.
+            RequestTimeoutError: a listing took longer than the request timeout.
+            ServerReportedError: the server rejected a listing.
+        """
+        client = self._require_client("a catalog listing")
+        timeout_s = self.entry.request_timeout_s
+        try:
+            with anyio.fail_after(timeout_s):
+                metadata = await _fetch_metadata(client)
+        except TimeoutError as exc:
+            raise request_error(
+                self.server,
+                MCPError(code=types.REQUEST_TIMEOUT, message="listing timed out"),
+                what="the catalog listing",
+                timeout_s=timeout_s,
+            ) from exc
+        except Exception as exc:
+            error = request_error(self.server, exc, what="the catalog listing")
+            if isinstance(error, ConnectionLostError):
+                self._note_end(error.message)
+            raise error from exc
+        self.metadata = metadata
+        if self._on_metadata is not None:
+            await self._on_metadata(self, metadata)
+        return metadata
+
+    # -- closing ----------------------------------------------------------------------------
+
+    def request_close(self) -> None:
+        """Ask the owner to close the connection (or abandon connecting); do not wait."""
+        self._closing = True
+        if not self._started and self._scope is not None:
+            self._scope.cancel()
+        self._stop.set()
+
+    async def close(self) -> None:
+        """Close the connection and wait until its resources are released (idempotent)."""
+        self.request_close()
+        await self._done.wait()
+
+    async def wait_closed(self) -> None:
+        """Wait until the owner task has finished."""
+        await self._done.wait()
+
+
+async def _fetch_metadata(client: Client) -> ServerMetadata:
+    session = client.session
+    capabilities = session.server_capabilities or types.ServerCapabilities()
+    tools = await _list_all(session.list_tools, "tools")
+    resources: list[Any] = []
+    prompts: list[Any] = []
+    if capabilities.resources is not None:
+        resources = await _list_all(session.list_resources, "resources")
+    if capabilities.prompts is not None:
+        prompts = await _list_all(session.list_prompts, "prompts")
+    return ServerMetadata.from_mcp(tools, resources, prompts, session.instructions)
+
+
+async def _list_all(fetch: Callable[..., Awaitable[Any]], field: str) -> list[Any]:
+    """Every item of a paginated listing; a server without the method has none."""
+    items: list[Any] = []
+    cursor: str | None = None
+    seen: set[str] = set()
+    for _ in range(MAX_LIST_PAGES):
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
+        try:
+            page = await fetch(params=params)
+        except MCPError as exc:
+            if exc.code == types.METHOD_NOT_FOUND and not items:
+                return []
+            raise
+        items.extend(getattr(page, field))
+        cursor = page.next_cursor
+        if cursor is None:
+            return items
+        if cursor in seen:
+            raise MCPError(
+                code=types.INTERNAL_ERROR, message=f"{field} pagination repeated a cursor"
+            )
+        seen.add(cursor)
+    raise MCPError(
+        code=types.INTERNAL_ERROR, message=f"{field} listing exceeded {MAX_LIST_PAGES} pages"
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

@@ -1,0 +1,681 @@
+"""The server manager: every configured server's connection, state and lifecycle.
+
+Resource handling: ``async with ServerManager(...) as manager`` owns one task group. Connection
+owner tasks, connect attempts and the health-check loop all live in it; leaving the block stops
+the health checks, closes every connection (stdio children are stopped, their process groups
+killed after a grace period) and cancels whatever is left. The manager cannot be re-entered.
+
+Connects are deduplicated: one attempt per server is in flight at a time and every caller awaits
+it. Each attempt carries a generation number; closing or reconnecting a server moves the
+generation on, so an older attempt that finishes late closes itself instead of installing stale
+state.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.abc
+import mcp_types as types
+
+from pi_mcp_adapter._errors import (
+    ConnectionLostError,
+    NeedsAuthError,
+    ServerBackoffError,
+    ServerDisabledError,
+    ServerNotConfiguredError,
+    ServerStartError,
+    ServerUnavailableError,
+    UsageError,
+)
+from pi_mcp_adapter.catalog._metadata import ServerMetadata
+from pi_mcp_adapter.config._models import ServerEntry, Settings
+
+from ._connection import ServerConnection
+from ._lifecycle import (
+    HEALTH_PING_TIMEOUT_S,
+    SHUTDOWN_TIMEOUT_S,
+    connects_at_start,
+    health_check_interval_s,
+    idle_timeout_s,
+    keep_alive_retry_delay_s,
+)
+from ._state import ServerState, ServerStatus, TransportKind
+from ._transports import AuthFactory
+
+logger = logging.getLogger("pi_mcp_adapter.servers")
+
+DEFAULT_BACKOFF_S = 60.0
+
+MetadataListener = Callable[[str, ServerMetadata], Awaitable[None] | None]
+"""``(server_name, metadata)``; may be a plain function or a coroutine function."""
+
+
+class _Attempt:
+    """One in-flight connect; every caller that asked for the server waits on ``done``."""
+
+    def __init__(self, generation: int, connection: ServerConnection) -> None:
+        self.generation = generation
+        self.connection = connection
+        self.done = anyio.Event()
+        self.result: ServerConnection | None = None
+        self.error: ServerUnavailableError | None = None
+        self.superseded = False
+        """Set when a reconnect replaced this attempt: its waiters follow the new one."""
+
+
+class _Slot:
+    """Everything the manager tracks about one configured server."""
+
+    def __init__(self, name: str, entry: ServerEntry) -> None:
+        self.name = name
+        self.entry = entry
+        self.connection: ServerConnection | None = None
+        self.attempt: _Attempt | None = None
+        self.generation = 0
+        self.status: ServerStatus = "closed" if entry.is_enabled else "disabled"
+        self.transport: TransportKind | None = None
+        self.error: str | None = None
+        self.failed_at: float | None = None
+        self.backoff_until: float | None = None
+        self.in_flight = 0
+        self.last_used_at: float | None = None
+        self.has_history = False
+        """True once a connect finished, either way: the next success is a reconnect."""
+        self.keep_alive_failures = 0
+        self.keep_alive_next_at: float | None = None
+
+
+class ServerManager:
+    """Connections to a fixed set of configured servers, with dedupe, backoff and lifecycle.
+
+    ``clock`` returns monotonic seconds and drives idle, backoff and keep-alive timing (tests
+    inject a fake one). ``backoff_s`` is how long after a failed connect further attempts fail
+    fast with :class:`ServerBackoffError`. ``auth_factory(server_name)`` may return an
+    ``httpx2.Auth`` (such as an OAuth provider) for HTTP servers; it is called on every connect,
+    so it should hand out one long-lived provider per server. ``environ`` is the environment
+    stdio servers inherit and ``bearerTokenEnv`` is read from (default: ``os.environ``).
+    """
+
+    def __init__(
+        self,
+        servers: Mapping[str, ServerEntry],
+        settings: Settings | None = None,
+        *,
+        log_dir: Path,
+        npx_cache_path: Path | None = None,
+        resolve_npx: bool = True,
+        auth_factory: AuthFactory | None = None,
+        environ: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        backoff_s: float = DEFAULT_BACKOFF_S,
+    ) -> None:
+        if backoff_s < 0:
+            raise ValueError("backoff_s cannot be negative")
+        self._settings = settings if settings is not None else Settings()
+        self._slots = {name: _Slot(name, entry) for name, entry in servers.items()}
+        self._log_dir = log_dir
+        self._npx_cache_path = npx_cache_path
+        self._resolve_npx = resolve_npx
+        self._auth_factory = auth_factory
+        self._environ = environ
+        self._clock = clock
+        self._backoff_s = backoff_s
+        self._tools_changed: list[MetadataListener] = []
+        self._reconnected: list[MetadataListener] = []
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._health_scope: anyio.CancelScope | None = None
+        self._entered = False
+        self._exiting = False
+        self._limiter: anyio.CapacityLimiter | None = None
+
+    # -- context ----------------------------------------------------------------------------
+
+    async def __aenter__(self) -> ServerManager:
+        if self._entered:
+            raise UsageError("a ServerManager can be entered only once; create a new one")
+        self._entered = True
+        self._limiter = anyio.CapacityLimiter(max(1, self._settings.startup_concurrency))
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        interval_s = health_check_interval_s(self._settings)
+        if interval_s > 0:
+            tg.start_soon(self._health_loop, interval_s)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        tg = self._tg
+        assert tg is not None
+        self._exiting = True
+        if self._health_scope is not None:
+            self._health_scope.cancel()
+        try:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_TIMEOUT_S):
+                await self.close_all()
+        finally:
+            tg.cancel_scope.cancel()
+            result = await tg.__aexit__(exc_type, exc_val, exc_tb)
+            self._tg = None
+        return result
+
+    # -- subscriptions ----------------------------------------------------------------------
+
+    def on_tools_changed(self, listener: MetadataListener) -> Callable[[], None]:
+        """Call ``listener(server, metadata)`` whenever a server's catalog is (re)loaded.
+
+        That is: after every successful connect, after a ``list_changed`` notification was
+        followed by a refresh, and after :meth:`refresh`. Returns a function that unsubscribes.
+        Listener errors are logged and never affect the connection.
+        """
+        self._tools_changed.append(listener)
+        return lambda: self._tools_changed.remove(listener)
+
+    def on_reconnect(self, listener: MetadataListener) -> Callable[[], None]:
+        """Call ``listener(server, metadata)`` when a server connects again.
+
+        "Again" means after an earlier connection or failed attempt, whatever caused it (the
+        next use, a health check, the end of a turn, :meth:`reconnect`). Returns a function that
+        unsubscribes.
+        """
+        self._reconnected.append(listener)
+        return lambda: self._reconnected.remove(listener)
+
+    # -- queries ----------------------------------------------------------------------------
+
+    @property
+    def server_names(self) -> tuple[str, ...]:
+        return tuple(self._slots)
+
+    def now(self) -> float:
+        """The manager's clock, in the seconds that :class:`ServerState` times use."""
+        return self._clock()
+
+    def state(self, name: str) -> ServerState:
+        """A snapshot of ``name``'s status and counters.
+
+        Raises:
+            ServerNotConfiguredError: no server of that name.
+        """
+        slot = self._slot(name)
+        connection = slot.connection
+        live = connection is not None and connection.is_alive
+        return ServerState(
+            server=name,
+            status=slot.status,
+            transport=slot.transport,
+            error=slot.error,
+            failed_at=slot.failed_at,
+            connected_at=connection.connected_at if connection is not None and live else None,
+            in_flight=slot.in_flight,
+            last_used_at=slot.last_used_at,
+            tool_count=len(connection.metadata.tools) if connection is not None and live else None,
+        )
+
+    def states(self) -> dict[str, ServerState]:
+        """Snapshots of every configured server, in configuration order."""
+        return {name: self.state(name) for name in self._slots}
+
+    def metadata(self, name: str) -> ServerMetadata | None:
+        """The live connection's catalog, or None when ``name`` is not connected."""
+        connection = self._slot(name).connection
+        if connection is None or not connection.is_alive:
+            return None
+        return connection.metadata
+
+    def is_idle(self, name: str, timeout_s: float) -> bool:
+        """Whether ``name`` is connected, has no call in flight and was unused for ``timeout_s``."""
+        slot = self._slot(name)
+        connection = slot.connection
+        if connection is None or not connection.is_alive or slot.in_flight > 0:
+            return False
+        last = slot.last_used_at if slot.last_used_at is not None else connection.connected_at
+        return last is not None and self._clock() - last >= timeout_s
+
+    # -- connecting -------------------------------------------------------------------------
+
+    async def connect(self, name: str) -> ServerConnection:
+        """Return a live connection to ``name``, connecting if needed.
+
+        A healthy connection is reused; concurrent callers share one attempt.
+
+        Raises:
+            ServerNotConfiguredError: no server of that name.
+            ServerDisabledError: the server is disabled.
+            ServerBackoffError: a connect failed less than ``backoff_s`` ago.
+            ServerUnavailableError: another subclass saying why connecting failed.
+            UsageError: the manager is not entered.
+        """
+        return await self._ensure(self._slot(name), respect_backoff=True)
+
+    async def reconnect(self, name: str) -> ServerConnection:
+        """Close ``name`` (or abandon its pending connect) and connect afresh.
+
+        Clears the failure backoff first: this is the explicit retry. Raises like
+        :meth:`connect`, except for :class:`ServerBackoffError`.
+        """
+        slot = self._slot(name)
+        self._usable(slot)
+        slot.backoff_until = None
+        slot.keep_alive_failures = 0
+        slot.keep_alive_next_at = None
+        old = slot.connection
+        slot.connection = None
+        attempt = self._begin_attempt(slot)
+        if old is not None:
+            await old.close()
+        return await self._await_attempt(slot, attempt)
+
+    async def refresh(self, name: str) -> ServerMetadata:
+        """List ``name``'s tools, resources and prompts again (connecting if needed).
+
+        Raises like :meth:`connect` and :meth:`call_tool`.
+        """
+        slot = self._slot(name)
+        slot.in_flight += 1
+        try:
+            connection = await self._ensure(slot, respect_backoff=True)
+            return await connection.refresh_metadata()
+        finally:
+            self._release(slot)
+
+    async def start(self) -> dict[str, ServerUnavailableError | None]:
+        """Connect every eager and keep-alive server, in parallel.
+
+        At most ``settings.startupConcurrency`` connect at once, each within its own startup
+        deadline; a failure is reported in the result and never stops the others. A keep-alive
+        server that fails is retried by the health checks. Returns ``{name: None or error}``.
+        """
+        names = [name for name, slot in self._slots.items() if connects_at_start(slot.entry)]
+        return await self._connect_many(names, respect_backoff=False)
+
+    async def on_turn_end(self) -> dict[str, ServerUnavailableError | None]:
+        """Reconnect eager and keep-alive servers that dropped; call at the end of each turn.
+
+        Failed servers stay in backoff (eager) or on their retry schedule (keep-alive). Returns
+        ``{name: None or error}`` for the servers it tried.
+        """
+        now = self._clock()
+        names: list[str] = []
+        for name, slot in self._slots.items():
+            if not connects_at_start(slot.entry) or slot.attempt is not None:
+                continue
+            if slot.connection is not None and slot.connection.is_alive:
+                continue
+            if slot.backoff_until is not None and now < slot.backoff_until:
+                continue
+            if slot.entry.lifecycle == "keep-alive" and not self._keep_alive_due(slot, now):
+                continue
+            names.append(name)
+        return await self._connect_many(names, respect_backoff=False)
+
+    # -- using ------------------------------------------------------------------------------
+
+    async def call_tool(
+        self,
+        name: str,
+        tool: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        timeout_s: float | None = None,
+    ) -> types.CallToolResult:
+        """Call ``tool`` on server ``name`` (connecting if needed) and return its raw result.
+
+        ``timeout_s`` defaults to the server's ``requestTimeoutMs``. A result with
+        ``is_error`` set is returned, not raised.
+
+        Raises:
+            ServerUnavailableError: connecting failed (a subclass says why), or
+                ConnectionLostError: the connection dropped during the call.
+            RequestTimeoutError: no answer in time; the connection stays open.
+            ServerReportedError: the server answered with a JSON-RPC error.
+        """
+        slot = self._slot(name)
+        slot.in_flight += 1
+        try:
+            connection = await self._ensure(slot, respect_backoff=True)
+            limit = timeout_s if timeout_s is not None else slot.entry.request_timeout_s
+            return await connection.call_tool(tool, arguments, timeout_s=limit)
+        finally:
+            self._release(slot)
+
+    async def read_resource(
+        self, name: str, uri: str, *, timeout_s: float | None = None
+    ) -> types.ReadResourceResult:
+        """Read resource ``uri`` from server ``name``; raises like :meth:`call_tool`."""
+        slot = self._slot(name)
+        slot.in_flight += 1
+        try:
+            connection = await self._ensure(slot, respect_backoff=True)
+            limit = timeout_s if timeout_s is not None else slot.entry.request_timeout_s
+            return await connection.read_resource(uri, timeout_s=limit)
+        finally:
+            self._release(slot)
+
+    # -- closing ----------------------------------------------------------------------------
+
+    async def close(self, name: str) -> None:
+        """Close ``name``'s connection, or abandon its pending connect (whose callers then get
+        :class:`ConnectionLostError`). Idempotent."""
+        slot = self._slot(name)
+        slot.generation += 1
+        attempt = slot.attempt
+        if attempt is not None:
+            slot.attempt = None
+            attempt.connection.request_close()
+        connection = slot.connection
+        slot.connection = None
+        if slot.status in ("connected", "connecting"):
+            slot.status = "closed"
+        if connection is not None:
+            await connection.close()
+        if attempt is not None:
+            await attempt.done.wait()
+
+    async def close_all(self) -> None:
+        """Close every connection in parallel."""
+        async with anyio.create_task_group() as tg:
+            for name in self._slots:
+                tg.start_soon(self.close, name)
+
+    # -- health -----------------------------------------------------------------------------
+
+    async def check_health(self) -> None:
+        """One health-check pass (the loop runs this every ``healthCheckIntervalMs``).
+
+        Closes lazy servers idle past their timeout (never with calls in flight), pings
+        keep-alive HTTP servers (a dead HTTP server is only noticed by a request) and reconnects
+        keep-alive servers that are down and due by their retry schedule.
+        """
+        async with anyio.create_task_group() as tg:
+            for slot in self._slots.values():
+                if not slot.entry.is_enabled:
+                    continue
+                if slot.entry.lifecycle == "keep-alive":
+                    tg.start_soon(self._keep_alive_check, slot)
+                    continue
+                timeout_s = idle_timeout_s(slot.entry, self._settings)
+                if timeout_s > 0 and self.is_idle(slot.name, timeout_s):
+                    logger.info("server %r: closing after %g s idle", slot.name, timeout_s)
+                    tg.start_soon(self.close, slot.name)
+
+    async def _health_loop(self, interval_s: float) -> None:
+        with anyio.CancelScope() as scope:
+            self._health_scope = scope
+            while True:
+                await anyio.sleep(interval_s)
+                try:
+                    await self.check_health()
+                except Exception:
+                    logger.exception("health check failed")
+
+    async def _keep_alive_check(self, slot: _Slot) -> None:
+        connection = slot.connection
+        if connection is not None and connection.is_alive:
+            if connection.transport == "stdio":
+                return  # a dead child is seen at once through end of stream
+            try:
+                await connection.ping(timeout_s=HEALTH_PING_TIMEOUT_S)
+            except ConnectionLostError:
+                pass
+            except Exception:
+                return  # slow or refusing ping, but reachable: leave it alone
+            else:
+                return
+        if slot.attempt is not None or not self._keep_alive_due(slot, self._clock()):
+            return
+        try:
+            assert self._limiter is not None
+            async with self._limiter:
+                await self._ensure(slot, respect_backoff=False)
+        except ServerUnavailableError as exc:
+            logger.info("server %r: keep-alive reconnect failed: %s", slot.name, exc.message)
+
+    def _keep_alive_due(self, slot: _Slot, now: float) -> bool:
+        return slot.keep_alive_next_at is None or now >= slot.keep_alive_next_at
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _slot(self, name: str) -> _Slot:
+        slot = self._slots.get(name)
+        if slot is None:
+            known = ", ".join(sorted(self._slots)) or "none"
+            raise ServerNotConfiguredError(
+                name, f"no server named {name!r} is configured (configured: {known})"
+            )
+        return slot
+
+    def _usable(self, slot: _Slot) -> anyio.abc.TaskGroup:
+        if not slot.entry.is_enabled:
+            raise ServerDisabledError(
+                slot.name, f"server {slot.name!r} is disabled in the configuration"
+            )
+        if self._tg is None or self._exiting:
+            raise UsageError(
+                "the ServerManager is not running; use it inside `async with ServerManager(...)`"
+            )
+        return self._tg
+
+    def _release(self, slot: _Slot) -> None:
+        slot.in_flight -= 1
+        slot.last_used_at = self._clock()
+
+    async def _ensure(self, slot: _Slot, *, respect_backoff: bool) -> ServerConnection:
+        while True:
+            connection = slot.connection
+            if connection is not None and connection.is_alive:
+                return connection
+            attempt = slot.attempt
+            if attempt is None:
+                self._usable(slot)
+                if respect_backoff:
+                    self._raise_if_backing_off(slot)
+                attempt = self._begin_attempt(slot)
+            try:
+                return await self._await_attempt(slot, attempt)
+            except _Superseded:
+                continue
+
+    async def _await_attempt(self, slot: _Slot, attempt: _Attempt) -> ServerConnection:
+        await attempt.done.wait()
+        if attempt.result is not None:
+            return attempt.result
+        if attempt.superseded:
+            raise _Superseded
+        assert attempt.error is not None
+        raise attempt.error
+
+    def _raise_if_backing_off(self, slot: _Slot) -> None:
+        now = self._clock()
+        if slot.backoff_until is None or now >= slot.backoff_until:
+            return
+        failed_ago = now - (slot.failed_at if slot.failed_at is not None else now)
+        reason = (slot.error or "unknown error").splitlines()[0]
+        raise ServerBackoffError(
+            slot.name,
+            f"server {slot.name!r} not available (last failed {failed_ago:.0f} s ago: "
+            f"{reason}); it is retried automatically after {slot.backoff_until - now:.0f} s, "
+            f"or now with `pi-mcp reconnect {slot.name}`",
+            retry_in_s=slot.backoff_until - now,
+        )
+
+    def _begin_attempt(self, slot: _Slot) -> _Attempt:
+        tg = self._usable(slot)
+        previous = slot.attempt
+        slot.generation += 1
+        connection = ServerConnection(
+            slot.name,
+            slot.entry,
+            log_dir=self._log_dir,
+            npx_cache_path=self._npx_cache_path,
+            resolve_npx=self._resolve_npx,
+            auth_factory=self._auth_factory,
+            environ=self._environ,
+            clock=self._clock,
+            on_metadata=self._connection_metadata,
+            on_end=self._connection_ended,
+        )
+        attempt = _Attempt(slot.generation, connection)
+        slot.attempt = attempt
+        slot.status = "connecting"
+        if previous is not None:
+            previous.superseded = True
+            previous.connection.request_close()
+        tg.start_soon(self._run_attempt, slot, attempt, name=f"connect {slot.name}")
+        return attempt
+
+    async def _run_attempt(self, slot: _Slot, attempt: _Attempt) -> None:
+        tg = self._tg
+        assert tg is not None
+        started_at = self._clock()
+        error: ServerUnavailableError
+        try:
+            connection = await tg.start(attempt.connection.run, name=f"server {slot.name}")
+        except ServerUnavailableError as exc:
+            error = exc
+        except Exception as exc:
+            error = ServerStartError(
+                slot.name, f"server {slot.name!r} failed while connecting: {exc!r}"
+            )
+            error.__cause__ = exc
+        except BaseException:
+            attempt.error = ConnectionLostError(
+                slot.name, f"server {slot.name!r}: the manager shut down while connecting"
+            )
+            attempt.done.set()
+            raise
+        else:
+            if attempt.generation != slot.generation:
+                # A close or reconnect happened meanwhile: this result is stale.
+                attempt.superseded = slot.attempt is not None
+                attempt.error = ConnectionLostError(
+                    slot.name, f"server {slot.name!r} was closed while connecting"
+                )
+                attempt.done.set()
+                await connection.close()
+                return
+            self._install(slot, attempt, connection, started_at)
+            return
+
+        if attempt.generation == slot.generation:
+            self._record_failure(slot, error)
+        else:
+            attempt.superseded = slot.attempt is not None
+        attempt.error = error
+        attempt.done.set()
+
+    def _install(
+        self, slot: _Slot, attempt: _Attempt, connection: ServerConnection, started_at: float
+    ) -> None:
+        reconnected = slot.has_history
+        slot.attempt = None
+        slot.connection = connection
+        slot.status = "connected"
+        slot.transport = connection.transport
+        slot.error = None
+        slot.backoff_until = None
+        slot.has_history = True
+        slot.keep_alive_failures = 0
+        slot.keep_alive_next_at = None
+        slot.last_used_at = self._clock()
+        attempt.result = connection
+        attempt.done.set()
+        logger.info(
+            "server %r connected over %s in %.2f s (%d tools)",
+            slot.name,
+            connection.transport,
+            self._clock() - started_at,
+            len(connection.metadata.tools),
+        )
+        assert self._tg is not None
+        self._tg.start_soon(self._announce, slot.name, connection.metadata, reconnected)
+
+    def _record_failure(self, slot: _Slot, error: ServerUnavailableError) -> None:
+        now = self._clock()
+        slot.attempt = None
+        slot.status = "needs-auth" if isinstance(error, NeedsAuthError) else "failed"
+        slot.error = error.message
+        slot.failed_at = now
+        slot.backoff_until = now + self._backoff_s
+        slot.has_history = True
+        slot.keep_alive_failures += 1
+        slot.keep_alive_next_at = now + keep_alive_retry_delay_s(slot.keep_alive_failures)
+        logger.warning("%s", error.message.splitlines()[0])
+
+    def _connection_ended(self, connection: ServerConnection) -> None:
+        slot = self._slots.get(connection.server)
+        if slot is None or slot.connection is not connection:
+            return
+        slot.connection = None
+        if slot.attempt is not None:
+            return  # a newer attempt owns the status now
+        if connection.end_reason is not None and not self._exiting:
+            slot.status = "failed"
+            slot.error = f"connection lost: {connection.end_reason}"
+            slot.failed_at = self._clock()
+            slot.keep_alive_next_at = None  # a keep-alive server reconnects at the next check
+        else:
+            slot.status = "closed"
+
+    async def _connection_metadata(
+        self, connection: ServerConnection, metadata: ServerMetadata
+    ) -> None:
+        slot = self._slots.get(connection.server)
+        if slot is not None and slot.connection is connection:
+            await self._notify(self._tools_changed, connection.server, metadata)
+
+    async def _announce(self, name: str, metadata: ServerMetadata, reconnected: bool) -> None:
+        await self._notify(self._tools_changed, name, metadata)
+        if reconnected:
+            await self._notify(self._reconnected, name, metadata)
+
+    async def _notify(
+        self, listeners: list[MetadataListener], name: str, metadata: ServerMetadata
+    ) -> None:
+        for listener in list(listeners):
+            try:
+                outcome = listener(name, metadata)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            except Exception:
+                logger.exception("listener %r failed for server %r", listener, name)
+
+    async def _connect_many(
+        self, names: list[str], *, respect_backoff: bool
+    ) -> dict[str, ServerUnavailableError | None]:
+        results: dict[str, ServerUnavailableError | None] = {}
+        limiter = self._limiter
+        if limiter is None:
+            raise UsageError(
+                "the ServerManager is not running; use it inside `async with ServerManager(...)`"
+            )
+
+        async def connect_one(name: str) -> None:
+            async with limiter:
+                try:
+                    await self._ensure(self._slots[name], respect_backoff=respect_backoff)
+                except ServerUnavailableError as exc:
+                    results[name] = exc
+                else:
+                    results[name] = None
+
+        async with anyio.create_task_group() as tg:
+            for name in names:
+                tg.start_soon(connect_one, name)
+        return {name: results[name] for name in names}
+
+
+class _Superseded(Exception):
+    """Internal: the awaited attempt was replaced by a newer one."""

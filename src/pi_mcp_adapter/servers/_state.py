@@ -1,0 +1,48 @@
+"""What the manager reports about one server: its status and counters, as an immutable value."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+ServerStatus = Literal["connected", "connecting", "closed", "failed", "needs-auth", "disabled"]
+"""``closed``: not connected (never started, idle-closed or closed on request); ``failed``: the
+last connect failed or the connection was lost; ``needs-auth``: the server answered HTTP 401."""
+
+TransportKind = Literal["stdio", "streamable-http", "sse"]
+
+SERVER_STATUSES: tuple[ServerStatus, ...] = (
+    "connected",
+    "connecting",
+    "closed",
+    "failed",
+    "needs-auth",
+    "disabled",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerState:
+    """A snapshot of one server as the manager sees it.
+
+    Times are in seconds of the manager's clock (monotonic by default), so subtract them from
+    ``ServerManager.now()`` to get ages. ``transport`` is the transport of the current or most
+    recent connection; ``error`` is the message of the last failure, kept until the next
+    successful connect; ``tool_count`` is ``None`` while no live connection has listed tools.
+    """
+
+    server: str
+    status: ServerStatus
+    transport: TransportKind | None = None
+    error: str | None = None
+    failed_at: float | None = None
+    connected_at: float | None = None
+    in_flight: int = 0
+    last_used_at: float | None = None
+    tool_count: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in SERVER_STATUSES:
+            raise ValueError(f"unknown server status {self.status!r}")
+        if self.in_flight < 0:
+            raise ValueError("in_flight cannot be negative")
