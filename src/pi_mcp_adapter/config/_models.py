@@ -126,3 +126,9 @@ class Settings(_Model):
     tool_search_budget_tokens: int = 600
     health_check_interval_ms: int = 30_000
     startup_concurrency: int = 10
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        # Unknown keys are kept as written; one may hold a credential.
+        extras = self.model_extra or {}
+        for name, value in super().__repr_args__():
+            yield name, mask_extra(name, value) if name is not None and name in extras else value
