@@ -24,6 +24,7 @@ __all__ = ["Catalog", "NameCollision"]
 MAX_SUGGESTIONS = 5
 _SUGGESTION_POOL = 50
 _MIN_SUGGESTION_SCORE = 0.3
+_COMMON_WORD_TOOLS = 1000
 _SEPARATOR_RUN = re.compile(r"[-_.\s]+")
 _CAMEL_BOUNDARY = re.compile(r"([a-z0-9])([A-Z])")
 
@@ -52,8 +53,13 @@ def _folded(name: str) -> str:
     return _canonical(name).casefold()
 
 
+def _compact(name: str) -> str:
+    """The name with every separator removed: ``getsum`` for ``get-sum``."""
+    return _folded(name).replace("_", "")
+
+
 def _tokens(name: str) -> frozenset[str]:
-    spaced = _CAMEL_BOUNDARY.sub(r"\1_\2", name)
+    spaced = name if name.islower() else _CAMEL_BOUNDARY.sub(r"\1_\2", name)
     return frozenset(t for t in _folded(spaced).split("_") if t)
 
 
@@ -79,7 +85,7 @@ KeyFn = Callable[[str], str]
 
 
 class _Index:
-    """Tools by a normalised form of their prefixed name and of their original name."""
+    """Tools by a normalised form (``key``) of their prefixed name and of their original name."""
 
     __slots__ = ("by_name", "by_original", "key", "server_by_prefix")
 
@@ -89,9 +95,10 @@ class _Index:
         self.by_original: dict[str, list[ToolInfo]] = {}
         self.server_by_prefix: dict[str, set[str]] = {}
 
-    def add(self, tool: ToolInfo) -> None:
-        self.by_name.setdefault(self.key(tool.name), []).append(tool)
-        self.by_original.setdefault(self.key(tool.original_name), []).append(tool)
+    def add(self, tool: ToolInfo, name_key: str, original_key: str) -> None:
+        """Index ``tool`` under keys the caller computed with :attr:`key`."""
+        self.by_name.setdefault(name_key, []).append(tool)
+        self.by_original.setdefault(original_key, []).append(tool)
 
     def add_server(self, server: str) -> None:
         for prefix in {server, server_prefix(server, "server"), server_prefix(server, "short")}:
@@ -178,9 +185,12 @@ class Catalog:
         self._suggest_index = None
         self._exact = _Index(_canonical)
         self._folded = _Index(_folded)
+        for tool in self._tools:
+            name_key, original_key = _canonical(tool.name), _canonical(tool.original_name)
+            self._exact.add(tool, name_key, original_key)
+            # Folding the canonical form equals _folded() of the raw name, at half the cost.
+            self._folded.add(tool, name_key.casefold(), original_key.casefold())
         for index in (self._exact, self._folded):
-            for tool in self._tools:
-                index.add(tool)
             for server in self._by_server:
                 index.add_server(server)
 
@@ -322,43 +332,81 @@ class Catalog:
 
 
 class _SuggestIndex:
-    """Word and spelling indexes over the tools' own names, for "did you mean" suggestions."""
+    """Word and spelling indexes over the tools' own names, for "did you mean" suggestions.
 
-    __slots__ = ("by_original", "by_token", "tokens", "tools")
+    Spelling is corrected per word against the catalog's vocabulary (a few thousand words even
+    for huge catalogs) rather than per name, which keeps a miss fast at 25,000 tools.
+    """
+
+    __slots__ = ("by_compact", "by_token", "tokens", "tools", "vocabulary")
 
     def __init__(self, tools: Sequence[ToolInfo]) -> None:
         # Keyed by catalog name: ToolInfo holds dicts, so it is not hashable.
         self.tools: dict[str, ToolInfo] = {}
         self.tokens: dict[str, frozenset[str]] = {}
         self.by_token: dict[str, list[str]] = {}
-        self.by_original: dict[str, list[str]] = {}
+        self.by_compact: dict[str, list[str]] = {}
         for tool in tools:
             tokens = _tokens(tool.original_name)
             self.tools[tool.name] = tool
             self.tokens[tool.name] = tokens
             for token in tokens:
                 self.by_token.setdefault(token, []).append(tool.name)
-            self.by_original.setdefault(_folded(tool.original_name), []).append(tool.name)
+            self.by_compact.setdefault(_compact(tool.original_name), []).append(tool.name)
+        self.vocabulary = list(self.by_token)
+
+    def _word_matches(self, word: str) -> dict[str, float]:
+        """Catalog words ``word`` may stand for, with how alike they are (1.0 = same)."""
+        if word in self.by_token:
+            return {word: 1.0}
+        matcher = difflib.SequenceMatcher(None, b=word)
+        matches: dict[str, float] = {}
+        for close in difflib.get_close_matches(word, self.vocabulary, n=3, cutoff=0.7):
+            matcher.set_seq1(close)
+            matches[close] = matcher.ratio()
+        return matches
+
+    def _candidates(self, word_matches: Mapping[str, Mapping[str, float]]) -> set[str]:
+        """Tools sharing a word with the query, found through its least common words.
+
+        A word in thousands of tools ("get", "list") says little and would make every miss
+        scan the catalog; it still counts when the candidates are scored.
+        """
+        lists = sorted(
+            (self.by_token[word] for matches in word_matches.values() for word in matches),
+            key=len,
+        )
+        candidates: set[str] = set()
+        for names in lists:
+            if candidates and len(names) > _COMMON_WORD_TOOLS:
+                break
+            candidates.update(names[: _COMMON_WORD_TOOLS * 2])
+        return candidates
 
     def suggest(self, key: str, *, server: str | None, limit: int) -> list[str]:
         def allowed(name: str) -> bool:
             return server is None or self.tools[name].server == server
 
         query_tokens = _tokens(key)
+        if not query_tokens:
+            return []
+        word_matches = {q: self._word_matches(q) for q in query_tokens}
         overlap: dict[str, float] = {}
-        for token in query_tokens:
-            for name in self.by_token.get(token, ()):
-                if name not in overlap and allowed(name):
-                    tool_tokens = self.tokens[name]
-                    overlap[name] = len(query_tokens & tool_tokens) / len(
-                        query_tokens | tool_tokens
-                    )
+        for name in self._candidates(word_matches):
+            if not allowed(name):
+                continue
+            tool_tokens = self.tokens[name]
+            # A soft Jaccard index: a misspelt word counts by how alike it is.
+            hits = sum(
+                max((w for t, w in ms.items() if t in tool_tokens), default=0.0)
+                for ms in word_matches.values()
+            )
+            overlap[name] = hits / (len(query_tokens) + len(tool_tokens) - hits)
         best = sorted(overlap.items(), key=lambda pair: -pair[1])[:_SUGGESTION_POOL]
         candidates = dict(best)
-        for close in difflib.get_close_matches(key, self.by_original, n=_SUGGESTION_POOL):
-            for name in self.by_original[close]:
-                if allowed(name):
-                    candidates.setdefault(name, 0.0)
+        for name in self.by_compact.get(_compact(key), ()):
+            if allowed(name):
+                candidates.setdefault(name, 0.0)
         scored: list[tuple[float, str]] = []
         matcher = difflib.SequenceMatcher(None, b=key)
         for name, word_overlap in candidates.items():

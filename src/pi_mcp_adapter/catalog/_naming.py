@@ -76,8 +76,11 @@ def format_tool_name(
     its prefix and ``_`` keeps that name instead of being prefixed twice; names longer than 64
     characters are cut and end in a hash of the server and tool name.
     """
+    return _qualify(tool_name, server, server_prefix(server, mode), separator)
+
+
+def _qualify(tool_name: str, server: str, prefix: str, separator: str) -> str:
     tool_part = _sanitize_tool_part(tool_name) or "_"
-    prefix = server_prefix(server, mode)
     if not prefix or (tool_part.startswith(f"{prefix}_") and len(tool_part) > len(prefix) + 1):
         full = tool_part
     else:
@@ -98,17 +101,18 @@ def _text(value: Any) -> str:
 
 
 def _object_or_none(value: Any) -> Mapping[str, Any] | None:
-    return value if isinstance(value, Mapping) else None
+    # The dict check first: isinstance against the Mapping ABC is slow on big catalogs.
+    return value if isinstance(value, (dict, Mapping)) else None
 
 
-def _tool_info(server: str, tool: JsonObject, mode: ToolPrefixMode, separator: str) -> ToolInfo:
+def _tool_info(server: str, tool: JsonObject, prefix: str, separator: str) -> ToolInfo:
     original = tool["name"]
     kwargs: dict[str, Any] = {}
     input_schema = _object_or_none(tool.get("inputSchema"))
     if input_schema is not None:
         kwargs["input_schema"] = input_schema
     return ToolInfo(
-        name=format_tool_name(original, server, mode=mode, separator=separator),
+        name=_qualify(original, server, prefix, separator),
         original_name=original,
         server=server,
         # A title is the best short text a server gives when it omits the description.
@@ -119,15 +123,13 @@ def _tool_info(server: str, tool: JsonObject, mode: ToolPrefixMode, separator: s
     )
 
 
-def _resource_info(
-    server: str, resource: JsonObject, mode: ToolPrefixMode, separator: str
-) -> ToolInfo:
+def _resource_info(server: str, resource: JsonObject, prefix: str, separator: str) -> ToolInfo:
     uri: str = resource["uri"]
     base = resource_tool_name(resource["name"])
     detail = _text(resource.get("description")).strip()
     description = f"Read resource: {uri}" + (f" - {detail}" if detail else "")
     return ToolInfo(
-        name=format_tool_name(base, server, mode=mode, separator=separator),
+        name=_qualify(base, server, prefix, separator),
         original_name=base,
         server=server,
         description=description,
@@ -150,18 +152,19 @@ def build_tool_infos(
     """
     mode: ToolPrefixMode = (entry.tool_prefix if entry else None) or settings.tool_prefix
     separator = settings.tool_separator
+    prefix = server_prefix(server, mode)
     infos: list[ToolInfo] = []
     for tool in metadata.tools:
-        if isinstance(tool, Mapping) and _text(tool.get("name")):
-            infos.append(_tool_info(server, tool, mode, separator))
+        if _object_or_none(tool) is not None and _text(tool.get("name")):
+            infos.append(_tool_info(server, tool, prefix, separator))
     if entry is None or entry.expose_resources:
         for resource in metadata.resources:
             if (
-                isinstance(resource, Mapping)
+                _object_or_none(resource) is not None
                 and _text(resource.get("uri"))
                 and _text(resource.get("name"))
             ):
-                infos.append(_resource_info(server, resource, mode, separator))
+                infos.append(_resource_info(server, resource, prefix, separator))
     tool_filter = ToolFilter.for_entry(entry)
     if tool_filter.is_empty:
         return infos
