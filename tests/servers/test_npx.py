@@ -573,6 +573,30 @@ async def test_writing_keeps_other_fresh_entries_and_drops_expired_ones(
     assert entries["fresh"] == fresh
 
 
+async def test_concurrent_resolutions_all_land_in_the_cache_file(
+    npm_cache: NpmCache, tmp_path: Path
+) -> None:
+    names = [f"server-{i}" for i in range(12)]
+    for name in names:
+        npm_cache.install(name, bin="index.js")
+    cache_path = tmp_path / "mcp-npx-cache.json"
+    results: dict[str, ResolvedCommand] = {}
+
+    async def resolve(name: str) -> None:
+        results[name] = await resolve_offline(
+            "npx", ["-y", name], npm_cache=npm_cache.root, cache_path=cache_path, cwd=tmp_path
+        )
+
+    async with anyio.create_task_group() as tg:
+        for name in names:
+            tg.start_soon(resolve, name)
+
+    assert all(result.resolved for result in results.values())
+    entries = json.loads(cache_path.read_text())["entries"]
+    assert set(entries) == {f'["npx","{name}",""]' for name in names}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mcp-npx-cache.json", "npm-cache"]
+
+
 async def test_the_cache_file_holds_no_environment_values(
     npm_cache: NpmCache, tmp_path: Path
 ) -> None:

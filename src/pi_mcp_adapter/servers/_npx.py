@@ -40,6 +40,8 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -69,6 +71,10 @@ _INSTALL_TIMEOUT_S = 30.0
 # `npm config get cache` only reads npmrc files (about 0.3 s); a hang means a broken npm.
 _NPM_CONFIG_TIMEOUT_S = 10.0
 
+# Servers are resolved concurrently at startup; writers in this process take turns so that
+# none drops another's entry. Across processes, a lost entry only costs one more lookup.
+_CACHE_WRITE_LOCK = threading.Lock()
+
 _JS_SUFFIXES = frozenset({".js", ".mjs", ".cjs"})
 _SHEBANG_PROBE_BYTES = 256
 
@@ -91,6 +97,10 @@ class ResolvedCommand:
     ``resolved`` is False when ``command`` and ``args`` are the configured ones, unchanged;
     when True, ``package`` names the npm package that provides the binary and ``version`` is
     its installed version when known.
+
+    Raises:
+        TypeError: ``args`` is not a tuple.
+        ValueError: ``resolved`` is True but ``package`` is None.
     """
 
     command: str
@@ -688,28 +698,39 @@ def _write_cached(
     cache_path: Path, invocation: NpxInvocation, found: _Installed, now_s: float
 ) -> None:
     """Record ``found`` for ``invocation``; a failure to write only costs a later lookup."""
-    entries = {
-        key: entry
-        for key, entry in _load_entries(cache_path).items()
-        if isinstance(entry, dict) and _entry_age_ok(entry, now_s)
-    }
-    entry: dict[str, object] = {
-        "resolvedBin": str(found.bin_path),
-        "resolvedAt": int(now_s * 1000),
-        "isJs": found.is_js,
-    }
-    if found.version is not None:
-        entry["packageVersion"] = found.version
-    entries[invocation.cache_key] = entry
-    document = {"version": _CACHE_FORMAT_VERSION, "entries": entries}
-    # Rename is atomic, so readers see the old file or the new one, never a torn write. Two
-    # writers may drop each other's fresh entry; that costs one more lookup, not a wrong answer.
-    temp_path = cache_path.with_name(f"{cache_path.name}.{os.getpid()}.tmp")
+    with _CACHE_WRITE_LOCK:
+        entries = {
+            key: entry
+            for key, entry in _load_entries(cache_path).items()
+            if isinstance(entry, dict) and _entry_age_ok(entry, now_s)
+        }
+        entry: dict[str, object] = {
+            "resolvedBin": str(found.bin_path),
+            "resolvedAt": int(now_s * 1000),
+            "isJs": found.is_js,
+        }
+        if found.version is not None:
+            entry["packageVersion"] = found.version
+        entries[invocation.cache_key] = entry
+        _replace_file(
+            cache_path,
+            json.dumps({"version": _CACHE_FORMAT_VERSION, "entries": entries}, indent=2) + "\n",
+        )
+
+
+def _replace_file(path: Path, text: str) -> None:
+    # Rename is atomic, so readers see the old file or the new one, never a torn write.
     try:
-        cache_path.parent.mkdir(parents=True, exist_ok=True)
-        temp_path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-        os.replace(temp_path, cache_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".tmp")
     except OSError as exc:
-        _log.debug("could not write %s: %s", cache_path, exc)
+        _log.debug("could not write %s: %s", path, exc)
+        return
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temp_name, path)
+    except OSError as exc:
+        _log.debug("could not write %s: %s", path, exc)
         with contextlib.suppress(OSError):
-            temp_path.unlink()
+            os.unlink(temp_name)
