@@ -150,9 +150,8 @@ def _cut(
         if not isinstance(part, TextPart):
             kept.append(part)
             continue
-        head = part.text[: max(0, keep_chars - start)]
-        if head:
-            kept.append(TextPart(head))
+        if start < keep_chars:  # the part begins inside the shown text (even if empty)
+            kept.append(TextPart(part.text[: keep_chars - start]))
         start += len(part.text) + 1  # the newline text_content puts between parts
     return _Cut(
         tuple(kept),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import threading
 from collections.abc import Mapping
 from typing import Any, Protocol
@@ -24,6 +25,7 @@ __all__ = [
 ]
 
 ENCODING_NAME = "o200k_base"
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class _Encoding(Protocol):
@@ -56,7 +58,7 @@ def count_tokens(text: str) -> int:
         return _encoding().count(text)
     except (TypeError, UnicodeError):
         # quicktok accepts only encodable str; a lone surrogate makes it reject the argument.
-        return _encoding().count(text.encode("utf-8", "replace").decode("utf-8"))
+        return _encoding().count(_LONE_SURROGATE.sub("\ufffd", text))
 
 
 def count_tool_definition_tokens(name: str, description: str, parameters: Mapping[str, Any]) -> int:

@@ -1,0 +1,188 @@
+from __future__ import annotations
+
+import re
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pi_mcp_adapter.surface._host import AudioPart, ContentPart, ImagePart, TextPart, ToolResult
+from pi_mcp_adapter.surface._output_guard import guard_output
+
+IMAGE = ImagePart("aGVsbG8=", "image/png")
+
+
+def numbered_lines(count: int, start: int = 1) -> str:
+    return "\n".join(f"line {i}" for i in range(start, start + count))
+
+
+def shown_text(result: ToolResult) -> str:
+    """The text the model sees, without the guard's note."""
+    return "\n".join(p.text for p in result.content[:-1] if isinstance(p, TextPart))
+
+
+def note(result: ToolResult) -> str:
+    last = result.content[-1]
+    assert isinstance(last, TextPart)
+    return last.text
+
+
+def full_output(result: ToolResult) -> str:
+    return Path(result.details["fullOutputPath"]).read_bytes().decode("utf-8")
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        pytest.param(ToolResult.text("small"), id="small"),
+        pytest.param(ToolResult.text(numbered_lines(2000)), id="exactly-the-line-limit"),
+        pytest.param(ToolResult.text("x" * 50 * 1024), id="exactly-the-byte-limit"),
+        pytest.param(ToolResult.text(numbered_lines(2000) + "\n"), id="final-newline-is-no-line"),
+        pytest.param(ToolResult((IMAGE,)), id="no-text"),
+        pytest.param(ToolResult(()), id="nothing"),
+    ],
+)
+def test_a_result_within_the_limits_is_returned_unchanged(result: ToolResult) -> None:
+    assert guard_output(result) is result
+
+
+def test_too_many_lines_are_cut_and_the_full_text_is_saved(tmp_path: Path) -> None:
+    text = numbered_lines(5000)
+    guarded = guard_output(ToolResult.text(text), spill_dir=tmp_path)
+    assert shown_text(guarded) == numbered_lines(2000) + "\n"
+    assert full_output(guarded) == text
+    assert guarded.details == {
+        "truncated": True,
+        "fullOutputPath": guarded.details["fullOutputPath"],
+        "totalLines": 5000,
+        "totalBytes": len(text.encode()),
+        "shownLines": 2000,
+        "shownBytes": len((numbered_lines(2000) + "\n").encode()),
+    }
+    assert Path(guarded.details["fullOutputPath"]).parent == tmp_path
+    assert "lines 1-2000 of 5000" in note(guarded)
+    assert "from line 2001" in note(guarded)
+
+
+def test_too_many_bytes_are_cut_after_a_whole_line(tmp_path: Path) -> None:
+    text = "\n".join("é" * 99 for _ in range(1000))  # 199 bytes per line with its newline
+    guarded = guard_output(ToolResult.text(text), limit_bytes=1000, spill_dir=tmp_path)
+    shown = shown_text(guarded)
+    assert shown == ("é" * 99 + "\n") * 5
+    assert guarded.details["shownBytes"] == 995
+    assert full_output(guarded) == text
+
+
+@pytest.mark.parametrize("limit_bytes", [1, 2, 3, 100, 101, 1001])
+def test_a_single_long_line_is_cut_between_characters(tmp_path: Path, limit_bytes: int) -> None:
+    text = '{"k": "' + "日本🙂" * 2000 + '"}'  # minified JSON: one line, multi-byte characters
+    guarded = guard_output(ToolResult.text(text), limit_bytes=limit_bytes, spill_dir=tmp_path)
+    shown = shown_text(guarded)
+    assert text.startswith(shown)
+    assert limit_bytes - 4 < len(shown.encode()) <= limit_bytes
+    assert "line 1 of 1 is longer than the limit" in note(guarded)
+    assert f"from byte {len(shown.encode()) + 1}" in note(guarded)
+
+
+def test_non_text_parts_keep_their_place_and_later_text_is_dropped(tmp_path: Path) -> None:
+    audio = AudioPart("AAAA", "audio/wav")
+    parts: tuple[ContentPart, ...] = (
+        TextPart(numbered_lines(30)),
+        IMAGE,
+        TextPart(numbered_lines(30, start=31)),
+        audio,
+        TextPart("tail"),
+    )
+    guarded = guard_output(ToolResult(parts), limit_lines=40, spill_dir=tmp_path)
+    assert guarded.content[:-1] == (
+        TextPart(numbered_lines(30)),
+        IMAGE,
+        TextPart(numbered_lines(10, start=31) + "\n"),
+        audio,
+    )
+    assert full_output(guarded) == ToolResult(parts).text_content
+    assert guarded.details["shownLines"] == 40
+
+
+def test_error_flag_and_details_are_kept(tmp_path: Path) -> None:
+    result = ToolResult.text(numbered_lines(50), is_error=True, details={"mode": "call"})
+    guarded = guard_output(result, limit_lines=10, spill_dir=tmp_path)
+    assert guarded.is_error
+    assert guarded.details["mode"] == "call"
+    assert guarded.details["truncated"] is True
+
+
+def test_the_command_in_the_note_prints_the_next_lines(tmp_path: Path) -> None:
+    guarded = guard_output(ToolResult.text(numbered_lines(1000)), limit_lines=100)
+    [command] = re.findall(r"`(sed [^`]+)`", note(guarded))
+    printed = subprocess.run(command, shell=True, capture_output=True, text=True, check=True)
+    assert printed.stdout.splitlines()[0] == "line 101"
+    assert len(printed.stdout.splitlines()) == 200
+
+
+def test_the_saved_file_is_private(tmp_path: Path) -> None:
+    guarded = guard_output(ToolResult.text(numbered_lines(30)), limit_lines=10)
+    path = Path(guarded.details["fullOutputPath"])
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+
+
+def test_a_missing_spill_dir_is_created_private(tmp_path: Path) -> None:
+    spill_dir = tmp_path / "new" / "spill"
+    guarded = guard_output(ToolResult.text("a\nb\nc"), limit_lines=1, spill_dir=spill_dir)
+    assert Path(guarded.details["fullOutputPath"]).parent == spill_dir
+    assert stat.S_IMODE(spill_dir.stat().st_mode) == 0o700
+
+
+def test_when_the_file_cannot_be_written_the_note_says_so(tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    guarded = guard_output(ToolResult.text("a\nb\nc"), limit_lines=1, spill_dir=not_a_dir)
+    assert shown_text(guarded) == "a\n"
+    assert guarded.details["fullOutputPath"] is None
+    assert "could not be saved" in note(guarded)
+
+
+@pytest.mark.parametrize(("limit_bytes", "limit_lines"), [(0, 10), (10, 0), (-1, -1)])
+def test_limits_below_one_are_rejected(limit_bytes: int, limit_lines: int) -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        guard_output(ToolResult.text("x"), limit_bytes=limit_bytes, limit_lines=limit_lines)
+
+
+_texts = st.text(st.characters(codec="utf-8"), max_size=60) | st.text("ab\n", max_size=60)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    texts=st.lists(_texts, min_size=1, max_size=4),
+    with_image=st.booleans(),
+    limit_bytes=st.integers(1, 80),
+    limit_lines=st.integers(1, 8),
+)
+def test_shown_text_is_a_prefix_within_the_limits_and_the_file_holds_everything(
+    tmp_path_factory: pytest.TempPathFactory,
+    texts: list[str],
+    with_image: bool,
+    limit_bytes: int,
+    limit_lines: int,
+) -> None:
+    parts: list[ContentPart] = [TextPart(t) for t in texts]
+    if with_image:
+        parts.insert(1, IMAGE)
+    result = ToolResult(tuple(parts))
+    spill_dir = tmp_path_factory.mktemp("spill")
+    guarded = guard_output(
+        result, limit_bytes=limit_bytes, limit_lines=limit_lines, spill_dir=spill_dir
+    )
+    if guarded is result:
+        return
+    full = result.text_content
+    shown = shown_text(guarded)
+    assert full.startswith(shown)
+    assert len(shown.encode()) <= limit_bytes
+    assert shown.count("\n") <= limit_lines
+    assert full_output(guarded) == full
+    assert (IMAGE in guarded.content) == with_image
