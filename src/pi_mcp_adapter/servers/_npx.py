@@ -266,12 +266,12 @@ async def resolve_npx_command(
         _log.debug("keeping %s for %s: %s", command, invocation.package_spec, exc)
         return original
     if found.is_js:
-        command, bin_args = "node", (str(found.bin_path), *invocation.bin_args)
+        program, program_args = "node", (str(found.bin_path), *invocation.bin_args)
     else:
-        command, bin_args = str(found.bin_path), invocation.bin_args
+        program, program_args = str(found.bin_path), invocation.bin_args
     return ResolvedCommand(
-        command,
-        bin_args,
+        program,
+        program_args,
         resolved=True,
         package=found.package or invocation.package_name,
         version=found.version,
