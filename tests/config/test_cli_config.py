@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from click.testing import Result
 from typer.testing import CliRunner
 
 from pi_mcp_adapter.cli import app
@@ -12,7 +13,7 @@ from .conftest import CANARY, Machine
 EXAMPLE = Path(__file__).parents[2] / "examples" / "mcp.json"
 
 
-def _invoke(machine: Machine, *args: str, environ: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+def _invoke(machine: Machine, *args: str, environ: dict[str, str] | None = None) -> Result:
     return CliRunner().invoke(
         app,
         ["--agent-dir", str(machine.agent_dir), "--project", str(machine.project), *args],

@@ -139,12 +139,9 @@ def host_files(kind: ImportKind, where: Where) -> list[HostFile]:
             HostFile(kind, where.app_data / "Code" / "User" / "mcp.json", "vscode"),
             HostFile(kind, project / ".vscode" / "mcp.json", "vscode"),
         ]
-    # opencode: the global file, then the project's; .jsonc after .json in each place.
-    global_dir = (
-        where.config_home / "opencode"
-        if where.platform != "win32"
-        else home / ".config" / "opencode"
-    )
+    # opencode keeps its global file under the XDG config directory on every OS (it uses
+    # ~/.config even on macOS and Windows); .jsonc after .json in each place.
+    global_dir = where.config_home / "opencode"
     return [
         HostFile(kind, global_dir / "opencode.json", "opencode"),
         HostFile(kind, global_dir / "opencode.jsonc", "opencode"),
