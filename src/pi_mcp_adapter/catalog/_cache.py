@@ -63,6 +63,8 @@ CACHE_VERSION = 1
 DEFAULT_MAX_AGE_S = 7 * 86400.0
 LOCK_TIMEOUT_S = 10.0
 """A writer holds the lock for one read-merge-write (milliseconds); ten seconds means stuck."""
+LOCK_POLL_INTERVAL_S = 0.01
+"""Waiting writers retry this often; filelock's 50 ms default idles the lock between writers."""
 
 _FUTURE_TOLERANCE_MS = 60_000
 """An entry dated further ahead was written under another clock: its age means nothing."""
@@ -285,7 +287,9 @@ class MetadataCache:
         self.path = Path(path)
         self._clock = clock
         self._max_age_ms = max_age_s * 1000
-        self._lock = filelock.FileLock(f"{self.path}.lock", timeout=LOCK_TIMEOUT_S)
+        self._lock = filelock.FileLock(
+            f"{self.path}.lock", timeout=LOCK_TIMEOUT_S, poll_interval=LOCK_POLL_INTERVAL_S
+        )
         self._state_lock = threading.RLock()
         self._servers: dict[str, Any] = {}
         self._loaded = False
