@@ -99,7 +99,8 @@ def test_a_process_killed_inside_a_write_leaves_the_previous_file(
 
     writer = start_worker(path, "victim", 1, 2000, "--freeze-in-write")
     processes.append(writer)
-    assert writer.stdin is not None and writer.stdout is not None
+    assert writer.stdin is not None
+    assert writer.stdout is not None
     writer.stdin.write("go\n")
     writer.stdin.flush()
     assert writer.stdout.readline() == "writing 0\n"
@@ -127,7 +128,8 @@ def test_a_process_killed_at_any_point_of_large_writes_leaves_a_valid_file(
 
     writer = start_worker(path, "victim", -1, 3000)
     processes.append(writer)
-    assert writer.stdin is not None and writer.stdout is not None
+    assert writer.stdin is not None
+    assert writer.stdout is not None
     writer.stdin.write("go\n")
     writer.stdin.flush()
     for expected in range(kill_after_writes + 1):
