@@ -61,6 +61,10 @@ class ConfigSource:
     def exists(self) -> bool:
         return self.status != "missing"
 
+    @property
+    def loaded(self) -> bool:
+        return self.status == "loaded"
+
 
 @dataclass(frozen=True, slots=True)
 class ServerProvenance:
@@ -80,13 +84,8 @@ class ServerProvenance:
     @property
     def imported_from(self) -> ImportKind | None:
         """The host the server was imported from, when it was imported."""
-        source = self.origin.source
-        if source.startswith("import:"):
-            kind = source.removeprefix("import:")
-            for known in IMPORT_KINDS:
-                if known == kind:
-                    return known
-        return None
+        kind = self.origin.source.removeprefix("import:")
+        return next((k for k in IMPORT_KINDS if k == kind), None)
 
 
 @dataclass(frozen=True, slots=True)
