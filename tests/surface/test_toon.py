@@ -119,11 +119,12 @@ _json = st.recursive(
     lambda children: (
         st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=8), children, max_size=5)
     ),
-    max_leaves=25,
+    max_leaves=15,
 )
 
 
-@settings(max_examples=300, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=150, deadline=None)
 @given(st.lists(_json) | st.dictionaries(st.text(max_size=8), _json), st.booleans())
 def test_any_json_document_gives_an_exact_encoding_or_none(value: Any, pretty: bool) -> None:
     text = json.dumps(value, indent=2 if pretty else None)

@@ -229,6 +229,7 @@ _schemas = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     schema=_schemas | _json,
