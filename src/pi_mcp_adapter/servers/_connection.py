@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import anyio
 import mcp_types as types
 from mcp import Client, MCPError
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from pi_mcp_adapter._errors import ConnectionLostError, ServerUnavailableError
 from pi_mcp_adapter.catalog._metadata import ServerMetadata
@@ -277,7 +277,7 @@ class ServerConnection:
         if isinstance(message, Exception):
             # A stdio server printing non-MCP text; the SDK skips the line and goes on.
             if not self._stdout_noise:
-                self._stdout_noise = _first_line(message)[:200]
+                self._stdout_noise = _unparsed_input(message)[:200]
             return
         if isinstance(
             message,
@@ -450,6 +450,15 @@ async def _list_all(fetch: Callable[..., Awaitable[Any]], field: str) -> list[An
     raise MCPError(
         code=types.INTERNAL_ERROR, message=f"{field} listing exceeded {MAX_LIST_PAGES} pages"
     )
+
+
+def _unparsed_input(exc: Exception) -> str:
+    """The text a stdio server printed that failed to parse as JSON-RPC, when known."""
+    if isinstance(exc, ValidationError):
+        for detail in exc.errors():
+            if isinstance(detail.get("input"), str):
+                return str(detail["input"])
+    return _first_line(exc)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -167,9 +167,12 @@ class ServerManager:
                 await self.close_all()
         finally:
             tg.cancel_scope.cancel()
-            result = await tg.__aexit__(exc_type, exc_val, exc_tb)
+            # The body's own exception is not handed to the task group: it would come back
+            # wrapped in an ExceptionGroup, changing the type the caller sees. Child tasks
+            # never raise, so there is nothing else for the group to report.
+            await tg.__aexit__(None, None, None)
             self._tg = None
-        return result
+        return None
 
     # -- subscriptions ----------------------------------------------------------------------
 
@@ -212,12 +215,19 @@ class ServerManager:
         slot = self._slot(name)
         connection = slot.connection
         live = connection is not None and connection.is_alive
+        status, error, failed_at = slot.status, slot.error, slot.failed_at
+        if connection is not None and not live and status == "connected":
+            # The owner task has not finished closing yet; report what already happened.
+            if connection.end_reason is not None:
+                status, error = "failed", f"connection lost: {connection.end_reason}"
+            else:
+                status = "closed"
         return ServerState(
             server=name,
-            status=slot.status,
+            status=status,
             transport=slot.transport,
-            error=slot.error,
-            failed_at=slot.failed_at,
+            error=error,
+            failed_at=failed_at,
             connected_at=connection.connected_at if connection is not None and live else None,
             in_flight=slot.in_flight,
             last_used_at=slot.last_used_at,
