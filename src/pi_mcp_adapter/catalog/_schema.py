@@ -119,7 +119,8 @@ class _Refs:
 
     @staticmethod
     def name(ref: str) -> str:
-        return ref.rsplit("/", 1)[-1] or ref
+        """A readable name for ``ref``: its last pointer segment (``Node`` for #/$defs/Node)."""
+        return "schema" if ref == "#" else (ref.rsplit("/", 1)[-1] or ref)
 
 
 # ---------------------------------------------------------------------------- parameter list
