@@ -3,6 +3,7 @@ from __future__ import annotations
 import base64
 import json
 import stat
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from mcp.types import (
     Tool,
 )
 
+from pi_mcp_adapter.surface import _output_guard
 from pi_mcp_adapter.surface._content import (
     EMPTY_RESULT_TEXT,
     MAX_BLOB_BYTES,
@@ -132,9 +134,14 @@ def test_an_embedded_blob_is_saved_to_a_private_file(tmp_path: Path) -> None:
     assert result.details == {"savedFiles": [str(path)]}
 
 
-def test_blobs_go_to_a_private_temp_dir_by_default() -> None:
+def test_blobs_go_to_a_private_temp_dir_by_default(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # so the file is cleaned up
+    monkeypatch.setattr(_output_guard, "_default_dir", None)
     [note] = texts(convert_call_result(call(blob(b"x", mime_type=None))))
     path = saved_path(note)
+    assert path.parent.parent == tmp_path
     assert path.suffix == ".bin"
     assert path.parent.name.startswith("pi-mcp-output-")
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700

@@ -3,12 +3,14 @@ from __future__ import annotations
 import re
 import stat
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pi_mcp_adapter.surface import _output_guard
 from pi_mcp_adapter.surface._host import AudioPart, ContentPart, ImagePart, TextPart, ToolResult
 from pi_mcp_adapter.surface._output_guard import guard_output
 
@@ -115,7 +117,15 @@ def test_error_flag_and_details_are_kept(tmp_path: Path) -> None:
     assert guarded.details["truncated"] is True
 
 
-def test_the_command_in_the_note_prints_the_next_lines(tmp_path: Path) -> None:
+@pytest.fixture
+def system_temp(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A fresh system temp dir, so files saved in the default place are cleaned up."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(_output_guard, "_default_dir", None)
+    return tmp_path
+
+
+def test_the_command_in_the_note_prints_the_next_lines(system_temp: Path) -> None:
     guarded = guard_output(ToolResult.text(numbered_lines(1000)), limit_lines=100)
     [command] = re.findall(r"`(sed [^`]+)`", note(guarded))
     printed = subprocess.run(command, shell=True, capture_output=True, text=True, check=True)
@@ -123,9 +133,11 @@ def test_the_command_in_the_note_prints_the_next_lines(tmp_path: Path) -> None:
     assert len(printed.stdout.splitlines()) == 200
 
 
-def test_the_saved_file_is_private(tmp_path: Path) -> None:
+def test_by_default_the_file_is_private_in_a_private_temp_dir(system_temp: Path) -> None:
     guarded = guard_output(ToolResult.text(numbered_lines(30)), limit_lines=10)
     path = Path(guarded.details["fullOutputPath"])
+    assert path.parent.parent == system_temp
+    assert path.parent.name.startswith("pi-mcp-output-")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
 
