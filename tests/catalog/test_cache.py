@@ -46,7 +46,8 @@ def cache(path: Path, clock: Clock) -> MetadataCache:
     return MetadataCache(path, clock=clock)
 
 
-ENTRY = ServerEntry(command="npx", args=("-y", "some-server"), env={"A": "1"})
+ENTRY_JSON: dict[str, Any] = {"command": "npx", "args": ["-y", "some-server"], "env": {"A": "1"}}
+ENTRY = ServerEntry.model_validate(ENTRY_JSON)
 METADATA = ServerMetadata(
     tools=(
         {
@@ -216,19 +217,22 @@ def test_a_write_removes_temporary_files_left_by_dead_writers(
     "changed",
     [
         pytest.param({"command": "uvx"}, id="command"),
-        pytest.param({"args": ("-y", "other-server")}, id="args"),
+        pytest.param({"args": ["-y", "other-server"]}, id="args"),
         pytest.param({"env": {"A": "2"}}, id="env-value"),
         pytest.param({"env": {"A": "1", "B": "1"}}, id="env-added"),
         pytest.param({"cwd": "/srv"}, id="cwd"),
         pytest.param({"command": None, "url": "https://example.test/mcp"}, id="url"),
         pytest.param({"headers": {"X-Team": "a"}}, id="headers"),
         pytest.param({"auth": "oauth"}, id="auth"),
-        pytest.param({"bearer_token": "t0k"}, id="bearer-token"),
-        pytest.param({"bearer_token_env": "MY_TOKEN"}, id="bearer-token-env"),
-        pytest.param({"expose_resources": False}, id="expose-resources"),
-        pytest.param({"include_tools": ("search",)}, id="include-tools"),
-        pytest.param({"exclude_tools": ("fetch",)}, id="exclude-tools"),
+        pytest.param({"bearerToken": "t0k"}, id="bearer-token"),
+        pytest.param({"bearerTokenEnv": "MY_TOKEN"}, id="bearer-token-env"),
+        pytest.param({"exposeResources": False}, id="expose-resources"),
+        pytest.param({"includeTools": ["search"]}, id="include-tools"),
+        pytest.param({"excludeTools": ["fetch"]}, id="exclude-tools"),
         pytest.param({"socket": "/tmp/mcp.sock"}, id="socket"),
+        pytest.param(
+            {"requestHeadersCommand": {"command": "get-headers"}}, id="request-headers-command"
+        ),
         pytest.param({"protocolVersion": "2026-07-28"}, id="protocol-version"),
     ],
 )
@@ -236,7 +240,7 @@ def test_a_change_to_what_the_server_exposes_invalidates_its_entry(
     cache: MetadataCache, changed: dict[str, Any]
 ) -> None:
     cache.store("srv", ENTRY, METADATA)
-    edited = ServerEntry(**{**ENTRY.model_dump(), **(ENTRY.model_extra or {}), **changed})
+    edited = ServerEntry.model_validate({**ENTRY_JSON, **changed})
 
     assert cache.entry_state("srv", edited) == "config-changed"
     assert cache.get("srv", edited) is None
@@ -247,19 +251,97 @@ def test_a_change_to_what_the_server_exposes_invalidates_its_entry(
     "changed",
     [
         pytest.param({"lifecycle": "keep-alive"}, id="lifecycle"),
-        pytest.param({"idle_timeout": 3.0}, id="idle-timeout"),
+        pytest.param({"idleTimeout": 3.0}, id="idle-timeout"),
         pytest.param({"debug": True}, id="debug"),
-        pytest.param({"tool_prefix": "none"}, id="tool-prefix"),
-        pytest.param({"request_timeout_ms": 5}, id="request-timeout"),
-        pytest.param({"direct_tools": True}, id="direct-tools"),
+        pytest.param({"toolPrefix": "none"}, id="tool-prefix"),
+        pytest.param({"requestTimeoutMs": 5}, id="request-timeout"),
+        pytest.param({"directTools": True}, id="direct-tools"),
     ],
 )
 def test_a_change_to_how_the_server_is_used_keeps_its_entry(
     cache: MetadataCache, changed: dict[str, Any]
 ) -> None:
     cache.store("srv", ENTRY, METADATA)
-    edited = ServerEntry(**{**ENTRY.model_dump(), **changed})
+    edited = ServerEntry.model_validate({**ENTRY_JSON, **changed})
     assert cache.entry_state("srv", edited) == "valid"
+
+
+# Computed with computeServerHash of the TypeScript reference (pi-mcp-adapter 2.36.0) with the
+# environment {"MY_TOKEN": "tok-123"}: equal digests let both share one cache file.
+REFERENCE_HASHES = [
+    pytest.param(
+        {"command": "npx", "args": ["-y", "some-server"], "env": {"A": "1"}},
+        "b00d1819f418a0c08c8e83abe1cc391d66ffc57dff3f3d4bd7d935d96f955fb7",
+        id="stdio",
+    ),
+    pytest.param(
+        {
+            "url": "https://example.test/mcp",
+            "headers": {"X-Team": "a"},
+            "auth": "bearer",
+            "bearerTokenEnv": "MY_TOKEN",
+        },
+        "fc0b184d2957ca35eea1fad3dda83b68f51efd135eb8e44b28424ea39945076c",
+        id="http-token-from-environment",
+    ),
+    pytest.param(
+        {"url": "https://example.test/mcp", "bearerToken": "tok-456"},
+        "cd51808fa01c7fc563c341887b8ac7644cc21841d2258a208d35d088d177add9",
+        id="http-token",
+    ),
+    pytest.param(
+        {
+            "command": "uvx",
+            "args": ["mcp-server-time"],
+            "exposeResources": False,
+            "includeTools": ["get_*"],
+            "excludeTools": ["x"],
+            "cwd": "/srv",
+            "protocolVersion": "2026-07-28",
+            "lifecycle": "eager",
+            "idleTimeout": 3,
+        },
+        "86424db815b42f7083e2625b61350febc7e51f78126d8fafc204792319bb52f9",
+        id="filters-and-ignored-fields",
+    ),
+    pytest.param(
+        {
+            "command": "node",
+            "args": ["ünïcode", 'quote"d', "tab\there"],
+            "env": {"Z": "1", "A": "2"},
+        },
+        "bf0425723b8bce4d96fad067de1947978559509a0c01a2affa21dfbcd434a5bb",
+        id="escaping-and-key-order",
+    ),
+    pytest.param(
+        {
+            "url": "https://example.test/mcp",
+            "requestHeadersCommand": {"command": "get-headers", "args": ["--json"]},
+        },
+        "2e290a907f614d5e6c98c42db70d1e1355caae001ddea6a3d83ca615bc2d962e",
+        id="headers-command",
+    ),
+]
+
+
+@pytest.mark.parametrize(("entry_json", "digest"), REFERENCE_HASHES)
+def test_the_config_hash_equals_the_reference_implementations(
+    entry_json: dict[str, Any], digest: str
+) -> None:
+    entry = ServerEntry.model_validate(entry_json)
+    assert config_hash(entry, environ={"MY_TOKEN": "tok-123"}) == digest
+
+
+def test_a_token_read_from_the_environment_is_part_of_the_hash(path: Path, clock: Clock) -> None:
+    entry = ServerEntry.model_validate({"url": "https://x.test/mcp", "bearerTokenEnv": "TOKEN"})
+    MetadataCache(path, clock=clock, environ={"TOKEN": "old-token-5a1"}).store(
+        "srv", entry, METADATA
+    )
+
+    assert MetadataCache(path, clock=clock, environ={"TOKEN": "old-token-5a1"}).get("srv", entry)
+    rotated = MetadataCache(path, clock=clock, environ={"TOKEN": "new-token-5a2"})
+    assert rotated.entry_state("srv", entry) == "config-changed"
+    assert b"old-token-5a1" not in path.read_bytes()
 
 
 def test_the_hash_does_not_depend_on_key_order() -> None:

@@ -74,43 +74,88 @@ _COMPARED_TOOL_FIELDS = ("title", "description", "inputSchema", "outputSchema", 
 EntryState = Literal["valid", "missing", "stale", "config-changed"]
 LoadResult = Literal["loaded", "no-cache", "set-aside"]
 
-# Fields of an mcpServers entry that change which tools a server exposes, in their JSON
-# spelling. Lifecycle, timeouts, prefixes and the like only change how we use the server.
-_HASHED_EXTRA_FIELDS = ("socket", "requestHeadersCommand", "protocolVersion")
+
+class _Unset:
+    """A field the configuration does not set (JavaScript's ``undefined``)."""
+
+    def __repr__(self) -> str:
+        return "undefined"
 
 
-def config_hash(entry: ServerEntry) -> str:
+_UNSET = _Unset()
+
+
+def _stable_text(value: Any) -> str:
+    """Canonical text of a JSON-like value: object keys sorted, no spaces, unset as undefined.
+
+    This is the serialisation the TypeScript reference hashes, so that both implementations
+    compute the same ``configHash`` and can share one cache file without invalidating each
+    other's entries.
+    """
+    if value is _UNSET:
+        return "undefined"
+    if isinstance(value, Mapping):
+        members = (
+            f"{json.dumps(str(k), ensure_ascii=False)}:{_stable_text(v)}"
+            for k, v in sorted(value.items(), key=lambda item: str(item[0]))
+        )
+        return "{" + ",".join(members) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(_stable_text(v) for v in value) + "]"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # JavaScript writes 5.0 as 5
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return json.dumps(str(value), ensure_ascii=False)
+
+
+def config_hash(entry: ServerEntry, *, environ: Mapping[str, str] | None = None) -> str:
     """SHA-256 hex digest identifying what ``entry`` connects to and what it exposes.
 
-    Covers command, args, env, cwd, url, headers, auth, bearerToken, bearerTokenEnv,
-    exposeResources, includeTools, excludeTools (and socket, requestHeadersCommand,
-    protocolVersion when present), serialised with sorted keys so the digest is stable.
+    Covers command, args, socket, env, cwd, url, headers, requestHeadersCommand, auth,
+    protocolVersion, the bearer token (``bearerToken``, else the value of the variable
+    ``bearerTokenEnv`` names in ``environ``, default ``os.environ``), bearerTokenEnv,
+    exposeResources, includeTools and excludeTools. Fields the configuration leaves out hash
+    as unset, not as their defaults. Lifecycle, timeouts, prefixes and the like only change
+    how a server is used, so they are left out. The digest equals the TypeScript reference's
+    for the same configuration.
     """
-    identity: dict[str, Any] = {
-        "command": entry.command,
-        "args": list(entry.args),
-        "env": entry.env,
-        "cwd": entry.cwd,
-        "url": entry.url,
-        "headers": entry.headers,
-        "auth": entry.auth,
-        "bearerToken": entry.bearer_token,
-        "bearerTokenEnv": entry.bearer_token_env,
-        "exposeResources": entry.expose_resources,
-        "includeTools": list(entry.include_tools) if entry.include_tools is not None else None,
-        "excludeTools": list(entry.exclude_tools) if entry.exclude_tools is not None else None,
-    }
+    env = os.environ if environ is None else environ
+    explicit = entry.model_fields_set
     extra = entry.model_extra or {}
-    for name in _HASHED_EXTRA_FIELDS:
-        identity[name] = extra.get(name)
-    stable = json.dumps(
-        {k: v for k, v in identity.items() if v is not None},
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-        default=str,
-    )
-    return hashlib.sha256(stable.encode("utf-8")).hexdigest()
+
+    def field(name: str, value: Any) -> Any:
+        return value if name in explicit else _UNSET
+
+    bearer_token: Any = _UNSET
+    if "bearer_token" in explicit and entry.bearer_token is not None:
+        bearer_token = entry.bearer_token
+    elif entry.bearer_token_env:
+        bearer_token = env.get(entry.bearer_token_env, _UNSET)
+    headers_command: Any = extra.get("requestHeadersCommand", _UNSET)
+    if isinstance(headers_command, Mapping):
+        headers_command = {
+            key: headers_command.get(key, _UNSET) for key in ("command", "args", "env", "timeoutMs")
+        }
+    identity = {
+        "command": field("command", entry.command),
+        "args": field("args", entry.args),
+        "socket": extra.get("socket", _UNSET),
+        "env": field("env", entry.env),
+        "cwd": field("cwd", entry.cwd),
+        "url": field("url", entry.url),
+        "headers": field("headers", entry.headers),
+        "requestHeadersCommand": headers_command,
+        "auth": field("auth", entry.auth),
+        "protocolVersion": extra.get("protocolVersion", _UNSET),
+        "bearerToken": bearer_token,
+        "bearerTokenEnv": field("bearer_token_env", entry.bearer_token_env),
+        "exposeResources": field("expose_resources", entry.expose_resources),
+        "includeTools": field("include_tools", entry.include_tools),
+        "excludeTools": field("exclude_tools", entry.exclude_tools),
+    }
+    return hashlib.sha256(_stable_text(identity).encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,7 +319,8 @@ class MetadataCache:
 
     Reads work on a snapshot taken by :meth:`load` (called implicitly on first use); every
     write re-reads the file under the lock, so entries other processes stored meanwhile are
-    kept, and refreshes the snapshot. ``clock`` returns seconds since the epoch.
+    kept, and refreshes the snapshot. ``clock`` returns seconds since the epoch; ``environ``
+    resolves ``bearerTokenEnv`` for :func:`config_hash` (default ``os.environ``).
     """
 
     def __init__(
@@ -283,8 +329,10 @@ class MetadataCache:
         *,
         clock: Callable[[], float] = time.time,
         max_age_s: float = DEFAULT_MAX_AGE_S,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
         self.path = Path(path)
+        self._environ = environ
         self._clock = clock
         self._max_age_ms = max_age_s * 1000
         self._lock = filelock.FileLock(
@@ -344,7 +392,7 @@ class MetadataCache:
         raw = self._servers.get(server)
         if not isinstance(raw, Mapping):
             return "missing"
-        if raw.get("configHash") != config_hash(entry):
+        if raw.get("configHash") != config_hash(entry, environ=self._environ):
             return "config-changed"
         cached_at = _as_number(raw.get("cachedAt"))
         if cached_at is None:
@@ -393,7 +441,7 @@ class MetadataCache:
         """
         now_ms = self._now_ms()
         fresh: JsonObject = {
-            "configHash": config_hash(entry),
+            "configHash": config_hash(entry, environ=self._environ),
             "tools": list(metadata.tools),
             "resources": list(metadata.resources),
             "prompts": list(metadata.prompts),
