@@ -52,7 +52,8 @@ async def _expect_failure_beside_healthy(
         assert caught.value.server == "broken"
         state = manager.state("broken")
         assert state.status in ("failed", "needs-auth")
-        assert state.error is not None and message_part in state.error
+        assert state.error is not None
+        assert message_part in state.error
         result = await manager.call_tool("healthy", "echo", {"message": "still here"})
         assert text_of(result) == "Echo: still here"
         return caught.value
@@ -65,7 +66,7 @@ async def _expect_failure_beside_healthy(
             ("--crash-at-start", "--stderr-lines", "3"),
             10_000,
             ServerStartError,
-            "during startup",
+            "exited with code 3 during startup",
             8.0,
             id="crash-at-start",
         ),
@@ -171,7 +172,8 @@ async def test_a_server_crashing_mid_call_fails_that_call_and_restarts_on_next_u
         assert time.monotonic() - started < 5
         state = manager.state("crashy")
         assert state.status == "failed"
-        assert state.error is not None and "connection lost" in state.error
+        assert state.error is not None
+        assert "connection lost" in state.error
         assert text_of(await manager.call_tool("healthy", "echo", {"message": "ok"})) == "Echo: ok"
         second_pid = int(text_of(await manager.call_tool("crashy", "pid")))
         assert second_pid != first_pid

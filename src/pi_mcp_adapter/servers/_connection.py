@@ -34,6 +34,7 @@ from pi_mcp_adapter.config._models import ServerEntry
 
 from ._state import TransportKind
 from ._stderr import StderrCapture, terminal
+from ._stdio import ProcessRecord
 from ._translate import (
     HttpObservation,
     connect_error,
@@ -120,6 +121,7 @@ class ServerConnection:
         self._scope: anyio.CancelScope | None = None
         self._stdout_noise = ""
         self._capture: StderrCapture | None = None
+        self._process: ProcessRecord | None = None
 
     # -- state ------------------------------------------------------------------------------
 
@@ -227,7 +229,8 @@ class ServerConnection:
             self._capture = StderrCapture(
                 self.server, self.log_dir, echo=terminal() if self.entry.debug else None
             )
-            return open_stdio(params, self._capture, self._on_eof)
+            self._process = ProcessRecord()
+            return open_stdio(params, self._capture, self._process, self._on_eof)
         url = self.entry.url
         if url is None:
             raise ConnectionLostError(self.server, f"server {self.server!r} has no `url`")
@@ -241,12 +244,14 @@ class ServerConnection:
     ) -> ServerUnavailableError:
         if self.entry.command is not None:
             target = self.entry.command
+            process = self._process
             return connect_error(
                 self.server,
                 exc,
                 target=target,
                 stderr_tail=self._capture.tail() if self._capture is not None else "",
                 log_hint=self._log_hint(),
+                exit_code=process.returncode if process is not None else None,
             )
         return connect_error(
             self.server, exc, target=redact_url(self.entry.url or ""), observation=observation
@@ -260,11 +265,12 @@ class ServerConnection:
 
     def _on_eof(self) -> None:
         if not self._closing:
-            reason = (
-                "the server process exited"
-                if self.entry.command is not None
-                else "the server closed the event stream"
-            )
+            if self.entry.command is None:
+                reason = "the server closed the event stream"
+            elif self._process is not None and self._process.returncode is not None:
+                reason = f"the server process exited with code {self._process.returncode}"
+            else:
+                reason = "the server process exited"
             self._note_end(reason)
 
     def _note_end(self, reason: str) -> None:

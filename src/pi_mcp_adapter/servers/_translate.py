@@ -92,12 +92,13 @@ def connect_error(
     observation: HttpObservation | None = None,
     stderr_tail: str = "",
     log_hint: str = "",
+    exit_code: int | None = None,
 ) -> ServerUnavailableError:
     """Translate a failure raised while connecting to ``server`` into our exception tree.
 
     ``target`` describes what was started or contacted (a command name or a redacted URL);
-    ``observation`` is the HTTP transport's record, ``stderr_tail`` the last stderr lines of a
-    stdio server. An error that is already ours is returned unchanged.
+    ``observation`` is the HTTP transport's record; ``stderr_tail`` and ``exit_code`` describe
+    a stdio server that died. An error that is already ours is returned unchanged.
     """
     leaves = flatten_exceptions(exc)
     ours = [leaf for leaf in leaves if isinstance(leaf, ServerUnavailableError)]
@@ -168,9 +169,10 @@ def connect_error(
                 server, f"server {server!r}: HTTP transport error talking to {target}: {leaf}"
             )
         if isinstance(leaf, MCPError) and leaf.code == types.CONNECTION_CLOSED:
+            how = "closed its connection" if exit_code is None else f"exited with code {exit_code}"
             return ServerStartError(
                 server,
-                f"server {server!r} exited or closed its connection during startup{suffix}",
+                f"server {server!r} {how} during startup{suffix}",
                 stderr_tail=stderr_tail,
             )
         if isinstance(leaf, MCPError) and leaf.code == types.INVALID_REQUEST:

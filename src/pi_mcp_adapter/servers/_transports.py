@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextvars import Context
 from pathlib import Path
@@ -28,6 +29,7 @@ from pi_mcp_adapter.config._models import ServerEntry
 
 from ._npx import resolve_npx_command
 from ._stderr import StderrCapture
+from ._stdio import ProcessRecord, open_stdio_process
 from ._translate import HttpObservation
 
 HTTP_TIMEOUT_S = 30.0
@@ -138,16 +140,30 @@ async def stdio_parameters(
 
 @contextlib.asynccontextmanager
 async def open_stdio(
-    params: StdioServerParameters, capture: StderrCapture, on_eof: Callable[[], None]
+    params: StdioServerParameters,
+    capture: StderrCapture,
+    record: ProcessRecord,
+    on_eof: Callable[[], None],
 ) -> AsyncIterator[Streams]:
     """Spawn the server with its stderr captured; yield its streams with EOF watching."""
-    async with (
-        capture.open_sink() as errlog,
-        stdio_client(params, errlog=errlog) as (read, write),  # type: ignore[arg-type]
-    ):
-        # The child holds its own copy now; ours would keep the pipe from reaching EOF.
-        capture.release_parent_copy()
-        yield _EofWatchingStream(read, on_eof), write
+    async with capture.open_sink() as errlog:
+        if sys.platform == "win32":  # pragma: no cover - process groups are POSIX
+            async with stdio_client(params, errlog=errlog) as (read, write):  # type: ignore[arg-type]
+                capture.release_parent_copy()
+                yield _EofWatchingStream(read, on_eof), write
+            return
+        async with open_stdio_process(
+            params.command,
+            params.args,
+            env=params.env or {},
+            cwd=Path(params.cwd) if params.cwd is not None else None,
+            errlog=errlog,
+            record=record,
+            on_eof=on_eof,
+        ) as streams:
+            # The child holds its own copy now; ours would keep the pipe from reaching EOF.
+            capture.release_parent_copy()
+            yield streams
 
 
 def http_headers(server: str, entry: ServerEntry, environ: Mapping[str, str]) -> dict[str, str]:
