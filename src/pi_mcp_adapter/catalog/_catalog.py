@@ -7,11 +7,11 @@ of tools answers in microseconds; only a miss (which ranks suggestions) does mor
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 
 from pi_mcp_adapter._errors import AmbiguousToolError, ToolNotFoundError
 from pi_mcp_adapter.config._models import ServerEntry, Settings
@@ -29,7 +29,7 @@ _SEPARATOR_RUN = re.compile(r"[-_.\s]+")
 _CAMEL_BOUNDARY = re.compile(r"([a-z0-9])([A-Z])")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class NameCollision:
     """Two tools wanted the same name; the later one (by server order) was renamed.
 
@@ -163,16 +163,7 @@ class Catalog:
                         assigned_name=assigned,
                     )
                 )
-                tool = ToolInfo(
-                    name=assigned,
-                    original_name=tool.original_name,
-                    server=tool.server,
-                    description=tool.description,
-                    input_schema=tool.input_schema,
-                    output_schema=tool.output_schema,
-                    annotations=tool.annotations,
-                    resource_uri=tool.resource_uri,
-                )
+                tool = dataclasses.replace(tool, name=assigned)
             by_name[tool.name] = tool
             by_server.setdefault(tool.server, []).append(tool)
         self._by_name = by_name
