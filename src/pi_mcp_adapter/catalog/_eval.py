@@ -1,0 +1,334 @@
+"""Measuring search quality on a labelled retrieval set.
+
+A labelled set is a JSON file (the format is in ``DESIGN.md``, "Labelled retrieval sets")
+holding a tool catalog and queries labelled with the tools that answer them. Each query runs
+through :meth:`SearchIndex.search` exactly as ``mcp({search})`` and ``ToolSearch`` run it, and
+the top :data:`RANKED_DEPTH` results are scored:
+
+- ``match: "any"`` queries: hit@1 and hit@5 (a gold tool is first / in the first five) and MRR
+  (the mean of 1/rank of the first gold tool in the top 20, 0 when absent);
+- ``match: "all"`` queries: the share of gold sets found in the top five (a set is found when
+  any of its members is there), averaged over queries;
+- ``match: "none"`` queries: the share *answered with nothing*, meaning the search returned
+  no hits at all (for the default ranking, a "no confident match" answer). A weak hit shown
+  anyway counts as an answer.
+
+No server is started: the catalog is built from the set's ``tools``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pi_mcp_adapter._errors import UsageError
+
+from ._metadata import ToolInfo
+from ._search import SearchIndex
+
+__all__ = [
+    "RANKED_DEPTH",
+    "EvalReport",
+    "LabelledQuery",
+    "LabelledSet",
+    "LevelMetrics",
+    "QueryOutcome",
+    "evaluate",
+    "load_labelled_set",
+    "write_rankings",
+]
+
+RANKED_DEPTH = 20
+"""How many results of each query are kept and scored."""
+
+MatchKind = Literal["any", "all", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class LabelledQuery:
+    """One labelled query. Ids are ``<server>/<tool>``."""
+
+    qid: str
+    query: str
+    match: MatchKind
+    gold: tuple[str, ...] = ()
+    gold_sets: tuple[tuple[str, ...], ...] = ()
+    level: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LabelledSet:
+    """A catalog built from a labelled set, and its queries.
+
+    ``ids`` maps each tool's prefixed name to its id in the set.
+    """
+
+    tools: tuple[ToolInfo, ...]
+    ids: Mapping[str, str]
+    queries: tuple[LabelledQuery, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class QueryOutcome:
+    """What the search returned for one query: ids best first, and the per-query scores."""
+
+    qid: str
+    level: int | None
+    match: MatchKind
+    ranked: tuple[str, ...]
+    first_gold_rank: int | None  # 1-based, "any" queries only
+    sets_found_share: float | None  # "all" queries only
+    seconds: float
+
+    @property
+    def answered_nothing(self) -> bool:
+        return not self.ranked
+
+
+@dataclass(frozen=True, slots=True)
+class LevelMetrics:
+    """Metrics over a group of queries (one level, or all). None where no query applies."""
+
+    label: str
+    queries: int
+    hit_at_1: float | None
+    hit_at_5: float | None
+    mrr: float | None
+    sets_at_5: float | None
+    none_answered: float | None
+    any_answered_nothing: float | None  # share of "any" queries that got no hits at all
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "queries": self.queries,
+            "hit_at_1": self.hit_at_1,
+            "hit_at_5": self.hit_at_5,
+            "mrr": self.mrr,
+            "sets_at_5": self.sets_at_5,
+            "none_answered": self.none_answered,
+            "any_answered_nothing": self.any_answered_nothing,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class EvalReport:
+    ranking: str
+    tools: int
+    overall: LevelMetrics
+    levels: tuple[LevelMetrics, ...]
+    outcomes: tuple[QueryOutcome, ...]
+    mean_query_ms: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ranking": self.ranking,
+            "tools": self.tools,
+            "queries": len(self.outcomes),
+            "mean_query_ms": round(self.mean_query_ms, 3),
+            "overall": self.overall.as_dict(),
+            "levels": [m.as_dict() for m in self.levels],
+        }
+
+
+def _fail(path: Path, message: str) -> UsageError:
+    return UsageError(f"{path}: {message}")
+
+
+_UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def _tool_name(server: str, tool: str) -> str:
+    """``<server>_<tool>`` with every run of other characters turned into one ``_``."""
+    return _UNSAFE_NAME_CHARS.sub("_", f"{server}_{tool}").strip("_") or "tool"
+
+
+def _str_tuple(value: object, path: Path, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _fail(path, f"{where} must be a list of tool ids")
+    return tuple(value)
+
+
+def load_labelled_set(path: Path) -> LabelledSet:
+    """Read a labelled set and build its catalog, without starting any server.
+
+    Every tool becomes a :class:`ToolInfo` named ``<server>_<tool>`` (characters other than
+    letters, digits, ``_`` and ``-`` become ``_``; a clash gets a ``_2``, ``_3``... suffix).
+
+    Raises:
+        UsageError: the file is missing, not JSON, or not in the labelled-set format (the
+            message names the file and the offending entry).
+    """
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise _fail(path, "no such file") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _fail(path, f"cannot read: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise _fail(path, f"not valid JSON (line {exc.lineno}): {exc.msg}") from exc
+    if not isinstance(raw, dict):
+        raise _fail(path, "expected an object with 'tools' and 'queries'")
+    tools_raw, queries_raw = raw.get("tools"), raw.get("queries")
+    if not isinstance(tools_raw, list) or not isinstance(queries_raw, list):
+        raise _fail(path, "expected 'tools' and 'queries' lists")
+
+    tools: list[ToolInfo] = []
+    ids: dict[str, str] = {}
+    known_ids: set[str] = set()
+    for i, entry in enumerate(tools_raw):
+        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+            raise _fail(path, f"tools[{i}] needs a string 'id'")
+        tool_id: str = entry["id"]
+        if "/" not in tool_id:
+            raise _fail(path, f"tools[{i}]: id {tool_id!r} is not '<server>/<tool>'")
+        if tool_id in known_ids:
+            continue  # a repeated id names the same tool
+        id_server, id_tool = tool_id.rsplit("/", 1)
+        server = entry.get("server", id_server)
+        original = entry.get("name", id_tool)
+        description = entry.get("description") or ""
+        schema = entry.get("input_schema") or {"type": "object", "properties": {}}
+        if not (
+            isinstance(server, str)
+            and isinstance(original, str)
+            and isinstance(description, str)
+            and isinstance(schema, dict)
+        ):
+            raise _fail(path, f"tools[{i}] ({tool_id}): wrong field types")
+        base = name = _tool_name(server, original)
+        suffix = 2
+        while name in ids:
+            name = f"{base}_{suffix}"
+            suffix += 1
+        known_ids.add(tool_id)
+        ids[name] = tool_id
+        tools.append(
+            ToolInfo(
+                name=name,
+                original_name=original,
+                server=server,
+                description=description,
+                input_schema=schema,
+            )
+        )
+
+    queries: list[LabelledQuery] = []
+    for i, entry in enumerate(queries_raw):
+        if not isinstance(entry, dict):
+            raise _fail(path, f"queries[{i}] must be an object")
+        qid, text, match = entry.get("qid", str(i)), entry.get("query"), entry.get("match")
+        if not isinstance(text, str) or match not in ("any", "all", "none"):
+            raise _fail(path, f"queries[{i}] needs 'query' and 'match' (any, all or none)")
+        gold = _str_tuple(entry.get("gold", []), path, f"queries[{i}].gold")
+        sets_raw = entry.get("gold_sets")
+        gold_sets: tuple[tuple[str, ...], ...]
+        if sets_raw is None:
+            gold_sets = tuple((g,) for g in gold)
+        elif isinstance(sets_raw, list):
+            gold_sets = tuple(
+                _str_tuple(s, path, f"queries[{i}].gold_sets[{j}]") for j, s in enumerate(sets_raw)
+            )
+        else:
+            raise _fail(path, f"queries[{i}].gold_sets must be a list of lists")
+        if match != "none" and not gold:
+            raise _fail(path, f"queries[{i}] ({qid}) has match {match!r} but no gold ids")
+        level = entry.get("level")
+        queries.append(
+            LabelledQuery(
+                qid=str(qid),
+                query=text,
+                match=match,
+                gold=gold,
+                gold_sets=gold_sets,
+                level=level if isinstance(level, int) else None,
+            )
+        )
+    return LabelledSet(tools=tuple(tools), ids=ids, queries=tuple(queries))
+
+
+def _score_query(query: LabelledQuery, ranked: Sequence[str]) -> tuple[int | None, float | None]:
+    if query.match == "any":
+        gold = set(query.gold)
+        rank = next((i + 1 for i, tool_id in enumerate(ranked) if tool_id in gold), None)
+        return rank, None
+    if query.match == "all":
+        top = set(ranked[:5])
+        sets = [s for s in query.gold_sets if s] or [(g,) for g in query.gold]
+        found = sum(1 for s in sets if top.intersection(s))
+        return None, found / len(sets)
+    return None, None
+
+
+def _mean(values: Iterable[float]) -> float | None:
+    items = list(values)
+    return sum(items) / len(items) if items else None
+
+
+def _metrics(label: str, outcomes: Sequence[QueryOutcome]) -> LevelMetrics:
+    any_q = [o for o in outcomes if o.match == "any"]
+    all_q = [o for o in outcomes if o.match == "all"]
+    none_q = [o for o in outcomes if o.match == "none"]
+    ranks = [o.first_gold_rank for o in any_q]
+    return LevelMetrics(
+        label=label,
+        queries=len(outcomes),
+        hit_at_1=_mean(1.0 if r == 1 else 0.0 for r in ranks),
+        hit_at_5=_mean(1.0 if r is not None and r <= 5 else 0.0 for r in ranks),
+        mrr=_mean(1.0 / r if r is not None else 0.0 for r in ranks),
+        sets_at_5=_mean(o.sets_found_share or 0.0 for o in all_q),
+        none_answered=_mean(1.0 if o.answered_nothing else 0.0 for o in none_q),
+        any_answered_nothing=_mean(1.0 if o.answered_nothing else 0.0 for o in any_q),
+    )
+
+
+def evaluate(labelled: LabelledSet, *, ranking: str = "default") -> EvalReport:
+    """Run every query of ``labelled`` through a :class:`SearchIndex` and score the answers.
+
+    Raises:
+        UsageError: ``ranking`` is unknown.
+    """
+    index = SearchIndex(labelled.tools, ranking=ranking)
+    outcomes: list[QueryOutcome] = []
+    for query in labelled.queries:
+        started = time.perf_counter()
+        page = index.search(query.query, limit=RANKED_DEPTH) if query.query.strip() else None
+        seconds = time.perf_counter() - started
+        ranked = tuple(labelled.ids[h.tool.name] for h in page.hits) if page else ()
+        rank, share = _score_query(query, ranked)
+        outcomes.append(
+            QueryOutcome(
+                qid=query.qid,
+                level=query.level,
+                match=query.match,
+                ranked=ranked,
+                first_gold_rank=rank,
+                sets_found_share=share,
+                seconds=seconds,
+            )
+        )
+    levels = sorted({o.level for o in outcomes if o.level is not None})
+    by_level = tuple(
+        _metrics(f"level {lv}", [o for o in outcomes if o.level == lv]) for lv in levels
+    )
+    return EvalReport(
+        ranking=ranking,
+        tools=len(labelled.tools),
+        overall=_metrics("all", outcomes),
+        levels=by_level,
+        outcomes=tuple(outcomes),
+        mean_query_ms=1000.0 * (_mean(o.seconds for o in outcomes) or 0.0),
+    )
+
+
+def write_rankings(report: EvalReport, path: Path) -> None:
+    """Write one ``{"qid": ..., "ranked": [ids, best first]}`` JSON line per query."""
+    with path.open("w", encoding="utf-8") as out:
+        for o in report.outcomes:
+            out.write(json.dumps({"qid": o.qid, "ranked": list(o.ranked)}, ensure_ascii=False))
+            out.write("\n")

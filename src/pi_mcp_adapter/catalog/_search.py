@@ -1,0 +1,260 @@
+"""Tool search over a catalog of :class:`ToolInfo`, with no server connected.
+
+:class:`SearchIndex` is what ``mcp({search})``, ``ToolSearch`` and ``pi-mcp search`` use. It
+supports four ways to ask:
+
+- ranked keywords (the default): any of the words may match, tools matching more of the
+  query and matching it in their names rank higher, an exact tool name comes first, and
+  when nothing fits well the answer says so (``SearchPage.confident`` is False);
+- ``regex=True``: a case-insensitive regular expression over the name, the original name and
+  the description, unranked, in catalog order;
+- ``select:name1,name2`` (or :meth:`SearchIndex.select`): exact names, in the order given;
+- an empty query with ``server``: that server's tools, sorted by name.
+
+Each mode can be filtered to one server and paged with ``limit`` and ``offset``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pi_mcp_adapter._errors import UsageError
+
+from ._metadata import ToolInfo
+from ._search_rankings import RANKINGS, Ranking, RankingFactory
+
+__all__ = [
+    "MAX_REGEX_LENGTH",
+    "RANKINGS",
+    "SearchHit",
+    "SearchIndex",
+    "SearchPage",
+    "ToolSearchQuery",
+    "parse_tool_search_query",
+]
+
+MAX_REGEX_LENGTH = 256
+"""Longest accepted regular expression, in characters (the reference uses the same bound)."""
+
+_SELECT_PREFIX = "select:"
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One tool in a search answer. ``score`` is the ranking's own (0 for unranked modes)."""
+
+    tool: ToolInfo
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class SearchPage:
+    """One page of a search answer.
+
+    ``total`` counts every result across pages; ``next_offset`` is the ``offset`` of the next
+    page, or None on the last one. ``confident`` is False when the ranking found no tool that
+    fits the query well ("no confident match"); the page is then empty.
+    """
+
+    hits: tuple[SearchHit, ...]
+    total: int
+    offset: int
+    next_offset: int | None
+    confident: bool = True
+
+    def __post_init__(self) -> None:
+        if self.offset < 0 or self.total < 0:
+            raise ValueError("offset and total must not be negative")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSearchQuery:
+    """A parsed ``ToolSearch`` query: either keywords or, with ``select:``, exact names."""
+
+    keywords: str = ""
+    selected: tuple[str, ...] = ()
+
+    @property
+    def is_select(self) -> bool:
+        return bool(self.selected)
+
+
+def parse_tool_search_query(q: str) -> ToolSearchQuery:
+    """Parse the ``ToolSearch`` query syntax.
+
+    ``select:name1,name2`` (the prefix is case-insensitive; spaces around names are ignored;
+    repeated names are kept once) selects tools by exact name, in that order. Anything else
+    is keywords, trimmed.
+
+    Raises:
+        UsageError: the query is empty, or ``select:`` names no tool.
+    """
+    text = q.strip()
+    if not text:
+        raise UsageError("The search query is empty: give keywords, or select:name1,name2.")
+    if text[: len(_SELECT_PREFIX)].lower() == _SELECT_PREFIX:
+        names = [n.strip() for n in text[len(_SELECT_PREFIX) :].split(",")]
+        selected = tuple(dict.fromkeys(n for n in names if n))
+        if not selected:
+            raise UsageError("select: needs at least one tool name, e.g. select:github_get_issue.")
+        return ToolSearchQuery(selected=selected)
+    return ToolSearchQuery(keywords=text)
+
+
+# A quantified group that itself contains a quantifier ("(a+)+", "(\w*\s?)*") can take
+# exponential time on a non-matching string, and Python's re has no time limit. Such patterns
+# are rejected up front; the check is deliberately coarse (it may refuse a few safe ones).
+_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*(?:[+*]|\{\d*,\d*\})(?:[^()\\]|\\.)*\)[+*{]")
+
+
+def _compile_regex(pattern: str) -> re.Pattern[str]:
+    if len(pattern) > MAX_REGEX_LENGTH:
+        raise UsageError(
+            f"The regular expression is {len(pattern)} characters long; the limit is "
+            f"{MAX_REGEX_LENGTH}. Use a shorter pattern or keywords."
+        )
+    if _NESTED_QUANTIFIER.search(pattern):
+        raise UsageError(
+            f"The regular expression {pattern!r} repeats a group that itself repeats, which "
+            "can take exponential time. Simplify it (e.g. (ab)+ instead of (a+b?)+)."
+        )
+    try:
+        return re.compile(pattern, re.IGNORECASE)
+    except re.error as exc:
+        raise UsageError(f"Invalid regular expression {pattern!r}: {exc}.") from exc
+
+
+class SearchIndex:
+    """A searchable, immutable view of a tool catalog.
+
+    Building the index does all the precomputation (tokenising, stemming, the inverted index);
+    queries then only read it, so one index may serve concurrent searches. Build a new index
+    when the catalog changes.
+
+    Raises:
+        UsageError: ``ranking`` is not one of :data:`RANKINGS`.
+    """
+
+    def __init__(self, tools: Sequence[ToolInfo], *, ranking: str = "default") -> None:
+        factory: RankingFactory | None = RANKINGS.get(ranking)
+        if factory is None:
+            known = ", ".join(sorted(RANKINGS))
+            raise UsageError(f"Unknown search ranking {ranking!r}; known rankings: {known}.")
+        self._tools: tuple[ToolInfo, ...] = tuple(tools)
+        self._ranking_name = ranking
+        self._ranking: Ranking = factory(self._tools)
+        self._by_name: dict[str, int] = {}
+        self._by_server: dict[str, list[int]] = {}
+        for position, tool in enumerate(self._tools):
+            self._by_name.setdefault(tool.name, position)
+            self._by_server.setdefault(tool.server, []).append(position)
+
+    @property
+    def tools(self) -> tuple[ToolInfo, ...]:
+        return self._tools
+
+    @property
+    def ranking(self) -> str:
+        return self._ranking_name
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def select(self, names: Sequence[str]) -> list[ToolInfo]:
+        """The tools with exactly these (prefixed) names, in the order given.
+
+        Unknown names are skipped and repeated names give one tool; compare the result with
+        ``names`` to report what was not found.
+        """
+        found: list[ToolInfo] = []
+        seen: set[int] = set()
+        for name in names:
+            position = self._by_name.get(name)
+            if position is not None and position not in seen:
+                seen.add(position)
+                found.append(self._tools[position])
+        return found
+
+    def search(
+        self,
+        query: str,
+        *,
+        server: str | None = None,
+        regex: bool = False,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> SearchPage:
+        """Search the catalog and return one page of results.
+
+        ``query`` is keywords (ranked), a regular expression when ``regex`` is set, or
+        ``select:name1,name2``. With ``server``, only that server's tools are considered; an
+        empty query with ``server`` lists that server's tools sorted by name. ``limit`` is
+        the page size (None: everything from ``offset`` on) and ``offset`` the number of
+        results to skip.
+
+        Raises:
+            UsageError: the query is empty without a server, the regular expression is
+                invalid, too long or unsafe, ``limit`` is below 1 or ``offset`` below 0.
+        """
+        if limit is not None and limit < 1:
+            raise UsageError(f"limit must be at least 1, got {limit}.")
+        if offset < 0:
+            raise UsageError(f"offset must not be negative, got {offset}.")
+        text = query.strip()
+        in_server = self._by_server.get(server, []) if server is not None else None
+        if not text:
+            if in_server is None:
+                raise UsageError(
+                    "The search query is empty: give keywords, or a server to list its tools."
+                )
+            listed = sorted(in_server, key=lambda p: self._tools[p].name)
+            return self._page([(p, 0.0) for p in listed], limit, offset, confident=True)
+        if regex:
+            pattern = _compile_regex(text)
+            positions = in_server if in_server is not None else range(len(self._tools))
+            matched = [
+                (p, 0.0)
+                for p in positions
+                if pattern.search(self._tools[p].name)
+                or pattern.search(self._tools[p].original_name)
+                or pattern.search(self._tools[p].description)
+            ]
+            return self._page(matched, limit, offset, confident=True)
+        parsed = parse_tool_search_query(text)
+        if parsed.is_select:
+            chosen = [
+                (self._by_name[t.name], 0.0)
+                for t in self.select(parsed.selected)
+                if server is None or t.server == server
+            ]
+            return self._page(chosen, limit, offset, confident=True)
+        candidates = frozenset(in_server) if in_server is not None else None
+        depth = None if limit is None else offset + limit
+        ranked = self._ranking.rank(parsed.keywords, candidates, depth)
+        return self._page(
+            ranked.order, limit, offset, confident=ranked.confident, total=ranked.total
+        )
+
+    def _page(
+        self,
+        results: Sequence[tuple[int, float]],
+        limit: int | None,
+        offset: int,
+        *,
+        confident: bool,
+        total: int | None = None,
+    ) -> SearchPage:
+        """One page of ``results``; ``total`` is given when ``results`` holds only the head."""
+        count = len(results) if total is None else total
+        end = min(len(results), offset + limit) if limit is not None else len(results)
+        hits = tuple(SearchHit(self._tools[p], score) for p, score in results[offset:end])
+        next_offset = offset + len(hits) if offset + len(hits) < count else None
+        return SearchPage(
+            hits=hits,
+            total=count,
+            offset=offset,
+            next_offset=next_offset,
+            confident=confident,
+        )

@@ -1,0 +1,189 @@
+"""Turning tool metadata and queries into search terms.
+
+Everything here is plain string processing with no state beyond small caches, shared by every
+ranking in :mod:`._search_rankings`:
+
+- :func:`split_words` breaks identifiers and prose into lower-case words (``getUserProfile``,
+  ``get_user_profile``, ``get-user-profile`` and ``get.user.profile`` all give
+  ``get user profile``);
+- :func:`stem` strips common English inflections with a few suffix rules, so that ``files``,
+  ``searching`` and ``created`` meet ``file``, ``search`` and ``create``;
+- :data:`QUERY_STOPWORDS` drops the filler of natural-language requests ("could you please");
+- :data:`VERB_SYNONYMS` maps common action verbs to their everyday equivalents.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from types import MappingProxyType
+
+__all__ = [
+    "QUERY_STOPWORDS",
+    "VERB_SYNONYMS",
+    "normalize_identifier",
+    "split_clauses",
+    "split_words",
+    "stem",
+    "terms",
+]
+
+# Lower-to-upper and acronym-to-word boundaries: "getUserID" -> "get User ID",
+# "HTTPServer" -> "HTTP Server", "v2Api" -> "v2 Api".
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_WORD = re.compile(r"[^\W_]+")
+
+
+def split_words(text: str) -> list[str]:
+    """Lower-case words of ``text``, with identifiers split at case changes and separators.
+
+    Letters and digits stay together (``v2``, ``s3``, ``gpt4o``), so version-like names keep
+    their meaning; any other character (``_ - . / : space``) separates words.
+    """
+    return _WORD.findall(_CAMEL_BOUNDARY.sub(" ", text).lower())
+
+
+def normalize_identifier(text: str) -> str:
+    """A canonical spelling of a name, for "is this query this tool's name" comparisons.
+
+    Case, separators and camelCase boundaries are ignored: ``Search-Records``,
+    ``search_records`` and ``searchRecords`` all give ``search records``.
+    """
+    return " ".join(split_words(text))
+
+
+_VOWELS = frozenset("aeiouy")
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """Strip the common English inflections of ``word`` (a lower-case word).
+
+    A deliberately light stemmer: plural ``-s``/``-es``/``-ies``, ``-ing``, ``-ed``,
+    ``-ation``, and a final silent ``-e``, with a doubled final consonant undone
+    (``mapping`` -> ``map``). Short words and words with digits are kept as they are; the rules
+    only fire when a real stem (three letters or more, with a vowel) remains. Both sides of
+    the index use it, so the stem only has to be consistent, not a dictionary word.
+    """
+    if len(word) <= 3 or not word.isalpha():
+        return word
+    w = word
+    if w.endswith("ies") and len(w) > 4:
+        w = w[:-3] + "y"
+    elif w.endswith(("sses", "shes", "ches", "xes", "zes")):
+        w = w[:-2]
+    elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        w = w[:-1]
+    for suffix, replacement in (("ation", "ate"), ("ing", ""), ("ed", "")):
+        if w.endswith(suffix):
+            base = w[: -len(suffix)] + replacement
+            if len(base) >= 4 and _VOWELS.intersection(base[:-1]):
+                w = base
+                if replacement == "" and len(w) >= 4 and w[-1] == w[-2] and w[-1] not in "lsz":
+                    w = w[:-1]  # mapping -> mapp -> map; keeps "install", "access"
+            break
+    if len(w) >= 4 and w.endswith("e"):
+        w = w[:-1]
+    return w
+
+
+# Words that carry no information about which tool is wanted: articles, pronouns,
+# auxiliaries and the politeness and sequencing of a spoken request. Only general English;
+# nothing here is specific to any tool catalog.
+_STOPWORD_TEXT = """
+    a about above after again against all also am an and any are as at be because been before
+    being below between both but by can could did do does doing done down during each either
+    else etc few for from further had has have having he her here hers herself him himself his
+    how i if in into is it its itself just let lets me might more most must my myself need
+    needs no nor not now of off on once only or other our ours ourselves out over own please
+    same shall she should so some such than that the their theirs them themselves then there
+    these they this those through to too under until up us very was we were what when where
+    which while who whom why will with within without would you your yours yourself
+    yourselves im ive tell want wants wanted like sure kindly first second third next finally
+    afterwards later lastly via per another something anything everything thing things
+"""
+QUERY_STOPWORDS: frozenset[str] = frozenset(_STOPWORD_TEXT.split())
+
+# Everyday synonyms of the action verbs tool names are built from. General English only:
+# each group is a set of words people use interchangeably when asking for the same action.
+_SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
+    ("get", "fetch", "retrieve", "read", "obtain", "load", "lookup"),
+    ("create", "add", "new", "make", "insert", "generate"),
+    ("delete", "remove", "erase", "drop", "destroy"),
+    ("list", "show", "enumerate", "browse"),
+    ("search", "find", "query", "lookup", "discover", "locate"),
+    ("update", "modify", "edit", "change", "set", "patch"),
+    ("send", "post", "publish", "submit"),
+    ("run", "execute", "invoke", "start", "launch", "trigger"),
+    ("stop", "cancel", "halt", "terminate", "kill", "abort"),
+    ("write", "save", "store", "put", "persist"),
+    ("check", "verify", "validate"),
+    ("download", "export"),
+    ("upload", "import"),
+    ("summarize", "summary", "summarise"),
+    ("analyze", "analyse", "analysis", "inspect", "examine"),
+    ("convert", "transform", "translate"),
+    ("info", "detail", "information", "details", "describe"),
+)
+
+
+def _build_synonyms(groups: Iterable[tuple[str, ...]]) -> Mapping[str, frozenset[str]]:
+    table: dict[str, set[str]] = {}
+    for group in groups:
+        stems = {stem(word) for word in group}
+        for s in stems:
+            table.setdefault(s, set()).update(stems - {s})
+    return MappingProxyType({k: frozenset(v) for k, v in table.items()})
+
+
+VERB_SYNONYMS: Mapping[str, frozenset[str]] = _build_synonyms(_SYNONYM_GROUPS)
+"""Stem -> stems of its everyday synonyms (the keys and values are already stemmed)."""
+
+
+def terms(text: str, *, drop_stopwords: bool = False) -> list[str]:
+    """Stemmed search terms of ``text``, in order, repeats kept."""
+    words = split_words(text)
+    if drop_stopwords:
+        return [stem(w) for w in words if w not in QUERY_STOPWORDS]
+    return [stem(w) for w in words]
+
+
+# Imperative verbs people start a step of a request with. General English, used only to
+# tell where one step of a request ends and the next begins.
+_STEP_VERBS = (
+    "get fetch retrieve read obtain load look find search query locate discover list show "
+    "display enumerate browse create add make generate build insert write save store put "
+    "update modify edit change set rename move copy delete remove erase drop clear cancel "
+    "stop start run execute launch trigger deploy send post publish share email notify reply "
+    "forward invite schedule book check verify validate test analyze analyse inspect examine "
+    "compare summarize summarise translate convert transform export import download upload "
+    "extract scrape crawl parse calculate compute estimate count track monitor log record open "
+    "close reopen complete mark assign tag label sort filter merge approve reject archive "
+    "restore tell give provide explain describe identify determine recommend suggest plan "
+    "draft review register connect subscribe use"
+)
+_VERB_ALTERNATION = "|".join(_STEP_VERBS.split())
+
+# Where a request moves on to its next step: sentence ends, semicolons, the sequencing words
+# people use to chain actions ("then", "after that", "finally"), and a comma or "and"
+# followed by an imperative verb ("..., verify the wallet", "... and send it").
+_CLAUSE_BREAK = re.compile(
+    r"[.;!?\n]+(?:\s|$)"
+    r"|,?\s+\b(?:and\s+then|then|after\s+that|afterwards|next|finally|also|lastly|"
+    r"once\s+(?:you|that|done)|followed\s+by)\b,?"
+    rf"|(?:,\s*(?:and\s+)?|\s+and\s+)(?:please\s+)?(?=(?:{_VERB_ALTERNATION})\b)",
+    re.IGNORECASE,
+)
+
+
+def split_clauses(text: str) -> list[str]:
+    """The parts of a request that ask for different things, in order (at least one).
+
+    Splits at sentence ends, sequencing words ("then", "next", "finally", "after that") and
+    at a comma or "and" followed by an imperative verb. The result is a heuristic used to
+    spread results across the steps of a multi-step request; a one-step request comes back
+    as a single clause.
+    """
+    parts = [p.strip(" ,") for p in _CLAUSE_BREAK.split(text)]
+    return [p for p in parts if p] or [text]
