@@ -569,7 +569,7 @@ class ServerManager:
         else:
             if attempt.generation != slot.generation:
                 # A close or reconnect happened meanwhile: this result is stale.
-                attempt.superseded = slot.attempt is not None
+                attempt.superseded = attempt.superseded or slot.attempt is not None
                 attempt.error = ConnectionLostError(
                     slot.name, f"server {slot.name!r} was closed while connecting"
                 )
@@ -582,7 +582,7 @@ class ServerManager:
         if attempt.generation == slot.generation:
             self._record_failure(slot, error)
         else:
-            attempt.superseded = slot.attempt is not None
+            attempt.superseded = attempt.superseded or slot.attempt is not None
         attempt.error = error
         attempt.done.set()
 
