@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from ._metadata import ToolInfo
 from ._search_text import (
+    QUERY_STOPWORDS,
     VERB_SYNONYMS,
     normalize_identifier,
     split_clauses,
@@ -284,50 +285,67 @@ class FieldRanking:
     diversify_top = 5
     diversify_pool = 20
     min_steps = 3
+    step_depth = 200
     # A word the catalog never uses counts this much of a word found in one tool, against
     # the coverage that decides confidence.
     unknown_word_weight = 0.6
     min_confidence = 0.25
+    # Most-shared words of a server given to each of its tools (see _add_server_context).
+    server_context_words = 24
+    # Query cost bounds (see _score_text): postings read in full, then candidates rescored.
+    posting_budget = 3000
+    rescore_depth = 400
     # Results scoring below this share of the best are not returned.
     relative_floor = 0.1
 
     def __init__(self, tools: Sequence[ToolInfo]) -> None:
         n_docs = len(tools)
-        field_terms = [_tool_fields(t) for t in tools]
-        _add_server_context(tools, field_terms)
+        server_words: dict[str, list[str]] = {}
+        for tool in tools:
+            if tool.server not in server_words:
+                server_words[tool.server] = terms(tool.server, drop_stopwords=True)
+        # Catalogs repeat texts (shared parameter descriptions, one server configured twice);
+        # each distinct text is tokenised once per build.
+        memo: dict[str, list[str]] = {}
+        field_terms = [_tool_fields(t, server_words[t.server], memo) for t in tools]
+        _add_server_context(tools, field_terms, self.server_context_words)
         avg_len = {
             f: max(1.0, sum(len(ft[f]) for ft in field_terms) / max(1, n_docs)) for f in _FIELDS
         }
+        field_specs = [(f, s.weight, s.length_norm, avg_len[f]) for f, s in _FIELDS.items()]
+        # Pass 1: each tool's weighted, length-normalised term frequencies (BM25F).
+        doc_tf: list[dict[str, float]] = []
         doc_freq: Counter[str] = Counter()
         for ft in field_terms:
-            doc_freq.update({t for f in _FIELDS for t in ft[f]})
-        idf = {t: _idf(n_docs, df) for t, df in doc_freq.items()}
-        self._idf = idf
-        self._unknown_idf = _idf(n_docs, 1) * self.unknown_word_weight
-        k1 = self.k1
-        field_specs = [
-            (f, spec.weight, spec.length_norm, avg_len[f]) for f, spec in _FIELDS.items()
-        ]
-        postings: dict[str, dict[int, float]] = defaultdict(dict)
-        name_postings: dict[str, list[int]] = defaultdict(list)
-        name_mass: list[float] = []
-        for doc, ft in enumerate(field_terms):
-            pseudo_tf: dict[str, float] = defaultdict(float)
+            pseudo_tf: dict[str, float] = {}
+            get = pseudo_tf.get
             for fname, weight, length_norm, avg in field_specs:
                 words = ft[fname]
                 if words:
                     scale = weight / (1.0 - length_norm + length_norm * len(words) / avg)
                     for t in words:
-                        pseudo_tf[t] += scale
+                        pseudo_tf[t] = get(t, 0.0) + scale
+            doc_tf.append(pseudo_tf)
+            doc_freq.update(pseudo_tf.keys())
+        idf = {t: _idf(n_docs, df) for t, df in doc_freq.items()}
+        self._idf = idf
+        self._unknown_idf = _idf(n_docs, 1) * self.unknown_word_weight
+        # Pass 2: the inverted index holds each term's final, saturated evidence per tool.
+        k1 = self.k1
+        postings: dict[str, dict[int, float]] = defaultdict(dict)
+        name_postings: dict[str, list[int]] = defaultdict(list)
+        name_mass: list[float] = []
+        for doc, pseudo_tf in enumerate(doc_tf):
             for t, tf in pseudo_tf.items():
                 postings[t][doc] = idf[t] * tf * (k1 + 1.0) / (tf + k1)
-            name_set = set(ft["name"])
+            name_set = set(field_terms[doc]["name"])
             for t in name_set:
                 name_postings[t].append(doc)
             name_mass.append(sum(idf[t] for t in name_set))
         self._postings = dict(postings)
         self._name_postings = dict(name_postings)
         self._name_mass = name_mass
+        self._name_sets = [frozenset(ft["name"]) for ft in field_terms]
         self._exact: dict[str, list[int]] = defaultdict(list)
         self._by_original: dict[str, list[int]] = defaultdict(list)
         for doc, tool in enumerate(tools):
@@ -370,55 +388,102 @@ class FieldRanking:
             docs.update(self._by_original.get(" ".join(terms(token)), ()))
         return docs
 
-    def _score_text(self, text: str, candidates: Collection[int] | None) -> _Scored | None:
-        """Score every tool matching ``text``; None when no tool matches any of its terms."""
+    def _score_text(
+        self, text: str, candidates: Collection[int] | None, within: Sequence[int] | None = None
+    ) -> _Scored | None:
+        """Score the tools matching ``text``; None when no tool matches any of its terms.
+
+        Rare terms are scored over their whole posting lists. Once the postings read reach
+        :attr:`posting_budget`, the remaining (common) terms only add to the
+        :attr:`rescore_depth` best candidates found so far: a tool matching nothing but
+        common words of a long request cannot reach the first places anyway, and reading
+        those long lists in full is what would make large catalogs slow. With ``within``,
+        only those tools are scored (a step of a request is scored among the request's best
+        candidates).
+        """
         qterms, unknown_mass = self._query_terms(text)
         if not qterms:
             return None
-        scores: dict[int, float] = {}
-        covered: dict[int, float] = {}
+        postings_of = self._postings
+        idf = self._idf
+        # Each accumulator is a complex number: the real part sums the term evidence, the
+        # imaginary part the IDF mass of the query terms matched (coverage). One dict update
+        # per posting instead of two.
+        acc: dict[int, complex] = {}
+        name_found: dict[int, float] = {}
         known_mass = 0.0
-        for q in qterms:
-            postings = self._postings[q.term]
-            qw = q.weight
-            get = scores.get
-            for doc, w in postings.items():
-                scores[doc] = get(doc, 0.0) + qw * w
-            if q.direct:
-                mass = qw * self._idf[q.term]
+        common: list[_QueryTerm] = []
+        if within is None:
+            qterms.sort(key=lambda q: len(postings_of[q.term]))
+            read = 0
+            for q in qterms:
+                postings = postings_of[q.term]
+                if read and read + len(postings) > self.posting_budget:
+                    common.append(q)
+                    continue
+                read += len(postings)
+                qw = q.weight
+                mass = qw * idf[q.term] if q.direct else 0.0
                 known_mass += mass
-                cget = covered.get
-                for doc in postings:
-                    covered[doc] = cget(doc, 0.0) + mass
-        if candidates is not None:
-            scores = {d: s for d, s in scores.items() if d in candidates}
-        if not scores:
+                step = complex(0.0, mass)
+                get = acc.get
+                if qw == 1.0:
+                    for doc, w in postings.items():
+                        acc[doc] = get(doc, 0j) + (w + step)
+                else:
+                    for doc, w in postings.items():
+                        acc[doc] = get(doc, 0j) + (qw * w + step)
+                if mass:
+                    nget = name_found.get
+                    for doc in self._name_postings.get(q.term, ()):
+                        name_found[doc] = nget(doc, 0.0) + mass
+            if candidates is not None:
+                acc = {d: a for d, a in acc.items() if d in candidates}
+            if not acc:
+                return None
+            if common:
+                if len(acc) > self.rescore_depth:
+                    head = heapq.nlargest(self.rescore_depth, acc, key=lambda d: acc[d].real)
+                else:
+                    head = list(acc)
+        else:
+            common = qterms
+            head = [d for d in within if candidates is None or d in candidates]
+        if common:
+            name_sets = self._name_sets
+            for q in common:
+                postings = postings_of[q.term]
+                qw = q.weight
+                mass = qw * idf[q.term] if q.direct else 0.0
+                known_mass += mass
+                step = complex(0.0, mass)
+                for doc in head:
+                    evidence = postings.get(doc)
+                    if evidence is not None:
+                        acc[doc] = acc.get(doc, 0j) + (qw * evidence + step)
+                        if mass and q.term in name_sets[doc]:
+                            name_found[doc] = name_found.get(doc, 0.0) + mass
+        if not acc:
             return None
 
-        name_found: dict[int, float] = defaultdict(float)
-        for q in qterms:
-            if q.direct:
-                mass = q.weight * self._idf[q.term]
-                for doc in self._name_postings.get(q.term, ()):
-                    name_found[doc] += mass
-        mentioned = self._mentions(text)
-        inv_known = 1.0 / known_mass
+        inv_known = self.coverage_gain / known_mass if known_mass else 0.0
         name_mass = self._name_mass
-        coverage_gain, name_gain = self.coverage_gain, self.name_gain
+        name_gain = self.name_gain
         final: dict[int, float] = {}
-        for doc, base in scores.items():
-            boost = 1.0 + coverage_gain * covered.get(doc, 0.0) * inv_known
+        for doc, a in acc.items():
+            boost = 1.0 + a.imag * inv_known
             found = name_found.get(doc)
             if found:
                 boost += name_gain * min(1.0, found / name_mass[doc])
-            final[doc] = base * boost
-        for doc in mentioned.intersection(final):
+            final[doc] = a.real * boost
+        for doc in self._mentions(text).intersection(final):
             final[doc] *= 1.0 + self.mention_gain
         best_doc = max(final, key=final.__getitem__)
+        total_mass = known_mass + unknown_mass
         return _Scored(
             final=final,
             best=final[best_doc],
-            confidence=covered.get(best_doc, 0.0) / (known_mass + unknown_mass),
+            confidence=acc[best_doc].imag / total_mass if total_mass else 0.0,
         )
 
     def rank(
@@ -434,7 +499,9 @@ class FieldRanking:
         if whole is not None:
             clauses = split_clauses(query)
             if len(clauses) > 1:
-                steps = [s for s in (self._score_text(c, candidates) for c in clauses) if s]
+                within = heapq.nlargest(self.step_depth, whole.final, key=whole.final.__getitem__)
+                scored = (self._score_text(c, candidates, within) for c in clauses)
+                steps = [s for s in scored if s is not None]
         confidence = max([s.confidence for s in steps] + [whole.confidence if whole else 0.0])
         if whole is None or (not exact and confidence < self.min_confidence):
             return RankedTools(
@@ -521,8 +588,11 @@ class _Scored:
 _IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[_\-.][A-Za-z0-9]+)+|[a-z]+[A-Z]\w*")
 
 
-def _add_server_context(tools: Sequence[ToolInfo], field_terms: list[dict[str, list[str]]]) -> None:
-    """Give each tool the words that two or more tools of its server use: the server's domain.
+def _add_server_context(
+    tools: Sequence[ToolInfo], field_terms: list[dict[str, list[str]]], limit: int
+) -> None:
+    """Give each tool the (at most ``limit``) words that most tools of its server use, if two
+    or more do: the server's domain.
 
     A query often describes the domain ("patient records", "my wallet") rather than the
     tool, and the tool's own text may not repeat it while its siblings do.
@@ -537,48 +607,57 @@ def _add_server_context(tools: Sequence[ToolInfo], field_terms: list[dict[str, l
         for doc in docs:
             ft = field_terms[doc]
             seen_in.update(set(ft["name"]).union(ft["description"]))
-        shared = [t for t, n in seen_in.items() if n >= 2]
+        shared = [t for t, n in seen_in.most_common(limit) if n >= 2]
         for doc in docs:
             field_terms[doc]["server_context"] = shared
 
 
-def _tool_fields(tool: ToolInfo) -> dict[str, list[str]]:
-    server_words = terms(tool.server, drop_stopwords=True)
-    name_words = terms(tool.original_name, drop_stopwords=True)
-    # The prefixed name usually repeats the server; count only what it adds.
-    extra = [w for w in terms(tool.name, drop_stopwords=True) if w not in set(server_words)]
+def _tool_fields(
+    tool: ToolInfo, server_words: list[str], memo: dict[str, list[str]]
+) -> dict[str, list[str]]:
+    def words_of(text: str) -> list[str]:
+        found = memo.get(text)
+        if found is None:
+            found = memo[text] = terms(text, drop_stopwords=True)
+        return found
+
     name_seq = terms(tool.original_name)
-    names, texts = _schema_words(tool.input_schema)
+    name_words = [w for w in name_seq if w not in QUERY_STOPWORDS]
+    if tool.name != tool.original_name:
+        # The prefixed name usually repeats the server; count only what it adds.
+        known = set(server_words).union(name_words)
+        extra = [w for w in terms(tool.name, drop_stopwords=True) if w not in known]
+        name_words.extend(dict.fromkeys(extra))
+    names: list[str] = []
+    texts: list[str] = []
+    _schema_strings(tool.input_schema, names, texts, 0)
     return {
-        "name": list(dict.fromkeys(name_words + extra)) if extra else name_words,
+        "name": name_words,
         "server": server_words,
-        "description": terms(tool.description, drop_stopwords=True),
-        "param_names": names,
-        "param_text": texts,
+        "description": words_of(tool.description),
+        "param_names": words_of(" ".join(names)) if names else [],
+        "param_text": words_of("\n".join(texts)) if texts else [],
         "name_seq": name_seq,
         "server_context": [],
     }
 
 
-def _schema_words(schema: Mapping[str, Any], depth: int = 0) -> tuple[list[str], list[str]]:
-    """Words of the parameter names and of their descriptions, nested objects included."""
-    names: list[str] = []
-    texts: list[str] = []
+def _schema_strings(
+    schema: Mapping[str, Any], names: list[str], texts: list[str], depth: int
+) -> None:
+    """Collect parameter names and descriptions, nested objects and array items included."""
     props = schema.get("properties")
     if not isinstance(props, Mapping) or depth > 3:
-        return names, texts
+        return
     for key, sub in props.items():
-        names.extend(terms(str(key), drop_stopwords=True))
+        names.append(str(key))
         if isinstance(sub, Mapping):
             desc = sub.get("description")
             if isinstance(desc, str):
-                texts.extend(terms(desc, drop_stopwords=True))
+                texts.append(desc)
             inner = sub.get("items") if sub.get("type") == "array" else sub
             if isinstance(inner, Mapping):
-                n, t = _schema_words(inner, depth + 1)
-                names.extend(n)
-                texts.extend(t)
-    return names, texts
+                _schema_strings(inner, names, texts, depth + 1)
 
 
 RANKINGS: Mapping[str, RankingFactory] = MappingProxyType(
