@@ -338,7 +338,7 @@ class FieldRanking:
         for doc, pseudo_tf in enumerate(doc_tf):
             for t, tf in pseudo_tf.items():
                 postings[t][doc] = idf[t] * tf * (k1 + 1.0) / (tf + k1)
-            name_set = set(field_terms[doc]["name"])
+            name_set = dict.fromkeys(field_terms[doc]["name"])
             for t in name_set:
                 name_postings[t].append(doc)
             name_mass.append(sum(idf[t] for t in name_set))
@@ -606,8 +606,10 @@ def _add_server_context(
         seen_in: Counter[str] = Counter()
         for doc in docs:
             ft = field_terms[doc]
-            seen_in.update(set(ft["name"]).union(ft["description"]))
-        shared = [t for t, n in seen_in.most_common(limit) if n >= 2]
+            seen_in.update(list(dict.fromkeys(ft["name"] + ft["description"])))
+        # Sorted by share, then alphabetically, so that the choice never depends on hashing.
+        ranked = sorted(seen_in.items(), key=lambda tn: (-tn[1], tn[0]))
+        shared = [t for t, n in ranked[:limit] if n >= 2]
         for doc in docs:
             field_terms[doc]["server_context"] = shared
 

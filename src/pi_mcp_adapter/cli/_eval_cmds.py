@@ -1,0 +1,99 @@
+"""``pi-mcp eval-search``: retrieval quality of tool search on a labelled set."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from pi_mcp_adapter._errors import UsageError
+from pi_mcp_adapter.catalog._eval import (
+    RANKED_DEPTH,
+    EvalReport,
+    evaluate,
+    load_labelled_set,
+    write_rankings,
+)
+from pi_mcp_adapter.catalog._search_rankings import RANKINGS
+
+from ._app import JsonOption, app, fail, get_context, print_json
+
+_RANKING_NAMES = ", ".join(sorted(RANKINGS))
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _table(report: EvalReport) -> Table:
+    table = Table(
+        title=(
+            f"Search quality, ranking {report.ranking!r}: {len(report.outcomes)} queries over "
+            f"{report.tools:,} tools ({report.mean_query_ms:.2f} ms per query)"
+        )
+    )
+    for column in ("level", "queries", "hit@1", "hit@5", "MRR", "sets@5", "none answered"):
+        table.add_column(column, justify="left" if column == "level" else "right")
+    for metrics in (*report.levels, report.overall):
+        if metrics is report.overall:
+            table.add_section()
+        table.add_row(
+            metrics.label,
+            str(metrics.queries),
+            _fmt(metrics.hit_at_1),
+            _fmt(metrics.hit_at_5),
+            _fmt(metrics.mrr),
+            _fmt(metrics.sets_at_5),
+            _fmt(metrics.none_answered),
+        )
+    return table
+
+
+@app.command("eval-search")
+def eval_search(
+    ctx: typer.Context,
+    set_path: Annotated[
+        Path,
+        typer.Option(
+            "--set",
+            help=(
+                "Labelled retrieval set (JSON; format in DESIGN.md). The development set "
+                "lives at ../shared/eval/etom-dev/etom_dev.json next to the repository."
+            ),
+        ),
+    ],
+    ranking: Annotated[
+        str, typer.Option("--ranking", help=f"Ranking to measure: {_RANKING_NAMES}.")
+    ] = "default",
+    rankings_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--rankings",
+            help=f"Write one JSON line per query: qid and up to {RANKED_DEPTH} ids, best first.",
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Measure tool search on a labelled set: hit@1, hit@5, MRR, gold sets in the top 5, and
+    queries with no fitting tool answered with nothing. No server is started."""
+    cli = get_context(ctx)
+    if ranking not in RANKINGS:
+        raise fail(f"unknown ranking {ranking!r}; choose one of: {_RANKING_NAMES}", code=2)
+    try:
+        labelled = load_labelled_set(set_path.expanduser())
+        report = evaluate(labelled, ranking=ranking)
+    except UsageError as exc:
+        raise fail(str(exc), code=2) from exc
+    if rankings_out is not None:
+        try:
+            write_rankings(report, rankings_out.expanduser())
+        except OSError as exc:
+            raise fail(f"cannot write {rankings_out}: {exc.strerror or exc}") from exc
+    if as_json:
+        print_json(report.as_dict())
+        return
+    cli.console.print(_table(report))
+    if rankings_out is not None:
+        cli.console.print(f"Rankings written to {rankings_out}", highlight=False)
