@@ -293,7 +293,7 @@ class FieldRanking:
     # Most-shared words of a server given to each of its tools (see _add_server_context).
     server_context_words = 24
     # Query cost bounds (see _score_text): postings read in full, then candidates rescored.
-    posting_budget = 3000
+    posting_budget = 1500
     rescore_depth = 400
     # Results scoring below this share of the best are not returned.
     relative_floor = 0.1
