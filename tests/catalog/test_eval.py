@@ -91,14 +91,15 @@ def tiny_set(tmp_path: Path) -> Path:
 
 def test_loading_builds_one_tool_per_id_with_sanitised_prefixed_names(tiny_set: Path) -> None:
     labelled = load_labelled_set(tiny_set)
+    # Named like a live server's tools: characters outside [A-Za-z0-9_-] are escaped.
     assert [t.name for t in labelled.tools] == [
-        "Weather_API_get_forecast",
-        "Weather_API_get_alerts",
-        "org_mail-server_send_email",
-        "org_mail-server_list_inbox",
+        "Weather_20_API_get_forecast",
+        "Weather_20_API_get_alerts",
+        "org_2f_mail-server_send_email",
+        "org_2f_mail-server_list_inbox",
     ]
     # Server names may contain "/": the id splits at the last one.
-    assert labelled.ids["org_mail-server_send_email"] == "org/mail-server/send_email"
+    assert labelled.ids["org_2f_mail-server_send_email"] == "org/mail-server/send_email"
     assert labelled.tools[2].server == "org/mail-server"
     assert labelled.tools[2].original_name == "send_email"
 

@@ -18,8 +18,8 @@ No server is started: the catalog is built from the set's ``tools``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,8 +27,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pi_mcp_adapter._errors import UsageError
+from pi_mcp_adapter.config._models import Settings
 
-from ._metadata import ToolInfo
+from ._metadata import JsonObject, ServerMetadata, ToolInfo
+from ._naming import build_tool_infos
 from ._search import SearchIndex
 
 __all__ = [
@@ -140,14 +142,6 @@ def _fail(path: Path, message: str) -> UsageError:
     return UsageError(f"{path}: {message}")
 
 
-_UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
-
-
-def _tool_name(server: str, tool: str) -> str:
-    """``<server>_<tool>`` with every run of other characters turned into one ``_``."""
-    return _UNSAFE_NAME_CHARS.sub("_", f"{server}_{tool}").strip("_") or "tool"
-
-
 def _str_tuple(value: object, path: Path, where: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise _fail(path, f"{where} must be a list of tool ids")
@@ -157,8 +151,9 @@ def _str_tuple(value: object, path: Path, where: str) -> tuple[str, ...]:
 def load_labelled_set(path: Path) -> LabelledSet:
     """Read a labelled set and build its catalog, without starting any server.
 
-    Every tool becomes a :class:`ToolInfo` named ``<server>_<tool>`` (characters other than
-    letters, digits, ``_`` and ``-`` become ``_``; a clash gets a ``_2``, ``_3``... suffix).
+    Every tool becomes a :class:`ToolInfo` named as a live server's tool would be, by
+    :func:`~._naming.build_tool_infos` with default settings (``<server>_<tool>``, sanitised;
+    two tools whose names still clash get a ``_2``, ``_3``... suffix).
 
     Raises:
         UsageError: the file is missing, not JSON, or not in the labelled-set format (the
@@ -178,17 +173,16 @@ def load_labelled_set(path: Path) -> LabelledSet:
     if not isinstance(tools_raw, list) or not isinstance(queries_raw, list):
         raise _fail(path, "expected 'tools' and 'queries' lists")
 
-    tools: list[ToolInfo] = []
-    ids: dict[str, str] = {}
-    known_ids: set[str] = set()
+    # One ServerMetadata per server, in the cache's wire shape, named by the same code that
+    # names live servers' tools.
+    by_server: dict[str, list[JsonObject]] = {}
+    id_of: dict[tuple[str, str], str] = {}
     for i, entry in enumerate(tools_raw):
         if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
             raise _fail(path, f"tools[{i}] needs a string 'id'")
         tool_id: str = entry["id"]
         if "/" not in tool_id:
             raise _fail(path, f"tools[{i}]: id {tool_id!r} is not '<server>/<tool>'")
-        if tool_id in known_ids:
-            continue  # a repeated id names the same tool
         id_server, id_tool = tool_id.rsplit("/", 1)
         server = entry.get("server", id_server)
         original = entry.get("name", id_tool)
@@ -197,26 +191,34 @@ def load_labelled_set(path: Path) -> LabelledSet:
         if not (
             isinstance(server, str)
             and isinstance(original, str)
+            and original
             and isinstance(description, str)
             and isinstance(schema, dict)
         ):
             raise _fail(path, f"tools[{i}] ({tool_id}): wrong field types")
-        base = name = _tool_name(server, original)
-        suffix = 2
-        while name in ids:
-            name = f"{base}_{suffix}"
-            suffix += 1
-        known_ids.add(tool_id)
-        ids[name] = tool_id
-        tools.append(
-            ToolInfo(
-                name=name,
-                original_name=original,
-                server=server,
-                description=description,
-                input_schema=schema,
-            )
+        if (server, original) in id_of:
+            continue  # a repeated id names the same tool
+        id_of[(server, original)] = tool_id
+        by_server.setdefault(server, []).append(
+            {"name": original, "description": description, "inputSchema": schema}
         )
+    built: dict[tuple[str, str], ToolInfo] = {}
+    settings = Settings()
+    for server, wire_tools in by_server.items():
+        metadata = ServerMetadata(tools=tuple(wire_tools))
+        for info in build_tool_infos(server, metadata, entry=None, settings=settings):
+            built[(info.server, info.original_name)] = info
+    tools: list[ToolInfo] = []
+    ids: dict[str, str] = {}
+    for key, tool_id in id_of.items():
+        info = built[key]
+        # Two servers whose names sanitise alike would give the same name: keep both.
+        name, suffix = info.name, 2
+        while name in ids:
+            name = f"{info.name}_{suffix}"
+            suffix += 1
+        ids[name] = tool_id
+        tools.append(info if name == info.name else dataclasses.replace(info, name=name))
 
     queries: list[LabelledQuery] = []
     for i, entry in enumerate(queries_raw):

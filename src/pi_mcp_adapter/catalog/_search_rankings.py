@@ -625,11 +625,13 @@ def _tool_fields(
 
     name_seq = terms(tool.original_name)
     name_words = [w for w in name_seq if w not in QUERY_STOPWORDS]
-    if tool.name != tool.original_name:
-        # The prefixed name usually repeats the server; count only what it adds.
+    if tool.is_resource:
+        # A resource's tool name ("read_<resource>") says what calling it does.
         known = set(server_words).union(name_words)
         extra = [w for w in terms(tool.name, drop_stopwords=True) if w not in known]
         name_words.extend(dict.fromkeys(extra))
+    # Otherwise the prefixed name only adds the server (its own field) and, for servers with
+    # unusual characters, escape codes that mean nothing.
     names: list[str] = []
     texts: list[str] = []
     _schema_strings(tool.input_schema, names, texts, 0)
