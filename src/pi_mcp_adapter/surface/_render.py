@@ -1,0 +1,173 @@
+"""Plain-text renderings of engine state for the model (and for the CLI's non-JSON output).
+
+Formats are compact on purpose: every character here is paid for in the model's context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pi_mcp_adapter.catalog._metadata import ToolInfo
+from pi_mcp_adapter.catalog._schema import render_parameters, render_shape
+
+STATUS_ICONS = {
+    "connected": "✓",
+    "connecting": "…",
+    "cached": "○",
+    "not-cached": "○",
+    "closed": "○",
+    "failed": "✗",
+    "needs-auth": "⚠",
+    "disabled": "⊘",
+    "invalid": "✗",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ServerRow:
+    """One server's line in the status view."""
+
+    name: str
+    status: str
+    """connected | connecting | cached | not-cached | closed | failed | needs-auth | disabled
+    | invalid (a config error makes it unusable)."""
+    tool_count: int
+    transport: str | None = None
+    lifecycle: str = "lazy"
+    error: str | None = None
+    failed_ago_s: float | None = None
+    changed_tools: tuple[str, ...] = ()
+    source: str | None = None
+
+    def describe(self) -> str:
+        icon = STATUS_ICONS.get(self.status, "?")
+        tools = f"{self.tool_count} tool{'s' if self.tool_count != 1 else ''}"
+        if self.status == "connected":
+            detail = f"{tools}, {self.transport}" if self.transport else tools
+        elif self.status == "cached" or self.status == "closed":
+            detail = f"{tools}, cached; connects on first call"
+        elif self.status == "not-cached":
+            detail = f"tools not known yet; mcp({{connect: {self.name!r}}}) to load them"
+        elif self.status == "connecting":
+            detail = "connecting"
+        elif self.status == "needs-auth":
+            detail = f"needs auth: run `pi-mcp auth {self.name}`"
+        elif self.status == "disabled":
+            detail = "disabled"
+        else:
+            ago = f" {self.failed_ago_s:.0f}s ago" if self.failed_ago_s is not None else ""
+            detail = f"failed{ago}: {self.error or 'unknown error'}"
+            if self.tool_count:
+                detail = f"{tools} cached; {detail}"
+        return f"{icon} {self.name} ({detail})"
+
+
+@dataclass(frozen=True, slots=True)
+class StatusView:
+    rows: tuple[ServerRow, ...]
+    config_errors: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def connected(self) -> int:
+        return sum(1 for r in self.rows if r.status == "connected")
+
+    @property
+    def enabled(self) -> int:
+        return sum(1 for r in self.rows if r.status not in ("disabled", "invalid"))
+
+    @property
+    def tool_count(self) -> int:
+        return sum(r.tool_count for r in self.rows if r.status != "disabled")
+
+    def render(self) -> str:
+        lines = [
+            f"MCP: {self.connected}/{self.enabled} servers connected, {self.tool_count} tools",
+            "",
+        ]
+        lines += [row.describe() for row in self.rows]
+        changed = [r for r in self.rows if r.changed_tools]
+        if changed:
+            lines.append("")
+            for row in changed:
+                names = ", ".join(row.changed_tools[:10])
+                more = (
+                    f" (+{len(row.changed_tools) - 10} more)" if len(row.changed_tools) > 10 else ""
+                )
+                lines.append(
+                    f"! {row.name}: tool definitions changed since last seen: {names}{more}"
+                )
+        if self.config_errors:
+            lines.append("")
+            lines += [f"config error: {e}" for e in self.config_errors]
+        if not self.rows:
+            lines.append("No MCP servers configured.")
+        else:
+            lines.append("")
+            lines.append('mcp({server: "name"}) lists tools; mcp({search: "words"}) finds tools.')
+        return "\n".join(lines)
+
+
+def truncate_words(text: str, limit: int) -> str:
+    """First line of ``text``, cut at a word boundary to at most ``limit`` characters."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    if len(first) <= limit:
+        return first
+    cut = first[:limit].rsplit(" ", 1)[0]
+    return (cut if len(cut) > limit // 2 else first[:limit]).rstrip(" ,.;:") + "…"
+
+
+def render_tool_line(tool: ToolInfo, *, description_chars: int = 80) -> str:
+    desc = truncate_words(tool.description, description_chars)
+    return f"- {tool.name} - {desc}" if desc else f"- {tool.name}"
+
+
+def render_tool_card(tool: ToolInfo, *, indent: str = "  ") -> str:
+    """A search hit with its parameters: name, description, then the compact shape."""
+    lines = [tool.name]
+    if tool.description:
+        lines.append(indent + truncate_words(tool.description, 200))
+    if tool.is_resource:
+        lines.append(f"{indent}No parameters (reads {tool.resource_uri}).")
+        return "\n".join(lines)
+    shape = render_shape(tool.input_schema)
+    if shape is not None:
+        lines.append(f"{indent}{shape}")
+    else:
+        params = render_parameters(tool.input_schema)
+        lines += [indent + line for line in params.splitlines()]
+    return "\n".join(lines)
+
+
+def render_describe(tool: ToolInfo) -> str:
+    lines = [tool.name, f"Server: {tool.server}"]
+    if tool.original_name != tool.name:
+        lines[-1] += f" (its own name: {tool.original_name})"
+    if tool.is_resource:
+        lines.append(f"Type: resource (reads {tool.resource_uri})")
+    lines += ["", tool.description.strip() or "(no description)", ""]
+    if tool.is_resource:
+        lines.append("No parameters required (resource tool).")
+        return "\n".join(lines)
+    shape = render_shape(tool.input_schema)
+    if shape is not None:
+        lines += ["Shape:", f"  {shape}", ""]
+    lines.append(render_parameters(tool.input_schema))
+    return "\n".join(lines).rstrip()
+
+
+def render_list(
+    server: str,
+    tools: Sequence[ToolInfo],
+    *,
+    connected: bool,
+    instructions: str | None,
+) -> str:
+    header = f"{server} ({len(tools)} tool{'s' if len(tools) != 1 else ''}"
+    if not connected:
+        header += f"; from cache, not connected; mcp({{connect: {server!r}}}) to connect"
+    header += "):"
+    lines = [header, ""] + [render_tool_line(t) for t in tools]
+    if instructions:
+        lines += ["", "Server instructions:", truncate_words(instructions, 300)]
+    return "\n".join(lines)

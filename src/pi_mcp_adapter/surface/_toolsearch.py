@@ -1,0 +1,219 @@
+"""The ``ToolSearch`` surface: every tool registered with its own schema, but inactive.
+
+The model sees one ``ToolSearch`` tool whose description summarises what can be found (servers,
+tool counts, a short summary each, within a fixed token budget). Calling it with keywords, or
+``select:name1,name2`` for exact names, activates the matches through the host; they can be
+called directly from the next turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pi_mcp_adapter._errors import McpAdapterError
+from pi_mcp_adapter.catalog._metadata import ToolInfo
+
+from ._host import Host, ToolDefinition, ToolResult
+from ._render import truncate_words
+from ._tokens import count_tokens
+
+if TYPE_CHECKING:
+    from ._engine import McpAdapter
+
+TOOL_SEARCH_NAME = "ToolSearch"
+SELECT_PREFIX = "select:"
+
+TOOL_SEARCH_PARAMETERS: Mapping[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {
+            "type": "string",
+            "description": 'Keywords, or "select:name1,name2" to load tools by exact name',
+        }
+    },
+    "required": ["query"],
+}
+
+_INTRO = (
+    "Find and load MCP tools. Matching tools (at most {limit} per search) become callable "
+    "with their full parameters from your next turn. Query with keywords describing the task, "
+    'or "select:name1,name2" for exact tool names.'
+)
+
+
+def parse_select(query: str) -> list[str] | None:
+    """Names of a ``select:a,b`` query, in order; ``None`` for a keyword query."""
+    text = query.strip()
+    if not text.lower().startswith(SELECT_PREFIX):
+        return None
+    return [n.strip() for n in text[len(SELECT_PREFIX) :].split(",") if n.strip()]
+
+
+def _server_summary(tools: Sequence[ToolInfo], instructions: str | None) -> str:
+    if instructions and instructions.strip():
+        return truncate_words(instructions, 90)
+    names = ", ".join(t.original_name for t in tools[:4])
+    return names + (", …" if len(tools) > 4 else "")
+
+
+def build_description(adapter: McpAdapter, *, budget_tokens: int, limit: int) -> str:
+    """The catalog summary, grown server by server while it stays within ``budget_tokens``."""
+    intro = _INTRO.format(limit=limit)
+    by_server: dict[str, list[ToolInfo]] = {}
+    for tool in adapter.tools():
+        by_server.setdefault(tool.server, []).append(tool)
+    if not by_server:
+        return intro + "\nNo MCP tools are known yet."
+    lines = [intro, "", "Servers:"]
+    ordered = sorted(by_server.items(), key=lambda item: (-len(item[1]), item[0]))
+    used = count_tokens("\n".join(lines))
+    shown = 0
+    for server, tools in ordered:
+        summary = _server_summary(tools, adapter.instructions(server))
+        line = f"- {server} ({len(tools)} tools): {summary}"
+        cost = count_tokens(line) + 1
+        remaining = len(ordered) - shown - 1
+        # Keep room for the closing "... and N more" line whenever servers remain.
+        reserve = 12 if remaining else 0
+        if used + cost + reserve > budget_tokens:
+            short = f"- {server} ({len(tools)} tools)"
+            short_cost = count_tokens(short) + 1
+            if used + short_cost + reserve > budget_tokens:
+                break
+            line, cost = short, short_cost
+        lines.append(line)
+        used += cost
+        shown += 1
+    if shown < len(ordered):
+        hidden = ordered[shown:]
+        count = sum(len(t) for _, t in hidden)
+        lines.append(f"- … and {len(hidden)} more servers ({count} tools); search to find them")
+    return "\n".join(lines)
+
+
+class ToolSearchSurface:
+    """Registers deferred tools and the ``ToolSearch`` tool; activates tools on request."""
+
+    def __init__(self, adapter: McpAdapter) -> None:
+        self._adapter = adapter
+        self._host: Host | None = None
+        self._deferred: dict[str, ToolInfo] = {}
+
+    @property
+    def limit(self) -> int:
+        return max(1, self._adapter.settings.tool_search_limit)
+
+    def definition(self) -> ToolDefinition:
+        settings = self._adapter.settings
+        return ToolDefinition(
+            name=TOOL_SEARCH_NAME,
+            description=build_description(
+                self._adapter, budget_tokens=settings.tool_search_budget_tokens, limit=self.limit
+            ),
+            parameters=TOOL_SEARCH_PARAMETERS,
+            execute=self.execute,
+        )
+
+    def register(self, host: Host) -> ToolDefinition:
+        """Register every non-direct tool (inactive) and ``ToolSearch``; returns the latter."""
+        self._host = host
+        self._sync_deferred(host)
+        definition = self.definition()
+        host.register_tool(definition)
+        self._adapter.on_catalog_changed(self._on_catalog_changed)
+        return definition
+
+    def _sync_deferred(self, host: Host) -> None:
+        direct = set(self._adapter.direct.names)
+        reserved = set(host.host_tool_names()) | {TOOL_SEARCH_NAME, "mcp"}
+        wanted = {
+            t.name: t
+            for t in self._adapter.tools()
+            if t.name not in direct and t.name not in reserved
+        }
+        for name in [n for n in self._deferred if n not in wanted]:
+            host.unregister_tool(name)
+            del self._deferred[name]
+        for name, tool in wanted.items():
+            if self._deferred.get(name) != tool:
+                host.register_tool(self._adapter.direct.definition(tool))
+                self._deferred[name] = tool
+
+    def _on_catalog_changed(self) -> None:
+        host = self._host
+        if host is None:
+            return
+        active_before = list(host.get_active_tools())
+        self._sync_deferred(host)
+        host.register_tool(self.definition())
+        # Registering may auto-activate in some hosts; keep the active set as it was.
+        host.set_active_tools([n for n in active_before if n in self._known(host)])
+
+    def _known(self, host: Host) -> set[str]:
+        return (
+            set(self._deferred)
+            | set(self._adapter.direct.names)
+            | set(host.host_tool_names())
+            | {TOOL_SEARCH_NAME}
+        )
+
+    def find(self, query: str) -> tuple[list[ToolInfo], list[str]]:
+        """Tools a query selects, and the names in a ``select:`` query that matched nothing."""
+        names = parse_select(query)
+        if names is None:
+            page = self._adapter.index.search(query, limit=self.limit)
+            return [h.tool for h in page.hits], []
+        found: list[ToolInfo] = []
+        missing: list[str] = []
+        for name in names:
+            try:
+                tool = self._adapter.lookup(name)
+            except McpAdapterError:
+                missing.append(name)
+                continue
+            if tool not in found:
+                found.append(tool)
+        return found, missing
+
+    async def execute(self, params: Mapping[str, Any]) -> ToolResult:
+        query = params.get("query") if isinstance(params, Mapping) else None
+        if not isinstance(query, str) or not query.strip():
+            return ToolResult.text(
+                'ToolSearch needs a query: keywords, or "select:name1,name2".', is_error=True
+            )
+        try:
+            tools, missing = self.find(query)
+        except McpAdapterError as exc:
+            return ToolResult.text(str(exc), is_error=True)
+        host = self._host
+        active = list(host.get_active_tools()) if host is not None else []
+        new = [t.name for t in tools if t.name not in active]
+        if host is not None and new:
+            host.set_active_tools([*active, *new])
+        details = {
+            "mode": "toolsearch",
+            "query": query,
+            "loaded": new,
+            "matches": [t.name for t in tools],
+            "missing": missing,
+        }
+        if not tools:
+            text = f'No tools matched "{query}".'
+            if missing:
+                text += f" Unknown names: {', '.join(missing)}."
+            return ToolResult.text(text, details=details)
+        lines = []
+        if new:
+            lines.append(
+                f"Loaded {len(new)} tool{'s' if len(new) != 1 else ''}; "
+                "you can call them directly from your next turn:"
+            )
+        else:
+            lines.append("These tools are already loaded; call them directly:")
+        for tool in tools:
+            desc = truncate_words(tool.description, 100)
+            lines.append(f"- {tool.name}" + (f": {desc}" if desc else ""))
+        if missing:
+            lines.append(f"Unknown names: {', '.join(missing)}")
+        return ToolResult.text("\n".join(lines), details=details)
