@@ -41,6 +41,7 @@ from ._errors import (
 )
 from .catalog._metadata import ToolInfo
 from .config._models import ServerEntry, Settings
+from .surface import Host, McpAdapter, ToolDefinition, ToolResult
 
 __version__ = "0.1.0"
 
@@ -49,7 +50,9 @@ __all__ = [
     "ConfigError",
     "ConnectTimeoutError",
     "ConnectionLostError",
+    "Host",
     "HttpStatusError",
+    "McpAdapter",
     "McpAdapterError",
     "NeedsAuthError",
     "NotMcpError",
@@ -62,9 +65,11 @@ __all__ = [
     "ServerStartError",
     "ServerUnavailableError",
     "Settings",
+    "ToolDefinition",
     "ToolInfo",
     "ToolLookupError",
     "ToolNotFoundError",
+    "ToolResult",
     "UsageError",
     "__version__",
 ]
