@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pi_mcp_adapter._errors import McpAdapterError, UsageError
+from pi_mcp_adapter.config._validate import json_type
 
 from ._host import ToolDefinition, ToolResult
 
@@ -76,22 +77,8 @@ def parse_args(raw: object) -> dict[str, Any]:
             ) from exc
         if isinstance(value, dict):
             return value
-        raise UsageError(f"Invalid args: expected a JSON object, got {_json_type(value)}")
-    raise UsageError(f"Invalid args: expected a JSON object, got {_json_type(raw)}")
-
-
-def _json_type(value: object) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list | tuple):
-        return "array"
-    if value is None:
-        return "null"
-    return type(value).__name__
+        raise UsageError(f"Invalid args: expected a JSON object, got {json_type(value)}")
+    raise UsageError(f"Invalid args: expected a JSON object, got {json_type(raw)}")
 
 
 def _opt_str(params: Mapping[str, Any], key: str) -> str | None:
@@ -99,7 +86,7 @@ def _opt_str(params: Mapping[str, Any], key: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise UsageError(f"{key} must be a string, got {_json_type(value)}")
+        raise UsageError(f"{key} must be a string, got {json_type(value)}")
     return value
 
 
@@ -111,7 +98,7 @@ def _opt_bool(params: Mapping[str, Any], key: str, default: bool) -> bool:
         return value
     if isinstance(value, str) and value.lower() in ("true", "false"):
         return value.lower() == "true"
-    raise UsageError(f"{key} must be a boolean, got {_json_type(value)}")
+    raise UsageError(f"{key} must be a boolean, got {json_type(value)}")
 
 
 def _opt_int(params: Mapping[str, Any], key: str, *, minimum: int) -> int | None:
@@ -119,7 +106,7 @@ def _opt_int(params: Mapping[str, Any], key: str, *, minimum: int) -> int | None
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise UsageError(f"{key} must be an integer, got {_json_type(value)}")
+        raise UsageError(f"{key} must be an integer, got {json_type(value)}")
     try:
         number = int(value)
     except (TypeError, ValueError):
@@ -146,7 +133,7 @@ class ProxyTool:
     async def execute(self, params: object) -> ToolResult:
         if not isinstance(params, Mapping):
             return ToolResult.text(
-                f"Invalid parameters: expected an object, got {_json_type(params)}",
+                f"Invalid parameters: expected an object, got {json_type(params)}",
                 is_error=True,
                 details={"mode": "error"},
             )
