@@ -7,7 +7,6 @@ register themselves on :data:`app`; ``cli/__init__`` imports them all.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from pi_mcp_adapter.config._locations import default_agent_dir
+
 app = typer.Typer(
     name="pi-mcp",
     help="Use hundreds of MCP tools from an agent without burning its context window.",
@@ -23,11 +24,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-
-def default_agent_dir() -> Path:
-    env = os.environ.get("PI_CODING_AGENT_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".pi" / "agent"
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ environment, never from the process's own, so callers (and tests) decide what "t
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +80,12 @@ class HostFile:
     kind: ImportKind
     path: Path
     format: HostFormat
+
+
+def default_agent_dir() -> Path:
+    """``$PI_CODING_AGENT_DIR``, else ``~/.pi/agent``."""
+    env = os.environ.get("PI_CODING_AGENT_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".pi" / "agent"
 
 
 def file_layers(where: Where, *, agent_dir: Path, config_path: Path | None) -> list[FileLayer]:

@@ -39,6 +39,7 @@ from pi_mcp_adapter.catalog._metadata import ServerMetadata, ToolInfo
 from pi_mcp_adapter.catalog._schema import render_parameters
 from pi_mcp_adapter.catalog._search import SearchIndex, SearchPage
 from pi_mcp_adapter.config import LoadedConfig, load_config
+from pi_mcp_adapter.config._locations import default_agent_dir
 from pi_mcp_adapter.config._models import ServerEntry, Settings
 from pi_mcp_adapter.servers import ServerManager
 
@@ -66,11 +67,6 @@ ProgressCallback = Callable[[str, str, str | None], None]
 DEFAULT_SEARCH_LIMIT = 12
 COMMAND_USAGE = "status | tools [server] | reconnect [server] | auth <server>"
 _CONNECTED = "connected"
-
-
-def default_agent_dir() -> Path:
-    env = os.environ.get("PI_CODING_AGENT_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".pi" / "agent"
 
 
 @dataclass(frozen=True, slots=True)
