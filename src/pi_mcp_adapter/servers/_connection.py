@@ -365,6 +365,17 @@ class ServerConnection:
             f"resource {uri!r}", request, types.ReadResourceResult, timeout_s
         )
 
+    async def get_prompt(
+        self, name: str, arguments: Mapping[str, str] | None, *, timeout_s: float | None
+    ) -> types.GetPromptResult:
+        """Render the prompt ``name`` with ``arguments``. Raises like :meth:`call_tool`."""
+        request = types.GetPromptRequest(
+            params=types.GetPromptRequestParams(
+                name=name, arguments=dict(arguments) if arguments is not None else None
+            )
+        )
+        return await self._request(f"prompt {name!r}", request, types.GetPromptResult, timeout_s)
+
     async def ping(self, *, timeout_s: float) -> None:
         """Check that the server answers (raises like :meth:`call_tool`)."""
         await self._request("ping", types.PingRequest(), types.EmptyResult, timeout_s)

@@ -374,6 +374,24 @@ class ServerManager:
         finally:
             self._release(slot)
 
+    async def get_prompt(
+        self,
+        name: str,
+        prompt: str,
+        arguments: Mapping[str, str] | None = None,
+        *,
+        timeout_s: float | None = None,
+    ) -> types.GetPromptResult:
+        """Render ``prompt`` of server ``name``; raises like :meth:`call_tool`."""
+        slot = self._slot(name)
+        slot.in_flight += 1
+        try:
+            connection = await self._ensure(slot, respect_backoff=True)
+            limit = timeout_s if timeout_s is not None else slot.entry.request_timeout_s
+            return await connection.get_prompt(prompt, arguments, timeout_s=limit)
+        finally:
+            self._release(slot)
+
     # -- closing ----------------------------------------------------------------------------
 
     async def close(self, name: str) -> None:
