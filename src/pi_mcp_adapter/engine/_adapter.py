@@ -23,6 +23,8 @@ from typing import Any, Literal
 
 import anyio
 import anyio.abc
+import mcp_types as types
+from mcp.shared.dispatcher import ProgressFnT
 
 from pi_mcp_adapter._errors import (
     AmbiguousToolError,
@@ -45,7 +47,7 @@ from pi_mcp_adapter.servers import ServerManager
 from ._host import Host
 from ._stats import CallStats
 from ._validate import validate_arguments
-from ._values import CallOutcome, SearchResults, ServerStatus, StatusReport
+from ._values import CallOutcome, PromptMessages, SearchResults, ServerStatus, StatusReport
 
 ProgressCallback = Callable[[str, str, str | None], None]
 """``(server, phase, detail)`` with phase ``connecting`` | ``connected`` | ``failed``."""
@@ -444,12 +446,19 @@ class McpAdapter:
 
     # ------------------------------------------------------------------ calling
 
-    async def call(self, name: str, args: Mapping[str, Any] | None = None) -> CallOutcome:
+    async def call(
+        self,
+        name: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        progress: ProgressFnT | None = None,
+    ) -> CallOutcome:
         """Call a tool by (any accepted form of) its name. Never raises for tool errors.
 
         Unknown and ambiguous names, invalid arguments, unavailable servers and JSON-RPC
         errors come back as outcomes with an ``error_kind``; a server's own error result
-        comes back as its result.
+        comes back as its result. ``progress`` receives the server's progress notifications
+        for this call; cancelling the calling task cancels the request upstream.
         """
         arguments = dict(args or {})
         try:
@@ -472,7 +481,7 @@ class McpAdapter:
                     message=f"Invalid arguments for {tool.name}",
                     problems=tuple(problems),
                 )
-        outcome = await self._call_server(name, tool, arguments)
+        outcome = await self._call_server(name, tool, arguments, progress)
         if self._stats is not None:
             self._stats.record(
                 tool.server,
@@ -484,7 +493,11 @@ class McpAdapter:
         return outcome
 
     async def _call_server(
-        self, requested: str, tool: ToolInfo, arguments: dict[str, Any]
+        self,
+        requested: str,
+        tool: ToolInfo,
+        arguments: dict[str, Any],
+        progress: ProgressFnT | None,
     ) -> CallOutcome:
         manager = self._require_manager()
         entry = self.servers[tool.server]
@@ -500,7 +513,11 @@ class McpAdapter:
                 result = await manager.read_resource(tool.server, tool.resource_uri)
             else:
                 result = await manager.call_tool(
-                    tool.server, tool.original_name, arguments, timeout_s=entry.request_timeout_s
+                    tool.server,
+                    tool.original_name,
+                    arguments,
+                    timeout_s=entry.request_timeout_s,
+                    progress=progress,
                 )
         except ServerUnavailableError as exc:
             return CallOutcome(
@@ -524,6 +541,31 @@ class McpAdapter:
         return CallOutcome(
             requested, tool, result, latency_ms=_elapsed_ms(called), connect_ms=connect_ms
         )
+
+    async def read_resource(self, server: str, uri: str) -> types.ReadResourceResult:
+        """Read resource ``uri`` of ``server`` (connecting it if needed).
+
+        Raises:
+            ServerNotConfiguredError: no server of that name.
+            ServerUnavailableError: the server could not be reached.
+            ServerReportedError: the server answered with an error (an unknown URI).
+        """
+        self.require_server(server)
+        return await self._require_manager().read_resource(server, uri)
+
+    async def get_prompt(
+        self, server: str, name: str, arguments: Mapping[str, str] | None = None
+    ) -> PromptMessages:
+        """Render ``server``'s prompt ``name`` (its own name) with ``arguments``.
+
+        Raises:
+            ServerNotConfiguredError: no server of that name.
+            ServerUnavailableError: the server could not be reached.
+            ServerReportedError: the server answered with an error (unknown prompt, bad args).
+        """
+        self.require_server(server)
+        result = await self._require_manager().get_prompt(server, name, arguments)
+        return PromptMessages(server, name, result.description, tuple(result.messages))
 
 
 def _elapsed_ms(since: float) -> float:

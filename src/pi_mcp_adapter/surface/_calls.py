@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mcp import types
+import mcp_types as types
 
 from pi_mcp_adapter.catalog._schema import render_parameters
 from pi_mcp_adapter.engine import CallOutcome, ContentPart, McpAdapter, TextPart, ToolResult
