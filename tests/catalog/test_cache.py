@@ -440,6 +440,34 @@ def test_storing_over_an_unreadable_file_sets_it_aside_first(
     assert sorted(file_json(path)["servers"]) == ["srv"]
 
 
+def test_a_process_that_read_the_cache_puts_every_entry_back_when_storing_over_garbage(
+    cache: MetadataCache, path: Path, clock: Clock
+) -> None:
+    other = MetadataCache(path, clock=clock)
+    other.store("other", ENTRY, METADATA)
+    cache.load()
+    path.write_text("garbage written by something else")
+
+    cache.store("srv", ENTRY, METADATA)
+
+    assert sorted(file_json(path)["servers"]) == ["other", "srv"]
+    assert MetadataCache(path, clock=clock).get("other", ENTRY) == METADATA
+    assert any("restored 1 entries" in w for w in cache.warnings)
+
+
+def test_a_process_that_read_the_cache_rewrites_it_when_a_reload_finds_garbage(
+    cache: MetadataCache, path: Path, clock: Clock
+) -> None:
+    cache.store("srv", ENTRY, METADATA)
+    path.write_bytes(b"\x00" * 10)
+
+    assert cache.load() == "set-aside"
+
+    assert sorted(file_json(path)["servers"]) == ["srv"]
+    assert cache.get("srv", ENTRY) == METADATA
+    assert len(list(path.parent.glob("mcp-cache.json.corrupt-*"))) == 1
+
+
 def test_files_set_aside_in_the_same_second_do_not_overwrite_each_other(
     cache: MetadataCache, path: Path
 ) -> None:

@@ -51,7 +51,7 @@ async def test_eight_callers_keep_getting_answers_while_servers_fail(
     assert report.violations == []
     # The run did something: every kind of fault happened and the servers took real load.
     assert {f.action for f in report.faults} == {"kill", "hang", "503", "close-stdout"}
-    assert len(report.calls) > 40 * duration_s
+    assert len(report.calls) > 10 * duration_s
     # The healthy control never failed.
     for server in HEALTHY:
         failed = [c for c in report.calls_to(server) if c.kind != "ok"]

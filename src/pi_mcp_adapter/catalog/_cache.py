@@ -20,13 +20,15 @@ they see either the old file or the new one. A process killed mid-write leaves t
 file intact (and an orphaned temporary file, which the next writer removes).
 
 A file that cannot be parsed, or has another format version, is set aside as
-``mcp-cache.json.corrupt-<UTC timestamp>`` with a warning and rebuilt; it never stops the
-adapter. Failures to write are warnings too: the cache only saves connections.
+``mcp-cache.json.corrupt-<UTC timestamp>`` with a warning and rebuilt from the entries this
+process last read (so a long-running process puts back every server it knew, not only its own);
+it never stops the adapter. Failures to write are warnings too: the cache only saves connections.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import json
 import math
@@ -365,26 +367,44 @@ class MetadataCache:
         """
         with self._state_lock:
             self._loaded = True
+            known = self._servers
             try:
                 self._servers = self._read()
             except FileNotFoundError:
-                self._servers = {}
-                return "no-cache"
+                if not known:
+                    return "no-cache"
+                # Another process may be rebuilding the file (set aside, not yet rewritten):
+                # look again under the lock before forgetting what this process knew.
+                return self._load_locked(known)
             except _Unreadable:
-                self._servers = {}
-                try:
-                    with self._lock:
-                        # Another process may have rewritten it since: only a file that is
-                        # still unreadable under the lock is set aside.
-                        self._servers, set_aside = self._read_or_set_aside()
-                except filelock.Timeout:
-                    self._warn(f"{self.path} is unreadable and stays locked; using no cache")
-                    return "set-aside"
-                return "set-aside" if set_aside else "loaded"
+                return self._load_locked(known)
             except OSError as exc:
                 self._warn(f"cannot read {self.path}: {exc.strerror or exc}; using no cache")
                 self._servers = {}
             return "loaded"
+
+    def _load_locked(self, known: dict[str, Any]) -> LoadResult:
+        """Read the file again under the lock; set it aside if it is still unreadable, and then
+        rebuild it from ``known``, the entries this process read before."""
+        try:
+            with self._lock:
+                servers, set_aside = self._read_or_set_aside()
+                missing = not set_aside and not self.path.exists()
+                if set_aside and known:
+                    servers = self._restored(known)
+                    self._write_restored(servers)
+                self._servers = servers
+        except filelock.Timeout:
+            self._warn(f"{self.path} is unreadable and stays locked; using no cache")
+            self._servers = {}
+            return "set-aside"
+        except OSError as exc:
+            self._warn(f"cannot read {self.path}: {exc.strerror or exc}; using no cache")
+            self._servers = {}
+            return "loaded"
+        if set_aside:
+            return "set-aside"
+        return "no-cache" if missing else "loaded"
 
     def entry_state(self, server: str, entry: ServerEntry) -> EntryState:
         """Whether ``server``'s entry can be used for ``entry`` as configured now."""
@@ -552,6 +572,22 @@ class MetadataCache:
             return
         self._warn(f"{self.path} was unreadable ({reason}); moved to {target.name}, rebuilding")
 
+    def _restored(self, known: Mapping[str, Any]) -> dict[str, Any]:
+        """A copy of the entries this process last read or wrote, to rebuild a set-aside file.
+
+        Other processes' entries would otherwise be lost with the unreadable file until each
+        of their servers connects again; every entry is still checked (hash, age) on use.
+        """
+        self._warn(f"restored {len(known)} entries this process had read before")
+        return copy.deepcopy(dict(known))
+
+    def _write_restored(self, servers: Mapping[str, Any]) -> None:
+        try:
+            self._remove_orphaned_temp_files()
+            self._write(servers)
+        except OSError as exc:
+            self._warn(f"cannot write {self.path}: {exc.strerror or exc}; not restored")
+
     def _modify(self, update: Callable[[dict[str, Any]], object]) -> None:
         """Read-merge-write under the file lock; on failure keep going from memory."""
         with self._state_lock:
@@ -559,7 +595,9 @@ class MetadataCache:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 with self._lock:
-                    servers, _set_aside = self._read_or_set_aside()
+                    servers, set_aside = self._read_or_set_aside()
+                    if set_aside and self._servers:
+                        servers = self._restored(self._servers)
                     update(servers)
                     self._remove_orphaned_temp_files()
                     self._write(servers)
