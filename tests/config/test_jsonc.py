@@ -57,6 +57,16 @@ def test_a_syntax_error_reports_the_line_the_user_sees() -> None:
     assert caught.value.line == 7
 
 
+def test_nesting_too_deep_for_the_parser_is_a_syntax_error_at_its_deepest_point() -> None:
+    text = '{\n  "a": "[[[ in a string",\n  "b": ' + "[" * 5000 + "]" * 5000 + "\n}\n"
+
+    with pytest.raises(JsoncSyntaxError) as caught:
+        parse_jsonc(text)
+
+    assert "nested too deep (5001 levels)" in caught.value.message
+    assert (caught.value.line, caught.value.column) == (3, 5000 + len('  "b": '))
+
+
 def test_an_unterminated_block_comment_is_reported_where_it_starts() -> None:
     with pytest.raises(JsoncSyntaxError) as caught:
         parse_jsonc('{\n  "a": 1\n  /* never closed\n}')

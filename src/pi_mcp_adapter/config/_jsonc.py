@@ -113,6 +113,12 @@ def parse_jsonc(text: str) -> JsoncDocument | None:
         data = json.loads(blanked)
     except json.JSONDecodeError as exc:
         raise JsoncSyntaxError(exc.msg, line=exc.lineno, column=exc.colno) from None
+    except RecursionError:
+        depth, offset = _deepest_opening(blanked)
+        line, column = _line_column(text, offset)
+        raise JsoncSyntaxError(
+            f"arrays and objects are nested too deep ({depth} levels)", line=line, column=column
+        ) from None
     key_offsets: dict[JsonPath, int] = {}
     spans: dict[JsonPath, tuple[int, int]] = {}
     try:
@@ -124,6 +130,29 @@ def parse_jsonc(text: str) -> JsoncDocument | None:
     starts = _line_starts(text)
     key_lines = {path: bisect.bisect_right(starts, offset) for path, offset in key_offsets.items()}
     return JsoncDocument(data=data, key_lines=key_lines, key_offsets=key_offsets, value_spans=spans)
+
+
+def _deepest_opening(blanked: str) -> tuple[int, int]:
+    """The deepest nesting level of ``[`` and ``{`` outside strings, and where it is reached."""
+    depth = deepest = where = 0
+    in_string = escaped = False
+    for offset, char in enumerate(blanked):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest, where = depth, offset
+        elif char in "]}":
+            depth -= 1
+    return deepest, where
 
 
 def _line_starts(text: str) -> list[int]:
