@@ -16,7 +16,6 @@ Each mode can be filtered to one server and paged with ``limit`` and ``offset``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,6 +23,7 @@ from pi_mcp_adapter._errors import UsageError
 
 from ._metadata import ToolInfo
 from ._search_rankings import RANKINGS, Ranking, RankingFactory
+from ._search_regex import MAX_REGEX_LENGTH, compile_regex, regex_matches
 
 __all__ = [
     "MAX_REGEX_LENGTH",
@@ -34,9 +34,6 @@ __all__ = [
     "ToolSearchQuery",
     "parse_tool_search_query",
 ]
-
-MAX_REGEX_LENGTH = 256
-"""Longest accepted regular expression, in characters (the reference uses the same bound)."""
 
 _SELECT_PREFIX = "select:"
 
@@ -101,29 +98,6 @@ def parse_tool_search_query(q: str) -> ToolSearchQuery:
             raise UsageError("select: needs at least one tool name, e.g. select:github_get_issue.")
         return ToolSearchQuery(selected=selected)
     return ToolSearchQuery(keywords=text)
-
-
-# A quantified group that itself contains a quantifier ("(a+)+", "(\w*\s?)*") can take
-# exponential time on a non-matching string, and Python's re has no time limit. Such patterns
-# are rejected up front; the check is deliberately coarse (it may refuse a few safe ones).
-_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*(?:[+*]|\{\d*,\d*\})(?:[^()\\]|\\.)*\)[+*{]")
-
-
-def _compile_regex(pattern: str) -> re.Pattern[str]:
-    if len(pattern) > MAX_REGEX_LENGTH:
-        raise UsageError(
-            f"The regular expression is {len(pattern)} characters long; the limit is "
-            f"{MAX_REGEX_LENGTH}. Use a shorter pattern or keywords."
-        )
-    if _NESTED_QUANTIFIER.search(pattern):
-        raise UsageError(
-            f"The regular expression {pattern!r} repeats a group that itself repeats, which "
-            "can take exponential time. Simplify it (e.g. (ab)+ instead of (a+b?)+)."
-        )
-    try:
-        return re.compile(pattern, re.IGNORECASE)
-    except re.error as exc:
-        raise UsageError(f"Invalid regular expression {pattern!r}: {exc}.") from exc
 
 
 class SearchIndex:
@@ -212,15 +186,9 @@ class SearchIndex:
             listed = sorted(in_server, key=lambda p: self._tools[p].name)
             return self._page([(p, 0.0) for p in listed], limit, offset, confident=True)
         if regex:
-            pattern = _compile_regex(text)
+            pattern = compile_regex(text)
             positions = in_server if in_server is not None else range(len(self._tools))
-            matched = [
-                (p, 0.0)
-                for p in positions
-                if pattern.search(self._tools[p].name)
-                or pattern.search(self._tools[p].original_name)
-                or pattern.search(self._tools[p].description)
-            ]
+            matched = regex_matches(pattern, self._tools, positions)
             return self._page(matched, limit, offset, confident=True)
         parsed = parse_tool_search_query(text)
         if parsed.is_select:
