@@ -35,7 +35,10 @@ from .conftest import (
 
 Reply = str | tuple[str, dict[str, Any]]
 TOKYO = "Asia/Tokyo"
-PIXEL_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+PIXEL_PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5Erk"
+    "Jggg=="
+)
 
 
 class Script:
