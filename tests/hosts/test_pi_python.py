@@ -7,16 +7,18 @@ everything server). Each test proves a loop the harness itself runs: the model s
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
 import anyio
+import psutil
 import pytest
 from pi_agent_core.extensions import ExtensionAPI
 from pi_agent_harness import AgentHarness
 from pi_agent_harness.types import NoticeEvent
 
-from pi_mcp_adapter.hosts.pi_python import activate
+from pi_mcp_adapter.hosts.pi_python import PiHost, activate
 
 from .conftest import (
     CANARY,
@@ -259,3 +261,45 @@ async def test_secrets_never_reach_the_model_or_the_user(workspace: Workspace) -
     assert stream.seen[-1].count("isError=True") == 3
     assert_no_canary(*stream.seen, *replies, *notices)
     assert CANARY not in json.dumps(replies)
+
+
+def _time_server_pids() -> set[int]:
+    pids = set()
+    for process in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if "mcp_server_time" in " ".join(process.cmdline()) and process.is_running():
+                pids.add(process.pid)
+    return pids
+
+
+async def test_turn_end_reconnects_an_eager_server_and_close_stops_it(
+    workspace: Workspace,
+) -> None:
+    workspace.write_config({"time": time_entry(lifecycle="eager")})
+    hosts: list[PiHost] = []
+
+    def extension(pi: ExtensionAPI) -> None:
+        hosts.append(PiHost(pi))
+        hosts[0].install()
+
+    harness = await make_harness(
+        ScriptedStream([lambda ctx: "one", lambda ctx: "two"]), extensions=[extension]
+    )
+    try:
+        await harness.prompt("first turn")
+        (host,) = hosts
+        assert host.adapter is not None
+        (first_pid,) = _time_server_pids()
+        psutil.Process(first_pid).kill()
+        with anyio.fail_after(10):
+            while host.adapter.server_status("time").status == "connected":
+                await anyio.sleep(0.02)
+        await harness.prompt("second turn")  # its end runs the engine's turn hook
+        with anyio.fail_after(15):
+            while host.adapter.server_status("time").status != "connected":
+                await anyio.sleep(0.02)
+        assert _time_server_pids() - {first_pid}
+    finally:
+        await harness.close()
+    assert hosts[0].adapter is None
+    assert not _time_server_pids()

@@ -208,3 +208,20 @@ async def test_secrets_never_reach_the_model(workspace: Workspace) -> None:
     failed = [p for p in tool_returns(result.all_messages()) if p.outcome == "failed"]
     assert len(failed) == 3  # connect remote, connect broken, call a tool of remote
     assert_no_canary(*script.seen, result.all_messages(), status, notices)
+
+
+@pytest.mark.slow
+async def test_direct_tools_are_plain_tools_next_to_the_proxy(workspace: Workspace) -> None:
+    workspace.write_config({"time": time_entry(directTools=["get_current_time"])})
+    script = Script(
+        [
+            lambda m: ("time_get_current_time", {"timezone": "Europe/Berlin"}),
+            lambda m: "done",
+        ]
+    )
+    async with McpCapability.open(**workspace.adapter_kwargs()) as mcp:
+        agent = Agent(FunctionModel(script), capabilities=[mcp])
+        result = await agent.run("time in Berlin")
+    assert script.offered[0] == ["mcp", "time_get_current_time"]
+    (called,) = tool_returns(result.all_messages())
+    assert json.loads(str(called.content))["timezone"] == "Europe/Berlin"
