@@ -24,7 +24,7 @@ from pi_mcp_adapter.hosts import (
     tool_shape,
 )
 
-from .conftest import Workspace, time_entry
+from .conftest import Workspace, assert_no_canary, secret_servers, time_entry
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 
@@ -222,3 +222,26 @@ def test_a_missing_runtime_names_the_extra_to_install(
         "    print(exc)\n"
     )
     assert f"pip install 'pi-mcp-adapter[{extra}]'" in _imported_runtimes(code)
+
+
+@pytest.mark.slow
+async def test_secrets_never_reach_exported_definitions_or_results(workspace: Workspace) -> None:
+    workspace.write_config(secret_servers())
+    host = ExportHost()
+    async with McpAdapter(host=host, **workspace.adapter_kwargs()) as adapter:
+        host.attach(adapter)
+        definitions = {format: host.tool_definitions(format) for format in TOOL_FORMATS}
+        results = [
+            await host.execute("mcp", arguments)
+            for arguments in (
+                {},
+                {"connect": "remote"},
+                {"connect": "broken"},
+                {"tool": "remote_anything"},
+                {"describe": "time_get_current_time"},
+            )
+        ]
+        status = await host.run_command("mcp", "status")
+    assert sum(r.is_error for r in results) == 3
+    shaped = [result_shape(r, f, call_id="c") for r in results for f in TOOL_FORMATS]
+    assert_no_canary(definitions, shaped, status, host.notices)
