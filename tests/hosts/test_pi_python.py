@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 from typing import Any
 
 import anyio
@@ -22,6 +23,7 @@ from pi_mcp_adapter.hosts.pi_python import PiHost, activate
 
 from .conftest import (
     CANARY,
+    TESTS_DIR,
     Workspace,
     assert_no_canary,
     everything_entry,
@@ -303,3 +305,38 @@ async def test_turn_end_reconnects_an_eager_server_and_close_stops_it(
         await harness.close()
     assert hosts[0].adapter is None
     assert not _time_server_pids()
+
+
+async def test_a_tool_that_appears_later_is_deferred_not_active(workspace: Workspace) -> None:
+    fixture = TESTS_DIR / "fixtures" / "mcp_fixture.py"
+    workspace.write_config(
+        {"fixture": {"command": sys.executable, "args": [str(fixture)]}},
+        settings={"surface": "toolsearch"},
+    )
+    hosts: list[PiHost] = []
+
+    def extension(pi: ExtensionAPI) -> None:
+        hosts.append(PiHost(pi))
+        hosts[0].install()
+
+    stream = ScriptedStream(
+        [
+            lambda ctx: ("ToolSearch", {"query": "select:fixture_add_tool"}),
+            lambda ctx: ("fixture_add_tool", {"name": "brand_new"}),
+            lambda ctx: "added",
+            lambda ctx: ("ToolSearch", {"query": "select:fixture_brand_new"}),
+            lambda ctx: "loaded",
+        ]
+    )
+    harness = await make_harness(stream, extensions=[extension])
+    try:
+        await harness.prompt("add a tool")
+        with anyio.fail_after(10):
+            while "fixture_brand_new" not in harness.extension_registry.get_tools():
+                await anyio.sleep(0.02)
+        assert "fixture_brand_new" not in harness.active_tool_names
+        await harness.prompt("load it")
+    finally:
+        await harness.close()
+    assert "fixture_brand_new" not in stream.offered[3]
+    assert "fixture_brand_new" in stream.offered[4]
