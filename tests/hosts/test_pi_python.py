@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import psutil
 import pytest
-from pi_agent_core.extensions import ExtensionAPI
+from pi_agent_core.extensions import ClientMcpServer, ExtensionAPI
 from pi_agent_harness import AgentHarness
 from pi_agent_harness.types import NoticeEvent
 
@@ -340,3 +340,42 @@ async def test_a_tool_that_appears_later_is_deferred_not_active(workspace: Works
         await harness.close()
     assert "fixture_brand_new" not in stream.offered[3]
     assert "fixture_brand_new" in stream.offered[4]
+
+
+async def test_servers_the_client_passes_are_used_and_claimed(workspace: Workspace) -> None:
+    workspace.write_config({"time": time_entry()})
+    passed = [
+        ClientMcpServer(
+            name="client-time",
+            transport="stdio",
+            command=sys.executable,
+            args=("-m", "mcp_server_time"),
+            env=(("CLIENT_TOKEN", CANARY),),
+        ),
+        ClientMcpServer(name="time", transport="http", url="http://127.0.0.1:9/mcp"),
+    ]
+    stream = ScriptedStream(
+        [
+            lambda ctx: (
+                "mcp",
+                {"tool": "client-time_get_current_time", "args": {"timezone": "UTC"}},
+            ),
+            lambda ctx: "done: " + result_text(last_tool_result(ctx)),
+        ]
+    )
+    harness = await make_harness(stream, extensions=[activate])
+    harness.set_client_mcp_servers(passed)
+    notices = collect_notices(harness)
+    try:
+        status = (await harness.prompt("/mcp")).content[0]["text"]
+        reply = (await harness.prompt("time?")).content[0]["text"]
+        with anyio.fail_after(5):
+            while not any("client's MCP server 'time'" in n for n in notices):
+                await anyio.sleep(0)
+        unclaimed = harness.unclaimed_client_mcp_servers
+    finally:
+        await harness.close()
+    assert unclaimed == ()
+    assert "client-time" in status
+    assert json.loads(reply.removeprefix("done: "))["timezone"] == "UTC"
+    assert_no_canary(status, reply, notices, *stream.seen)

@@ -21,6 +21,10 @@ Configuration: the runtime has no ``--mcp-config`` option, so ``PI_MCP_CONFIG`` 
 exclusive config file; otherwise the usual files of ``$PI_CODING_AGENT_DIR`` (``~/.pi/agent``)
 and the session's working directory are merged.
 
+The MCP servers an ACP client passes for the session (``pi.client_mcp_servers``: Zed, say) are
+added to the configuration, unless a configured server has the same name, and claimed, so the
+CLI does not report them as ignored.
+
 Another extension that registers ``/mcp`` (``pi-mcp-py`` does) is detected: the user is warned
 and this extension's commands are offered as ``/mcp-adapter`` and ``/mcp-adapter-auth``
 instead of fighting over the name.
@@ -30,16 +34,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
 
 try:
-    from pi_agent_core.extensions import ExtensionAPI
+    from pi_agent_core.extensions import ClientMcpServer, ExtensionAPI
     from pi_agent_core.extensions import ToolDefinition as PiToolDefinition
     from pi_agent_core.types import AgentToolResult
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
@@ -49,6 +54,8 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     ) from exc
 
 from pi_mcp_adapter._errors import McpAdapterError
+from pi_mcp_adapter.config import LoadedConfig, ServerEntry, load_config
+from pi_mcp_adapter.config._locations import default_agent_dir
 from pi_mcp_adapter.engine import (
     CommandHandler,
     EventHandler,
@@ -128,12 +135,16 @@ class PiHost:
         self._turn_ends = 0
         self._ready_deadline: float | None = None
         self._warned_slow_start = False
+        self._client_servers: dict[str, ServerEntry] = {}
 
     # ------------------------------------------------------------------ installation
 
     def install(self) -> None:
         """Register commands, lifecycle hooks, the turn barrier and the cleanup."""
         pi = self._pi
+        self._client_servers = client_server_entries(pi.client_mcp_servers)
+        if self._client_servers:
+            pi.claim_client_mcp_servers(self._client_servers)
         owner = command_owner(pi, ADAPTER_COMMANDS[0])
         if owner is not None and owner != pi.extension_name:
             self._warn_command_taken(owner)
@@ -196,13 +207,33 @@ class PiHost:
         value = self._environ.get(CONFIG_ENV, "").strip()
         return Path(value).expanduser() if value else None
 
+    def _load_config(self, project_dir: Path) -> LoadedConfig:
+        """The merged config files, plus the client's servers whose names are still free."""
+        config = load_config(
+            agent_dir=default_agent_dir(),
+            project_dir=project_dir,
+            config_path=self._config_path(),
+            environ=self._environ,
+        )
+        taken = {*config.servers, *config.invalid_servers}
+        added = {n: e for n, e in self._client_servers.items() if n not in taken}
+        for name in sorted(set(self._client_servers) - set(added)):
+            self.notify(
+                f"The client's MCP server {name!r} is not used: a configured server has that name.",
+                "warning",
+            )
+        if not added:
+            return config
+        return dataclasses.replace(config, servers={**config.servers, **added})
+
     async def _own_adapter(self) -> None:
         """The owner task: the adapter is opened, used and closed here and nowhere else."""
         try:
+            project_dir = Path(self._pi.cwd)
             adapter = McpAdapter(
+                config=self._load_config(project_dir),
                 host=self,
-                config_path=self._config_path(),
-                project_dir=Path(self._pi.cwd),
+                project_dir=project_dir,
                 environ=self._environ,
             )
         except McpAdapterError as exc:
@@ -382,6 +413,20 @@ def to_agent_tool_result(result: ToolResult) -> AgentToolResult:
             note = f"[audio content: {part.mime_type}; not shown: pi-python takes no audio]"
             content.append({"type": "text", "text": note})
     return AgentToolResult(content=content, details=dict(result.details))
+
+
+def client_server_entries(servers: Iterable[ClientMcpServer]) -> dict[str, ServerEntry]:
+    """The servers an ACP client passed, as config entries (the ones with a usable address)."""
+    entries: dict[str, ServerEntry] = {}
+    for server in servers:
+        if server.transport == "stdio" and server.command:
+            entries[server.name] = ServerEntry(
+                command=server.command, args=tuple(server.args), env=dict(server.env)
+            )
+        elif server.transport in ("http", "sse") and server.url:
+            # The HTTP transport falls back to SSE by itself.
+            entries[server.name] = ServerEntry(url=server.url, headers=dict(server.headers))
+    return entries
 
 
 def startup_budget_s(adapter: McpAdapter) -> float:
