@@ -6,7 +6,15 @@ import json
 from typing import Any
 
 import pytest
-from agents import Agent, FunctionTool, Runner, ToolOutputImage, ToolOutputText, function_tool
+from agents import (
+    Agent,
+    FunctionTool,
+    Runner,
+    ToolOutputImage,
+    ToolOutputText,
+    function_tool,
+    set_tracing_disabled,
+)
 from agents.items import ToolCallOutputItem
 from agents.result import RunResult
 from agents.testing import ScriptedModel, assistant_message, function_call
@@ -23,6 +31,9 @@ from .conftest import (
     secret_servers,
     time_entry,
 )
+
+# The SDK would export traces of these runs to OpenAI; nothing leaves this machine.
+set_tracing_disabled(True)
 
 
 def call(name: str, arguments: dict[str, Any], n: int) -> Any:
@@ -81,8 +92,8 @@ async def test_toolsearch_enables_the_tool_for_the_next_model_call(workspace: Wo
         """Run a shell command (the caller's own tool)."""
         return "ok"
 
-    async with McpTools.open(**workspace.adapter_kwargs()) as mcp:
-        mcp.tools.append(shell)
+    async with McpTools.open(own_tools=[shell], **workspace.adapter_kwargs()) as mcp:
+        assert mcp.host.host_tool_names() == ["shell"]
         agent = Agent(name="assistant", model=model, tools=mcp.tools)
         result = await Runner.run(agent, "echo, then time")
     first, second, _, fourth, _ = offered(model)

@@ -13,8 +13,8 @@ or ``McpTools(adapter)`` over an adapter you opened yourself.
 ``is_enabled`` reads the adapter's active set, which the Runner evaluates before every model
 call. A tool ``ToolSearch`` activates is therefore offered on the next model call of the same
 run. Tools that appear later (a server's tools changed) are appended to the same list; a tool
-that disappears stays in it, disabled, so the list never shrinks under a running agent. Your own
-tools may be appended to ``mcp.tools`` too: MCP tools never shadow them.
+that disappears stays in it, disabled, so the list never shrinks under a running agent. Pass your
+own tools as ``own_tools``: they lead the list, stay enabled, and MCP tools never shadow them.
 
 Results keep images (``ToolOutputImage`` with a data URL) next to text; an error result comes
 back as its text (``"Error: ..."``), which is how the SDK shows a failure to the model.
@@ -126,6 +126,7 @@ class McpTools:
         adapter: a running adapter; its lifecycle stays with whoever opened it
             (:meth:`open` opens one for you).
         surface: ``"proxy"`` or ``"toolsearch"``; defaults to ``settings.surface``.
+        own_tools: the agent's own tools, placed first in :attr:`tools`.
         on_notify: receives notices; by default they are logged to the ``pi_mcp_adapter``
             logger.
     """
@@ -135,10 +136,12 @@ class McpTools:
         adapter: McpAdapter,
         *,
         surface: SurfaceKind | None = None,
+        own_tools: Sequence[Any] = (),
         on_notify: Callable[[str, NotifyLevel], None] | None = None,
     ) -> None:
         self.adapter = adapter
         self.host = _AgentsHost(on_notify or _log_notice)
+        self.host.function_tools.extend(own_tools)
         self.surfaces: Surfaces = self.host.attach(adapter, surface=surface)
 
     @property
@@ -152,13 +155,14 @@ class McpTools:
         cls,
         *,
         surface: SurfaceKind | None = None,
+        own_tools: Sequence[Any] = (),
         on_notify: Callable[[str, NotifyLevel], None] | None = None,
         **adapter_options: Any,
     ) -> AsyncIterator[McpTools]:
         """Open an adapter (``McpAdapter(**adapter_options)``) and tools over it; both close
         when the block ends, in the task that entered it."""
         async with McpAdapter(**adapter_options) as adapter:
-            tools = cls(adapter, surface=surface, on_notify=on_notify)
+            tools = cls(adapter, surface=surface, own_tools=own_tools, on_notify=on_notify)
             try:
                 yield tools
             finally:

@@ -37,7 +37,7 @@ import contextlib
 import dataclasses
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -385,7 +385,7 @@ class PiHost:
 
     # ------------------------------------------------------------------ tool calls
 
-    def _executor(self, name: str) -> Any:
+    def _executor(self, name: str) -> Callable[..., Awaitable[AgentToolResult]]:
         async def execute(
             tool_call_id: str, params: Any, signal: Any = None, on_update: Any = None
         ) -> AgentToolResult:
