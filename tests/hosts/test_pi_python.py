@@ -379,3 +379,44 @@ async def test_servers_the_client_passes_are_used_and_claimed(workspace: Workspa
     assert "client-time" in status
     assert json.loads(reply.removeprefix("done: "))["timezone"] == "UTC"
     assert_no_canary(status, reply, notices, *stream.seen)
+
+
+async def test_first_turn_waits_for_eager_servers_but_not_past_their_deadline(
+    workspace: Workspace,
+) -> None:
+    fixture = TESTS_DIR / "fixtures" / "mcp_fixture.py"
+    workspace.write_config(
+        {
+            "slow": {
+                "command": sys.executable,
+                "args": [str(fixture), "--start-delay", "0.8"],
+                "lifecycle": "eager",
+            },
+            "hung": {
+                "command": sys.executable,
+                "args": [str(fixture), "--hang"],
+                "lifecycle": "eager",
+                "startupTimeoutMs": 1500,
+            },
+        }
+    )
+    statuses: list[str] = []
+    stream = ScriptedStream(
+        [
+            lambda ctx: ("mcp", {}),
+            lambda ctx: statuses.append(result_text(last_tool_result(ctx))) or "done",
+        ]
+    )
+    harness = await make_harness(stream, extensions=[activate])
+    try:
+        with anyio.fail_after(30):
+            await harness.prompt("status?")
+    finally:
+        await harness.close()
+    # The first request already had the proxy tool; the slow server was connected by then and
+    # the hung one had been given up at its startup timeout.
+    assert stream.offered[0] == ["mcp"]
+    (status,) = statuses
+    assert "✓ slow" in status
+    assert "✓ hung" not in status
+    assert "hung" in status
