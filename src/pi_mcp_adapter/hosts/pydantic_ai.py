@@ -41,7 +41,14 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
         "pip install 'pi-mcp-adapter[pydantic-ai]'"
     ) from exc
 
-from pi_mcp_adapter.engine import ImagePart, McpAdapter, NotifyLevel, TextPart, ToolResult
+from pi_mcp_adapter.engine import (
+    ImagePart,
+    McpAdapter,
+    NotifyLevel,
+    TextPart,
+    ToolDefinition,
+    ToolResult,
+)
 from pi_mcp_adapter.surface import SurfaceKind, Surfaces
 
 from ._export import ExportHost
@@ -72,6 +79,8 @@ class McpToolset(AbstractToolset[Any]):
         self._host = host
         self._id = id
         self._max_retries = max_retries
+        # Built once per registered definition: a large catalog is listed on every step.
+        self._built: dict[str, tuple[ToolDefinition, ToolsetTool[Any]]] = {}
 
     @property
     def id(self) -> str:
@@ -80,17 +89,23 @@ class McpToolset(AbstractToolset[Any]):
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         tools: dict[str, ToolsetTool[Any]] = {}
         for name, definition in self._host.tools.items():
-            tool_def = PaiToolDefinition(
-                name=name,
-                description=definition.description,
-                parameters_json_schema=dict(definition.parameters),
-            )
-            tools[name] = ToolsetTool(
-                toolset=self,
-                tool_def=tool_def,
-                max_retries=self._max_retries,
-                args_validator=_ARGS_VALIDATOR,
-            )
+            built = self._built.get(name)
+            if built is None or built[0] is not definition:
+                tool_def = PaiToolDefinition(
+                    name=name,
+                    description=definition.description,
+                    parameters_json_schema=dict(definition.parameters),
+                )
+                tool = ToolsetTool[Any](
+                    toolset=self,
+                    tool_def=tool_def,
+                    max_retries=self._max_retries,
+                    args_validator=_ARGS_VALIDATOR,
+                )
+                built = self._built[name] = (definition, tool)
+            tools[name] = built[1]
+        for name in set(self._built) - set(tools):
+            del self._built[name]
         return tools
 
     async def call_tool(
