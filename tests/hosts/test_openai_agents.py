@@ -164,3 +164,19 @@ async def test_secrets_never_reach_the_model(workspace: Workspace) -> None:
     assert len(errors) == 3
     descriptions = [(t.name, t.description, t.params_json_schema) for t in mcp.tools]
     assert_no_canary(descriptions, [c.input for c in model.calls], outputs(result), status, notices)
+
+
+@pytest.mark.slow
+@pytest.mark.npm
+@needs_npm
+async def test_an_image_from_a_server_reaches_the_model_as_an_image(workspace: Workspace) -> None:
+    workspace.write_config({"everything": everything_entry()})
+    model = ScriptedModel(
+        [call("mcp", {"tool": "everything_get-tiny-image"}, 1), [assistant_message("seen")]]
+    )
+    async with McpTools.open(**workspace.adapter_kwargs()) as mcp:
+        agent = Agent(name="assistant", model=model, tools=mcp.tools)
+        await Runner.run(agent, "show me")
+    sent = json.dumps(model.calls[1].input, default=str)
+    assert '"type": "input_image"' in sent
+    assert "data:image/png;base64,iVBOR" in sent

@@ -420,3 +420,27 @@ async def test_first_turn_waits_for_eager_servers_but_not_past_their_deadline(
     assert "✓ slow" in status
     assert "✓ hung" not in status
     assert "hung" in status
+
+
+@needs_npm
+@pytest.mark.npm
+async def test_an_image_from_a_server_reaches_the_model_as_an_image(workspace: Workspace) -> None:
+    workspace.write_config({"everything": everything_entry()})
+    seen: list[Any] = []
+    stream = ScriptedStream(
+        [
+            lambda ctx: ("mcp", {"tool": "everything_get-tiny-image"}),
+            lambda ctx: seen.append(last_tool_result(ctx)) or "seen",
+        ]
+    )
+    harness = await make_harness(stream, extensions=[activate])
+    try:
+        await harness.prompt("show me")
+    finally:
+        await harness.close()
+    (result,) = seen
+    assert not result.isError
+    images = [c for c in result.content if c["type"] == "image"]
+    assert len(images) == 1
+    assert images[0]["mimeType"] == "image/png"
+    assert images[0]["data"].startswith("iVBOR")

@@ -225,3 +225,27 @@ async def test_direct_tools_are_plain_tools_next_to_the_proxy(workspace: Workspa
     assert script.offered[0] == ["mcp", "time_get_current_time"]
     (called,) = tool_returns(result.all_messages())
     assert json.loads(str(called.content))["timezone"] == "Europe/Berlin"
+
+
+@pytest.mark.slow
+@pytest.mark.npm
+@needs_npm
+async def test_an_image_from_a_server_reaches_the_model_as_an_image(workspace: Workspace) -> None:
+    workspace.write_config({"everything": everything_entry()})
+    script = Script([lambda m: ("mcp", {"tool": "everything_get-tiny-image"}), lambda m: "seen"])
+    async with McpCapability.open(**workspace.adapter_kwargs()) as mcp:
+        agent = Agent(FunctionModel(script), capabilities=[mcp])
+        result = await agent.run("show me")
+    (returned,) = tool_returns(result.all_messages())
+    assert returned.outcome == "success"
+    images = [
+        item
+        for message in result.all_messages()
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        for item in (part.content if isinstance(part.content, list) else [part.content])
+        if isinstance(item, BinaryImage)
+    ]
+    assert len(images) == 1
+    assert images[0].media_type == "image/png"
+    assert images[0].data.startswith(b"\x89PNG")
