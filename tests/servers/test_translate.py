@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import io
+import logging
 from pathlib import Path
 
 import anyio
@@ -282,3 +283,18 @@ async def test_stderr_capture_survives_an_unwritable_log_directory(tmp_path: Pat
             sink.flush()
             capture.release_parent_copy()
     assert capture.tail() == "still captured"
+
+
+def test_library_log_records_show_urls_without_password_or_query(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from pi_mcp_adapter.servers._log_redaction import install_log_redaction
+
+    install_log_redaction()
+    install_log_redaction()  # idempotent: one filter per logger
+    logger = logging.getLogger("mcp.client.streamable_http")
+    with caplog.at_level(logging.DEBUG, logger="mcp.client.streamable_http"):
+        logger.debug("Connecting to %s", "https://me:s3cret@example.test/mcp?token=t0ken#frag")
+
+    assert caplog.records[-1].getMessage() == "Connecting to https://example.test/mcp"
+    assert sum(1 for f in logger.filters if type(f).__name__ == "RedactUrlCredentials") == 1

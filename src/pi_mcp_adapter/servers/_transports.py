@@ -27,10 +27,14 @@ from mcp.shared.message import SessionMessage
 from pi_mcp_adapter._errors import ServerStartError
 from pi_mcp_adapter.config._models import ServerEntry
 
+from ._log_redaction import install_log_redaction
 from ._npx import resolve_npx_command
 from ._stderr import StderrCapture
 from ._stdio import ProcessRecord, open_stdio_process
 from ._translate import HttpObservation
+
+# The SDK logs endpoint URLs, which may carry a password or a token.
+install_log_redaction()
 
 HTTP_TIMEOUT_S = 30.0
 """Connect, write and pool timeout of HTTP requests (the SDK's own default)."""
