@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 NPM_DIR := tests/npm
 
-.PHONY: demo test check lint typecheck bench install npm clean
+.PHONY: demo test check lint typecheck bench reliability reliability-long install npm clean
 
 $(BIN)/pi-mcp: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -28,6 +28,14 @@ demo: install npm
 ## Run the whole test suite (slow tests included).
 test: install npm
 	$(BIN)/pytest -q
+
+## The reliability suite alone (chaos, cache under fire, bad input, secrets, shutdown; ~3 min).
+reliability: install npm
+	$(BIN)/pytest -q tests/reliability
+
+## The chaos scenario for ten minutes instead of one.
+reliability-long: install npm
+	$(BIN)/python bench/bench_reliability.py --minutes 10
 
 lint: install
 	$(BIN)/ruff check src tests bench
