@@ -186,7 +186,7 @@ def config_hash(entry: ServerEntry, *, environ: Mapping[str, str] | None = None)
         return value if name in explicit else _UNSET
 
     def as_written(key: str) -> Any:
-        return written[key] if key in written else _UNSET
+        return written.get(key, _UNSET)
 
     def path(key: str) -> Any:
         value = written.get(key)
