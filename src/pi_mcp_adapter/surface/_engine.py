@@ -46,7 +46,7 @@ from pi_mcp_adapter.servers import ServerManager
 from ._content import convert_call_result, convert_read_resource_result
 from ._direct import DirectTools
 from ._host import ContentPart, Host, TextPart, ToolResult
-from ._output_guard import guard_output
+from ._output_guard import guard_output, output_guard_limits
 from ._proxy import ProxyTool
 from ._render import (
     ServerRow,
@@ -505,11 +505,9 @@ class McpAdapter:
             result = convert_call_result(call)
         if should_toon(tool.server, self.settings.toon_encode):
             result = _toon_result(result)
-        result = guard_output(
-            result,
-            limit_bytes=self.settings.output_limit_bytes,
-            limit_lines=self.settings.output_limit_lines,
-        )
+        limits = output_guard_limits(self.settings)
+        if limits is not None:
+            result = guard_output(result, limit_bytes=limits[0], limit_lines=limits[1])
         details = {
             "mode": "call",
             "server": tool.server,
