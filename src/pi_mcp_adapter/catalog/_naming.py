@@ -15,11 +15,12 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from pi_mcp_adapter.config._models import ServerEntry, Settings, ToolPrefixMode
 
-from ._filters import ToolFilter
+from ._filters import ToolFilter, keywords_for
 from ._metadata import JsonObject, ServerMetadata, ToolInfo
 
 __all__ = [
@@ -170,6 +171,12 @@ def build_tool_infos(
                 and _text(resource.get("name"))
             ):
                 infos.append(_resource_info(server, resource, prefix, separator))
+    keywords = entry.search_keywords if entry is not None else None
+    if keywords:
+        infos = [
+            replace(info, keywords=keywords_for(keywords, info.original_name, info.name))
+            for info in infos
+        ]
     tool_filter = ToolFilter.for_entry(entry)
     if tool_filter.is_empty:
         return infos
