@@ -59,6 +59,7 @@ from ._render import (
 from ._stats import CallStats
 from ._toolsearch import ToolSearchSurface
 from ._toon import encode_if_shorter, should_toon
+from ._trace import open_call_trace
 from ._validate import validate_arguments
 
 ProgressCallback = Callable[[str, str, str | None], None]
@@ -128,6 +129,9 @@ class McpAdapter:
         self._stack: AsyncExitStack | None = None
         self._state: Literal["new", "running", "closed"] = "new"
         self._stats: CallStats | None = None
+        self._trace = open_call_trace(
+            self.settings, self.servers, project_dir=self.project_dir, environ=self._environ
+        )
         self._listeners: list[Callable[[], None]] = []
         self.proxy = ProxyTool(self)
         self.toolsearch = ToolSearchSurface(self)
@@ -489,6 +493,16 @@ class McpAdapter:
                 latency_ms=latency_ms,
                 ok=ok,
                 bytes_out=len(result.text_content.encode()),
+            )
+        if self._trace is not None and self._trace.traces(self.servers.get(tool.server)):
+            error = result.details.get("error")
+            self._trace.record(
+                server=tool.server,
+                tool=tool.original_name,
+                duration_ms=latency_ms,
+                bytes_out=len(result.text_content.encode()),
+                outcome="ok" if ok else ("failed" if error else "error"),
+                error=str(error) if error else None,
             )
         return result
 
