@@ -282,6 +282,7 @@ class McpAdapter:
         else:
             surface_tool = self.proxy.definition()
             host.register_tool(surface_tool)
+            self.toolsearch.register_search_activated(host)
         direct_names = self.direct.register(host)
         host.set_active_tools([*builtin_active, surface_tool.name, *direct_names])
         host.on("turn_end", self.on_turn_end)

@@ -8,13 +8,13 @@ Every outcome, including bad input, is a :class:`ToolResult`; nothing here raise
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pi_mcp_adapter._errors import McpAdapterError, UsageError
 from pi_mcp_adapter.config._validate import json_type
 
-from ._host import ToolDefinition, ToolResult
+from ._host import TextPart, ToolDefinition, ToolResult
 
 if TYPE_CHECKING:
     from ._engine import McpAdapter
@@ -116,6 +116,23 @@ def _opt_int(params: Mapping[str, Any], key: str, *, minimum: int) -> int | None
     return number
 
 
+def _with_activated(
+    result: ToolResult, activate: Callable[[Sequence[str]], list[str]]
+) -> ToolResult:
+    """Search hits of ``directTools: "search"`` servers become callable directly."""
+    matches = result.details.get("matches") or []
+    loaded = activate([m["name"] for m in matches if isinstance(m, Mapping)])
+    if not loaded:
+        return result
+    note = (
+        f"\n\nLoaded {len(loaded)} tool{'s' if len(loaded) != 1 else ''} you can call directly "
+        f"from your next turn: {', '.join(loaded)}"
+    )
+    content = (*result.content, TextPart(note))
+    details = {**result.details, "loaded": loaded}
+    return ToolResult(content, is_error=result.is_error, details=details)
+
+
 class ProxyTool:
     """Dispatches ``mcp(...)`` calls to the engine and renders the answers as text."""
 
@@ -155,7 +172,7 @@ class ProxyTool:
         if mode == "instructions":
             return adapter.instructions_result(_opt_str(params, "instructions") or "")
         if mode == "search":
-            return adapter.search_result(
+            found = adapter.search_result(
                 _opt_str(params, "search") or "",
                 server=_opt_str(params, "server"),
                 regex=_opt_bool(params, "regex", False),
@@ -163,6 +180,7 @@ class ProxyTool:
                 limit=_opt_int(params, "limit", minimum=1),
                 offset=_opt_int(params, "offset", minimum=0) or 0,
             )
+            return _with_activated(found, adapter.toolsearch.activate)
         if mode == "list":
             return adapter.list_result(_opt_str(params, "server") or "")
         return adapter.status_result()

@@ -8,12 +8,14 @@ called directly from the next turn.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pi_mcp_adapter._errors import McpAdapterError
 from pi_mcp_adapter.catalog._metadata import ToolInfo
 
+from ._direct import DIRECT_TOOLS_ENV
 from ._host import Host, ToolDefinition, ToolResult
 from ._render import truncate_words
 from ._tokens import count_tokens
@@ -40,6 +42,20 @@ _INTRO = (
     "with their full parameters from your next turn. Query with keywords describing the task, "
     'or "select:name1,name2" for exact tool names.'
 )
+
+
+def search_activated_servers(adapter: McpAdapter) -> set[str]:
+    """Servers with ``directTools: "search"``: their tools wait, inactive, for a search.
+
+    ``MCP_DIRECT_TOOLS`` replaces the configuration's choice of direct tools, this one included.
+    """
+    if os.environ.get(DIRECT_TOOLS_ENV, "").strip():
+        return set()
+    return {
+        name
+        for name, entry in adapter.servers.items()
+        if entry.is_enabled and entry.direct_tools == "search"
+    }
 
 
 def parse_select(query: str) -> list[str] | None:
@@ -99,6 +115,7 @@ class ToolSearchSurface:
         self._adapter = adapter
         self._host: Host | None = None
         self._deferred: dict[str, ToolInfo] = {}
+        self._search_activated_only = False
 
     @property
     def limit(self) -> int:
@@ -124,13 +141,41 @@ class ToolSearchSurface:
         self._adapter.on_catalog_changed(self._on_catalog_changed)
         return definition
 
+    def register_search_activated(self, host: Host) -> None:
+        """With the ``mcp`` proxy: register the tools of ``directTools: "search"`` servers,
+        inactive, for :meth:`activate` to turn on when ``mcp({search})`` finds them.
+
+        This is how the TypeScript adapter reads ``directTools: "search"``: the deferred tools
+        of the ``ToolSearch`` surface, for those servers only, with no ``ToolSearch`` tool.
+        """
+        if not search_activated_servers(self._adapter):
+            return
+        self._host = host
+        self._search_activated_only = True
+        self._sync_deferred(host)
+        self._adapter.on_catalog_changed(self._on_catalog_changed)
+
+    def activate(self, names: Sequence[str]) -> list[str]:
+        """Turn on the deferred tools among ``names``; returns those that were off."""
+        host = self._host
+        if host is None:
+            return []
+        active = list(host.get_active_tools())
+        new = [n for n in dict.fromkeys(names) if n in self._deferred and n not in active]
+        if new:
+            host.set_active_tools([*active, *new])
+        return new
+
     def _sync_deferred(self, host: Host) -> None:
         direct = set(self._adapter.direct.names)
         reserved = set(host.host_tool_names()) | {TOOL_SEARCH_NAME, "mcp"}
+        only = search_activated_servers(self._adapter) if self._search_activated_only else None
         wanted = {
             t.name: t
             for t in self._adapter.tools()
-            if t.name not in direct and t.name not in reserved
+            if t.name not in direct
+            and t.name not in reserved
+            and (only is None or t.server in only)
         }
         for name in [n for n in self._deferred if n not in wanted]:
             host.unregister_tool(name)
@@ -146,7 +191,8 @@ class ToolSearchSurface:
             return
         active_before = list(host.get_active_tools())
         self._sync_deferred(host)
-        host.register_tool(self.definition())
+        if not self._search_activated_only:
+            host.register_tool(self.definition())
         # Registering may auto-activate in some hosts; keep the active set as it was.
         host.set_active_tools([n for n in active_before if n in self._known(host)])
 
@@ -155,7 +201,7 @@ class ToolSearchSurface:
             set(self._deferred)
             | set(self._adapter.direct.names)
             | set(host.host_tool_names())
-            | {TOOL_SEARCH_NAME}
+            | {TOOL_SEARCH_NAME, "mcp"}
         )
 
     def find(self, query: str) -> tuple[list[ToolInfo], list[str]]:
