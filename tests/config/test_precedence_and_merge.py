@@ -276,3 +276,23 @@ def test_every_layer_is_listed_as_a_source_with_its_status(machine: Machine) -> 
         ("project", "invalid", ()),
         ("project-pi", "missing", ()),
     ]
+
+
+def test_exclusive_mode_reads_the_agent_file_alone_and_its_imports(machine: Machine) -> None:
+    machine.write_layer("shared", {"mcpServers": {"shared": {"command": "s"}}})
+    machine.write_layer("project-pi", {"mcpServers": {"mine": {"command": "p"}}})
+    machine.write(machine.home / ".cursor" / "mcp.json", {"mcpServers": {"c": {"command": "c"}}})
+    machine.write_layer("agent", {"imports": ["cursor"], "mcpServers": {"a": {"command": "a"}}})
+    machine.environ["PI_MCP_CONFIG_MODE"] = " Exclusive "
+    config = machine.load()
+    assert sorted(config.servers) == ["a", "c"]
+    assert [s.name for s in config.sources if s.kind == "file"] == ["agent"]
+
+
+def test_exclusive_mode_with_a_config_path_reads_that_file_alone(machine: Machine) -> None:
+    machine.write_layer("agent", {"mcpServers": {"a": {"command": "a"}}})
+    machine.write_layer("project", {"mcpServers": {"p": {"command": "p"}}})
+    other = machine.write(machine.root / "only.json", {"mcpServers": {"o": {"command": "o"}}})
+    assert sorted(machine.load(config_path=other).servers) == ["o", "p"]  # --config alone
+    machine.environ["PI_MCP_CONFIG_MODE"] = "exclusive"
+    assert sorted(machine.load(config_path=other).servers) == ["o"]

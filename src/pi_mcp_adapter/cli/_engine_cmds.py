@@ -74,6 +74,7 @@ async def open_adapter(
         config_path=cli.config_path,
         connect_missing=connect_missing,
         on_progress=progress,
+        environ=cli.environ,
     )
     for error in adapter.config.errors:
         if not quiet:
@@ -325,7 +326,10 @@ def auth(ctx: typer.Context, server: Annotated[str, typer.Argument()]) -> None:
     """How to authenticate a remote server."""
     cli = get_context(ctx)
     adapter = McpAdapter(
-        agent_dir=cli.agent_dir, project_dir=cli.project_dir, config_path=cli.config_path
+        agent_dir=cli.agent_dir,
+        project_dir=cli.project_dir,
+        config_path=cli.config_path,
+        environ=cli.environ,
     )
     sys.stdout.write(auth_help(adapter, server) + "\n")
 
