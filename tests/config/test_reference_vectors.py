@@ -480,3 +480,58 @@ def test_files_merge_as_the_reference_merges_them(
             assert config.servers[name].is_enabled
             assert any("'disabled' is string" in w for w in config.warnings)
     assert merged == reference
+
+
+def test_reference_only_fields_load_without_errors(machine: Machine) -> None:
+    machine.environ.update({"HOME": str(machine.home), "SIGNER": "/opt/sign"})
+    machine.write_layer(
+        "agent",
+        {
+            "mcpServers": {
+                "mux": {"socket": "~/run/mux.sock", "lifecycle": "lazy-keep-alive"},
+                "signed": {
+                    "url": "https://h.example/mcp",
+                    "toolPrefix": "mcp",
+                    "directTools": "search",
+                    "caFile": "~/ca.pem",
+                    "requestHeadersCommand": {"command": "${SIGNER}", "args": ["--aud", "x"]},
+                    "searchKeywords": {"*": ["remote"]},
+                    "approveTools": ["delete_*"],
+                    "trace": True,
+                    "httpTransport": "sse",
+                },
+            },
+            "settings": {"outputGuard": {"maxBytes": 1000}, "trace": True, "approveTools": True},
+        },
+    )
+    config = machine.load()
+    assert not config.errors
+    assert not config.invalid_servers
+    mux, signed = config.servers["mux"], config.servers["signed"]
+    assert (mux.transport_kind, mux.socket) == ("socket", str(machine.home / "run/mux.sock"))
+    assert signed.request_headers_command is not None
+    assert signed.request_headers_command.command == "/opt/sign"
+    assert signed.ca_file == str(machine.home / "ca.pem")
+    assert signed.search_keywords == {"*": ("remote",)}
+    assert signed.approve_tools == ("delete_*",)
+    assert config.settings.approve_tools is True
+    assert not [w for w in config.warnings if "unknown key" in w]
+
+
+def test_a_file_with_both_server_maps_reads_mcp_servers_and_says_so(machine: Machine) -> None:
+    path = machine.write_layer(
+        "agent", {"mcpServers": {"a": {"command": "a"}}, "mcp-servers": {"b": {"command": "b"}}}
+    )
+    config = machine.load()
+    assert list(config.servers) == ["a"]
+    assert any(str(path) in w and "only 'mcpServers' is read" in w for w in config.warnings)
+
+
+def test_a_command_value_is_kept_unrun_until_connect_and_never_shown(machine: Machine) -> None:
+    machine.write_layer(
+        "agent",
+        {"mcpServers": {"s": {"url": "https://h.example", "headers": {"X-Key": "!pass show k"}}}},
+    )
+    entry = machine.load().servers["s"]
+    assert entry.headers == {"X-Key": "!pass show k"}
+    assert "pass show" not in repr(entry)
