@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from pi_mcp_adapter.surface._calls import call_tool
+
 from .conftest import Workspace, workbench_entry
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
@@ -77,7 +79,7 @@ async def test_the_output_guard_follows_the_setting_and_mcp_output_guard(
         monkeypatch.setenv("MCP_OUTPUT_GUARD", env)
     workspace.write_config({"workbench": workbench_entry()}, settings=settings)
     async with workspace.adapter() as adapter:
-        result = await adapter.call("workbench_big_output", {"lines": 3000})
+        result = await call_tool(adapter, "workbench_big_output", {"lines": 3000})
     assert bool(result.details.get("truncated")) is truncated
     if not truncated:
         assert result.text_content.count("\n") >= 2999

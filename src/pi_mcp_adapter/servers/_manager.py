@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import mcp_types as types
+from mcp.shared.dispatcher import ProgressFnT
 
 from pi_mcp_adapter._errors import (
     ConnectionLostError,
@@ -353,6 +354,7 @@ class ServerManager:
         arguments: Mapping[str, Any] | None = None,
         *,
         timeout_s: float | None = None,
+        progress: ProgressFnT | None = None,
     ) -> types.CallToolResult:
         """Call ``tool`` on server ``name`` (connecting if needed) and return its raw result.
 
@@ -371,10 +373,14 @@ class ServerManager:
             connection = await self._ensure(slot, respect_backoff=True)
             limit = timeout_s if timeout_s is not None else slot.entry.request_timeout_s
             try:
-                return await connection.call_tool(tool, arguments, timeout_s=limit)
+                return await connection.call_tool(
+                    tool, arguments, timeout_s=limit, progress=progress
+                )
             except McpAdapterError as exc:
                 connection = await self._recover_session(slot, connection, exc)
-                return await connection.call_tool(tool, arguments, timeout_s=limit)
+                return await connection.call_tool(
+                    tool, arguments, timeout_s=limit, progress=progress
+                )
         finally:
             self._release(slot)
 
@@ -405,6 +411,24 @@ class ServerManager:
         if slot.connection is connection:
             await self.close(slot.name)  # concurrent callers share the one new connection
         return await self._ensure(slot, respect_backoff=False)
+
+    async def get_prompt(
+        self,
+        name: str,
+        prompt: str,
+        arguments: Mapping[str, str] | None = None,
+        *,
+        timeout_s: float | None = None,
+    ) -> types.GetPromptResult:
+        """Render ``prompt`` of server ``name``; raises like :meth:`call_tool`."""
+        slot = self._slot(name)
+        slot.in_flight += 1
+        try:
+            connection = await self._ensure(slot, respect_backoff=True)
+            limit = timeout_s if timeout_s is not None else slot.entry.request_timeout_s
+            return await connection.get_prompt(prompt, arguments, timeout_s=limit)
+        finally:
+            self._release(slot)
 
     # -- closing ----------------------------------------------------------------------------
 

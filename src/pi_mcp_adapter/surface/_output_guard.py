@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pi_mcp_adapter.config._models import OutputGuardSettings, Settings
-
-from ._host import ContentPart, TextPart, ToolResult
+from pi_mcp_adapter.engine import ContentPart, TextPart, ToolResult
 
 __all__ = [
     "DEFAULT_LIMIT_BYTES",
