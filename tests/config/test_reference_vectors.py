@@ -19,6 +19,7 @@ import pytest
 
 from pi_mcp_adapter.catalog import config_hash, format_tool_name
 from pi_mcp_adapter.catalog._cache import _hash_interpolate, entry_is_fresh
+from pi_mcp_adapter.config import MASK, mask_secrets
 from pi_mcp_adapter.config._interpolate import interpolate
 
 from .conftest import Machine
@@ -535,3 +536,21 @@ def test_a_command_value_is_kept_unrun_until_connect_and_never_shown(machine: Ma
     entry = machine.load().servers["s"]
     assert entry.headers == {"X-Key": "!pass show k"}
     assert "pass show" not in repr(entry)
+
+
+def test_request_headers_command_env_is_masked_when_shown(machine: Machine) -> None:
+    machine.write_layer(
+        "agent",
+        {
+            "mcpServers": {
+                "s": {
+                    "url": "https://h.example/mcp",
+                    "requestHeadersCommand": {"command": "sign", "env": {"KEY": "hunter2"}},
+                }
+            }
+        },
+    )
+    entry = machine.load().servers["s"]
+    shown = mask_secrets(entry)
+    assert shown["requestHeadersCommand"]["env"] == {"KEY": MASK}
+    assert "hunter2" not in repr(entry)

@@ -155,7 +155,7 @@ def _hash_path(value: str, env: Mapping[str, str]) -> str:
     if resolved == "~":
         return home
     if resolved.startswith(("~/", "~\\")):
-        return os.path.join(home, resolved[2:])
+        return os.path.normpath(os.path.join(home, resolved[2:]))  # as Node's path.join
     return resolved
 
 
