@@ -2,9 +2,14 @@
 // TypeScript adapter's own modules (pi-mcp-adapter 2.36.0 from npm). Not part of the test run.
 //
 //   mkdir /tmp/ref && cd /tmp/ref && npm pack pi-mcp-adapter@2.36.0 && tar xzf *.tgz
-//   (cd package && <drop devDependencies from package.json> && npm install --ignore-scripts)
+//   (cd package && <drop devDependencies and peerDependencies from package.json> \
+//      && npm install --ignore-scripts)
 //   npm install tsx@4
-//   HOME=/home/u REF=/tmp/ref/package npx tsx <this file> > vectors.json
+//   mkdir -p /tmp/ref-home
+//   HOME=/tmp/ref-home PI_CODING_AGENT_DIR=/tmp/ref-home/.pi/agent REF=/tmp/ref/package \
+//     npx tsx <this file> > vectors.json
+//
+// The merge cases write files under that HOME (the reference reads them from there).
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
