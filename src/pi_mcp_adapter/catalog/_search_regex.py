@@ -58,7 +58,8 @@ def compile_regex(pattern: str) -> Any:
 def regex_matches(
     pattern: Any, tools: Sequence[ToolInfo], positions: Iterable[int]
 ) -> list[tuple[int, float]]:
-    """Positions of the tools whose name, original name or description ``pattern`` finds.
+    """Positions of the tools whose name, original name, description or one of whose search
+    keywords ``pattern`` finds.
 
     Raises:
         UsageError: the scan took longer than :data:`REGEX_TIME_BUDGET_S`.
@@ -68,7 +69,7 @@ def regex_matches(
     try:
         for position in positions:
             tool = tools[position]
-            for text in (tool.name, tool.original_name, tool.description):
+            for text in (tool.name, tool.original_name, tool.description, *tool.keywords):
                 remaining = max(deadline - time.monotonic(), 0.001)
                 if pattern.search(text, timeout=remaining):
                     matched.append((position, 0.0))
