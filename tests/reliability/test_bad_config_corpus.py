@@ -42,7 +42,11 @@ EXPECTED: dict[str, tuple[int | None, str | None, str]] = {
     "field-env-value-not-string.json": (6, "mcpServers.bad.env", "values are strings"),
     "field-headers-not-object.json": (6, "mcpServers.bad.headers", "not array"),
     "field-lifecycle-unknown.json": (6, "mcpServers.bad.lifecycle", '"keep-alive"'),
-    "field-enabled-not-boolean.json": (6, "mcpServers.bad.enabled", "must be true or false"),
+    "field-expose-resources-not-boolean.json": (
+        6,
+        "mcpServers.bad.exposeResources",
+        "must be true or false",
+    ),
     "field-timeout-not-number.json": (6, "mcpServers.bad.requestTimeoutMs", "whole number"),
     "field-auth-unknown.json": (6, "mcpServers.bad.auth", '"oauth"'),
     "field-direct-tools-wrong.json": (6, "mcpServers.bad.directTools", "not number"),
