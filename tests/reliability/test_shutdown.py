@@ -1,12 +1,12 @@
-"""Shutdown with calls in flight: SIGINT, SIGTERM and SIGKILL of ``pi-mcp``.
+"""Shutdown with calls in flight: SIGINT, SIGTERM and SIGKILL of ``pi-mcp`` and ``pi-mcp serve``.
 
-The command runs as a real process with two real servers (our stdio fixture, which also starts
-a child process of its own, and ``mcp-server-time``). Once a slow call is in flight, the test
-sends the signal. Where a signal can be handled (SIGINT, SIGTERM) the command exits promptly
-with a message and no traceback, and takes every server process, and the servers' own children,
-with it. SIGKILL cannot be handled: the servers see their stdin close and exit by themselves
-(a server's own children are then its business, so that case runs the fixture without one).
-In every case the metadata cache is intact.
+The command (or the gateway, with three clients calling through it) runs as a real process with
+two real servers (our stdio fixture, which also starts a child process of its own, and
+``mcp-server-time``). Once a slow call is in flight, the test sends the signal. Where a signal can
+be handled (SIGINT, SIGTERM) the process exits promptly with no traceback, and takes every server
+process, and the servers' own children, with it. SIGKILL cannot be handled: the servers see their
+stdin close and exit by themselves (a server's own children are then its business, so that case
+runs the fixture without one). In every case the metadata cache is intact.
 """
 
 from __future__ import annotations
@@ -19,13 +19,17 @@ import sys
 import time
 from pathlib import Path
 
+import anyio
+import anyio.to_thread
 import psutil
 import pytest
+from mcp import Client
 
 from pi_mcp_adapter.catalog import MetadataCache
 from servers._support import MCP_FIXTURE
 
 from ._chaos import TIME_SERVER
+from ._gateway import gateway_call, has_serve_command, start_gateway
 
 pytestmark = [
     pytest.mark.slow,
@@ -137,6 +141,72 @@ def test_pi_mcp_call_stopped_by_a_signal_leaves_no_process_and_an_intact_cache(
     else:
         assert process.returncode == -signal.SIGKILL
     _gone, alive = psutil.wait_procs(children, timeout=ORPHAN_DEADLINE_S)
+    for leftover in alive:
+        leftover.kill()
+    assert alive == []
+    assert_cache_intact(agent_dir)
+
+
+SERVE_EXIT_CODES = {signal.SIGINT: (0, 130), signal.SIGTERM: (0, 143)}
+"""A server stopped on purpose may report success or the conventional 128 + signal."""
+GATEWAY_CLIENTS = 3
+
+
+@pytest.mark.skipif(not has_serve_command(), reason="this build has no `pi-mcp serve`")
+@pytest.mark.parametrize(
+    "signum",
+    [
+        pytest.param(signal.SIGINT, id="SIGINT"),
+        pytest.param(signal.SIGTERM, id="SIGTERM"),
+        pytest.param(signal.SIGKILL, id="SIGKILL"),
+    ],
+)
+async def test_pi_mcp_serve_stopped_by_a_signal_with_calls_in_flight_leaves_no_process(
+    tmp_path: Path, signum: int
+) -> None:
+    agent_dir, call_log = tmp_path / "agent", tmp_path / "calls.log"
+    handled = signum in SERVE_EXIT_CODES
+    write_config(agent_dir, call_log, server_child=handled)
+    gateway = start_gateway(agent_dir, tmp_path)
+    outcomes: list[str] = []
+
+    async def slow_call(client_number: int) -> None:
+        try:
+            async with Client(gateway.url) as client:
+                result = await gateway_call(
+                    client, {"tool": "slowpoke_slow", "args": {"seconds": 120}}
+                )
+                outcomes.append(f"result is_error={result.is_error}")
+        except Exception as exc:  # the gateway went away under the call: that is the point
+            outcomes.append(f"error {type(exc).__name__}")
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for number in range(GATEWAY_CLIENTS):
+                tg.start_soon(slow_call, number)
+            with anyio.fail_after(READY_DEADLINE_S):
+                while not (call_log.exists() and call_log.read_text().count(" slow") >= 1):
+                    await anyio.sleep(0.05)
+            children = descendants(gateway.process.pid)
+            assert len(children) >= 2 + handled
+            gateway.process.send_signal(signum)
+            with anyio.fail_after(EXIT_DEADLINE_S):
+                returncode = await anyio.to_thread.run_sync(gateway.process.wait)
+            # Every client's call ended (with an error) instead of hanging on a dead gateway.
+            with anyio.fail_after(EXIT_DEADLINE_S):
+                while len(outcomes) < GATEWAY_CLIENTS:
+                    await anyio.sleep(0.05)
+    finally:
+        gateway.stop()
+
+    if handled:
+        assert returncode in SERVE_EXIT_CODES[signum], gateway.log[-2000:]
+        assert "Traceback" not in gateway.log, gateway.log[-3000:]
+    else:
+        assert returncode == -signal.SIGKILL
+    _gone, alive = await anyio.to_thread.run_sync(
+        lambda: psutil.wait_procs(children, timeout=ORPHAN_DEADLINE_S)
+    )
     for leftover in alive:
         leftover.kill()
     assert alive == []
