@@ -52,6 +52,8 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
 @pytest.fixture
 async def healthy_client(gateway: Gateway) -> AsyncIterator[Client]:
     async with Client(gateway.url) as client:
+        # The gateway listens before the first run has listed every server.
+        await gateway_call(client, {"connect": "echoer"})
         await assert_still_serving(gateway, client)
         yield client
 
