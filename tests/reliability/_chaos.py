@@ -22,6 +22,7 @@ it and ``bench/bench_reliability.py`` runs it for longer.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -36,10 +37,15 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
+import mcp_types as types
 import psutil
+from mcp import Client
 
 from pi_mcp_adapter._errors import McpAdapterError
 from pi_mcp_adapter.engine import CallOutcome, McpAdapter
+
+from ._gateway import Gateway, start_gateway
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
 FIXTURES_DIR = TESTS_DIR / "fixtures"
@@ -146,6 +152,9 @@ class ChaosReport:
     rss_after_warmup: int = 0
     rss_at_end: int = 0
     leftover_processes: list[str] = field(default_factory=list)
+    gateway_samples: list[Sample] = field(default_factory=list)
+    """The gateway process (``pi-mcp serve``), when the run has one."""
+    gateway_exit_code: int | None = None
 
     @property
     def peak_rss(self) -> int:
@@ -185,6 +194,13 @@ class ChaosReport:
             f"{self.fds_after_warmup}, at end {self.fds_at_end}, peak {self.peak_fds} "
             f"(bound +{FD_GROWTH_BOUND})"
         )
+        if self.gateway_samples:
+            first, last = self.gateway_samples[0], self.gateway_samples[-1]
+            lines.append(
+                f"gateway: RSS {first.rss / 2**20:.1f} -> {last.rss / 2**20:.1f} MiB (peak "
+                f"{max(s.rss for s in self.gateway_samples) / 2**20:.1f}), open fds {first.fds}"
+                f" -> {last.fds}; exit code on SIGTERM {self.gateway_exit_code}"
+            )
         recoveries = [f.recovered_after_s for f in self.faults if f.recovered_after_s is not None]
         if recoveries:
             lines.append(
@@ -297,6 +313,18 @@ def live_descendants(exclude: set[int]) -> list[psutil.Process]:
     return alive
 
 
+GATEWAY_PREFIX = "gw:"
+"""Targets (servers as one owner runs them) of the gateway carry this prefix: ``gw:time`` is the
+gateway's own ``mcp-server-time`` process, ``time`` the in-process adapter's."""
+
+
+def _split(target: str) -> tuple[bool, str]:
+    """(whether the gateway owns it, the server name)."""
+    if target.startswith(GATEWAY_PREFIX):
+        return True, target[len(GATEWAY_PREFIX) :]
+    return False, target
+
+
 @dataclass
 class _Run:
     adapter: McpAdapter
@@ -306,17 +334,29 @@ class _Run:
     started: float
     ends_at: float
     faults_end_at: float
+    gateway: Gateway | None = None
     quiet: set[str] = field(default_factory=set)
-    """Servers callers leave alone: a killed keep-alive server must come back by itself."""
+    """Targets callers leave alone: a killed keep-alive server must come back by itself."""
     busy: set[str] = field(default_factory=set)
-    """Servers with a fault in progress."""
+    """Targets with a fault in progress."""
     last_success: dict[str, float] = field(default_factory=dict)
     call_number: int = 0
 
     def now(self) -> float:
         return time.monotonic() - self.started
 
-    def connected(self, server: str) -> bool:
+    def owner_pid(self, target: str) -> int:
+        via_gateway, _server = _split(target)
+        if via_gateway:
+            assert self.gateway is not None
+            return self.gateway.process.pid
+        return os.getpid()
+
+    def connected(self, target: str) -> bool:
+        via_gateway, server = _split(target)
+        if via_gateway:
+            # The gateway's state is its own; a single live process is the outside view of it.
+            return _pid_of(self, target) is not None
         return self.adapter.server_status(server).status == "connected"
 
 
@@ -352,6 +392,63 @@ async def _caller(run: _Run, name: str, servers: list[str]) -> None:
         await anyio.sleep(run.rng.uniform(0.0, 0.04))
 
 
+async def _gateway_caller(run: _Run, name: str, servers: list[str]) -> None:
+    """Like :func:`_caller`, through the gateway's ``mcp`` tool over HTTP, in its own session."""
+    assert run.gateway is not None
+    async with Client(run.gateway.url) as client:
+        while time.monotonic() < run.ends_at:
+            choices = [s for s in servers if GATEWAY_PREFIX + s not in run.quiet]
+            server = run.rng.choice(choices)
+            target = GATEWAY_PREFIX + server
+            workload = WORKLOADS[server]
+            run.call_number += 1
+            number = run.call_number
+            started = time.monotonic()
+            result: types.CallToolResult | None = None
+            params = {"tool": f"{server}_{workload.tool}", "args": workload.arguments(number)}
+            with anyio.move_on_after(CALL_DEADLINE_S):
+                result = await client.call_tool("mcp", params)
+            latency = time.monotonic() - started
+            if result is None:
+                run.report.violations.append(
+                    f"{name}: call to {target} returned nothing within {CALL_DEADLINE_S:.0f} s"
+                )
+                kind, text = "hung", ""
+            else:
+                text = "".join(getattr(block, "text", "") for block in result.content)
+                kind = _classify_text(text) if result.is_error else "ok"
+                _check_text(run, target, number, kind, text)
+            if kind == "ok":
+                run.last_success[target] = time.monotonic()
+            run.report.calls.append(
+                CallRecord(target, name, started - run.started, latency, kind, text[:200])
+            )
+            await anyio.sleep(run.rng.uniform(0.0, 0.04))
+
+
+def _classify_text(text: str) -> str:
+    """The kind of error a gateway client read (the same kinds as :func:`classify`)."""
+    if "timed out" in text:
+        return "timeout"
+    if "not available (last failed" in text:
+        return "backoff"
+    if "connection lost" in text or "closed" in text or "exited" in text:
+        return "connection_lost"
+    if "rejected" in text:
+        return "server_error"
+    return "error_result"
+
+
+def _check_text(run: _Run, target: str, number: int, kind: str, text: str) -> None:
+    _via_gateway, server = _split(target)
+    if kind == "ok":
+        expected = WORKLOADS[server].expected_text(number)
+        if expected is not None and expected not in text:
+            run.report.violations.append(f"{target}: call {number} got {text!r}")
+    elif server not in text:
+        run.report.violations.append(f"{target}: unclear error for call {number}: {text!r}")
+
+
 def _check_outcome(run: _Run, server: str, number: int, outcome: CallOutcome, kind: str) -> None:
     if kind == "ok":
         expected = WORKLOADS[server].expected_text(number)
@@ -369,15 +466,31 @@ def _check_outcome(run: _Run, server: str, number: int, outcome: CallOutcome, ki
 
 async def _monitor(run: _Run) -> None:
     me = psutil.Process()
+    gateway = psutil.Process(run.gateway.process.pid) if run.gateway is not None else None
     while True:
         run.report.samples.append(Sample(run.now(), me.memory_info().rss, me.num_fds()))
+        if gateway is not None:
+            with contextlib.suppress(psutil.Error):
+                sample = Sample(run.now(), gateway.memory_info().rss, gateway.num_fds())
+                run.report.gateway_samples.append(sample)
         for server, processes in server_processes().items():
-            run.report.pids[server].update(p.pid for p in processes)
+            for process in processes:
+                with contextlib.suppress(psutil.Error):
+                    owned_by_gateway = gateway is not None and process.ppid() == gateway.pid
+                    prefix = GATEWAY_PREFIX if owned_by_gateway else ""
+                    run.report.pids[prefix + server].add(process.pid)
         await anyio.sleep(0.25)
 
 
-def _pid_of(server: str) -> psutil.Process | None:
-    processes = server_processes().get(server, [])
+def _pid_of(run: _Run, target: str) -> psutil.Process | None:
+    """The one live process of ``target``, or None (not running, or two during a restart)."""
+    _via_gateway, server = _split(target)
+    owner = run.owner_pid(target)
+    processes = []
+    for process in server_processes().get(server, []):
+        with contextlib.suppress(psutil.Error):
+            if process.ppid() == owner:
+                processes.append(process)
     return processes[0] if len(processes) == 1 else None
 
 
@@ -389,12 +502,14 @@ async def _wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
     return False
 
 
-async def _kill(run: _Run, server: str) -> None:
-    process = _pid_of(server)
+async def _kill(run: _Run, target: str) -> None:
+    process = _pid_of(run, target)
     if process is None:
         return
+    server = target
+    _via_gateway, name = _split(target)
     started = run.now()
-    keep_alive = run.adapter.servers[server].lifecycle == "keep-alive"
+    keep_alive = run.adapter.servers[name].lifecycle == "keep-alive"
     if keep_alive:
         run.quiet.add(server)
     process.send_signal(signal.SIGKILL)
@@ -405,7 +520,7 @@ async def _kill(run: _Run, server: str) -> None:
             back = await _wait_until(
                 lambda: (
                     run.connected(server)
-                    and (new := _pid_of(server)) is not None
+                    and (new := _pid_of(run, server)) is not None
                     and new.pid != process.pid
                 ),
                 timeout_s=STARTUP_TIMEOUT_MS / 1000 + 3 * HEALTH_CHECK_INTERVAL_MS / 1000,
@@ -425,7 +540,7 @@ async def _kill(run: _Run, server: str) -> None:
 
 
 async def _close_stdout(run: _Run, server: str) -> None:
-    process = _pid_of(server)
+    process = _pid_of(run, server)
     if process is None:
         return
     started = run.now()
@@ -441,7 +556,7 @@ async def _close_stdout(run: _Run, server: str) -> None:
 
 
 async def _hang(run: _Run, server: str) -> None:
-    process = _pid_of(server)
+    process = _pid_of(run, server)
     if process is None:
         return
     started = run.now()
@@ -473,16 +588,20 @@ FAULTS: dict[str, Callable[[_Run, str], Awaitable[None]]] = {
 
 
 async def _chaos(run: _Run) -> None:
-    async def one(server: str) -> None:
+    async def one(target: str) -> None:
         try:
-            await FAULTS[server](run, server)
+            await FAULTS[_split(target)[1]](run, target)
         finally:
-            run.busy.discard(server)
+            run.busy.discard(target)
 
+    targets = list(FAULTS)
+    if run.gateway is not None:
+        # The 503 fixture is shared; every other fault also hits the gateway's own processes.
+        targets += [GATEWAY_PREFIX + s for s in FAULTS if s != "flaky"]
     async with anyio.create_task_group() as tg:
         while time.monotonic() < run.faults_end_at:
             await anyio.sleep(run.rng.uniform(0.5, 2.0))
-            ready = [s for s in FAULTS if s not in run.busy and (s == "flaky" or run.connected(s))]
+            ready = [s for s in targets if s not in run.busy and (s == "flaky" or run.connected(s))]
             if not ready or time.monotonic() >= run.faults_end_at:
                 continue
             server = run.rng.choice(ready)
@@ -512,56 +631,97 @@ async def run_chaos(
     *,
     duration_s: float,
     callers: int = 8,
+    gateway_callers: int = 0,
     settle_s: float = 10.0,
     seed: int | None = None,
 ) -> ChaosReport:
     """Run the chaos scenario for ``duration_s`` and report what happened.
 
-    ``flaky_url`` is the Streamable HTTP fixture started with ``--fault-file fault_file``. Faults
-    stop ``settle_s`` before the end. The report's ``leftover_processes`` is filled after the
-    adapter has closed; the caller stops the HTTP fixture itself.
+    ``flaky_url`` is the Streamable HTTP fixture started with ``--fault-file fault_file``. With
+    ``gateway_callers``, ``pi-mcp serve`` runs the same configuration over HTTP and that many
+    more callers go through it, while the faults hit its server processes too; it is stopped
+    with SIGTERM at the end. Faults stop ``settle_s`` before the end. The report's
+    ``leftover_processes`` is filled after everything closed; the caller stops the HTTP fixture.
     """
     config_path = write_config(agent_dir, flaky_url)
     report = ChaosReport(duration_s)
     rng = random.Random(seed)
     adapter = McpAdapter(agent_dir=agent_dir, project_dir=agent_dir, config_path=config_path)
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    async with adapter:
-        with anyio.fail_after(STARTUP_TIMEOUT_MS / 1000 * 2):
-            await _connect_all(adapter, strict=True)
-        me = psutil.Process()
-        report.fds_after_warmup = me.num_fds()
-        report.rss_after_warmup = me.memory_info().rss
-        started = time.monotonic()
-        run = _Run(
-            adapter,
-            report,
-            rng,
-            fault_file,
-            started=started,
-            ends_at=started + duration_s,
-            faults_end_at=started + max(0.0, duration_s - settle_s),
-        )
-        servers = list(WORKLOADS)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_monitor, run)
-            tg.start_soon(_chaos, run)
-            async with anyio.create_task_group() as callers_group:
-                for index in range(callers):
-                    callers_group.start_soon(_caller, run, f"caller-{index}", servers)
-            tg.cancel_scope.cancel()
-        # Quiet moment: every server that can be connected is, as after the warm-up.
-        with anyio.move_on_after(STARTUP_TIMEOUT_MS / 1000):
-            await _connect_all(adapter, strict=False)
-        report.fds_at_end = me.num_fds()
-        report.rss_at_end = me.memory_info().rss
+    gateway = start_gateway(agent_dir, agent_dir) if gateway_callers else None
+    gateway_tree: list[psutil.Process] = []
+    try:
+        async with adapter:
+            with anyio.fail_after(STARTUP_TIMEOUT_MS / 1000 * 2):
+                await _connect_all(adapter, strict=True)
+                if gateway is not None:
+                    await _connect_all_through(gateway)
+            me = psutil.Process()
+            report.fds_after_warmup = me.num_fds()
+            report.rss_after_warmup = me.memory_info().rss
+            started = time.monotonic()
+            run = _Run(
+                adapter,
+                report,
+                rng,
+                fault_file,
+                started=started,
+                ends_at=started + duration_s,
+                faults_end_at=started + max(0.0, duration_s - settle_s),
+                gateway=gateway,
+            )
+            servers = list(WORKLOADS)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_monitor, run)
+                tg.start_soon(_chaos, run)
+                async with anyio.create_task_group() as callers_group:
+                    for index in range(callers):
+                        callers_group.start_soon(_caller, run, f"caller-{index}", servers)
+                    for index in range(gateway_callers):
+                        callers_group.start_soon(
+                            _gateway_caller, run, f"gateway-caller-{index}", servers
+                        )
+                tg.cancel_scope.cancel()
+            # Quiet moment: every server that can be connected is, as after the warm-up.
+            with anyio.move_on_after(STARTUP_TIMEOUT_MS / 1000):
+                await _connect_all(adapter, strict=False)
+            report.fds_at_end = me.num_fds()
+            report.rss_at_end = me.memory_info().rss
+    finally:
+        if gateway is not None:
+            with contextlib.suppress(psutil.Error):
+                gateway_tree = psutil.Process(gateway.process.pid).children(recursive=True)
+            gateway.process.send_signal(signal.SIGTERM)
+            try:
+                report.gateway_exit_code = await anyio.to_thread.run_sync(
+                    lambda: gateway.process.wait(timeout=CALL_DEADLINE_S)
+                )
+            finally:
+                gateway.stop()
     flaky_pids = report.pids.get("flaky", set())
-    gone, alive = psutil.wait_procs(live_descendants(before | flaky_pids), timeout=10)
+    survivors = live_descendants(before | flaky_pids) + [p for p in gateway_tree if _is_live(p)]
+    _gone, alive = psutil.wait_procs(survivors, timeout=10)
     report.leftover_processes = [f"{p.pid} {' '.join(_cmdline(p))}" for p in alive]
     for process in alive:
-        process.kill()
-    del gone
+        with contextlib.suppress(psutil.Error):
+            process.kill()
     return report
+
+
+async def _connect_all_through(gateway: Gateway) -> None:
+    """Have the gateway connect every server (it listens before its first run listed them)."""
+    async with Client(gateway.url) as client:
+        for server in WORKLOADS:
+            result = await client.call_tool("mcp", {"connect": server})
+            if result.is_error:
+                raise RuntimeError(f"the gateway could not connect {server}: {result.content}")
+
+
+def _is_live(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _cmdline(process: psutil.Process) -> list[str]:
@@ -584,6 +744,18 @@ def failures(report: ChaosReport) -> list[str]:
     if report.fds_at_end - report.fds_after_warmup > FD_GROWTH_BOUND:
         problems.append(f"open fds grew from {report.fds_after_warmup} to {report.fds_at_end}")
     problems.extend(f"left running: {p}" for p in report.leftover_processes)
+    for server in HEALTHY:
+        failed = [c for c in report.calls_to(GATEWAY_PREFIX + server) if c.kind != "ok"]
+        if failed:
+            problems.append(f"{len(failed)} gateway calls to the healthy server {server} failed")
+    if report.gateway_samples:
+        first, last = report.gateway_samples[0], report.gateway_samples[-1]
+        if last.rss - first.rss > RSS_GROWTH_BOUND_BYTES:
+            problems.append(f"the gateway's RSS grew by {(last.rss - first.rss) / 2**20:.1f} MiB")
+        if last.fds - first.fds > FD_GROWTH_BOUND:
+            problems.append(f"the gateway's open fds grew from {first.fds} to {last.fds}")
+        if report.gateway_exit_code not in (0, 143):
+            problems.append(f"the gateway exited with {report.gateway_exit_code} on SIGTERM")
     return problems
 
 
