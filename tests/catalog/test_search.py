@@ -172,18 +172,43 @@ def test_synonyms_of_common_verbs_find_the_tool(index: SearchIndex) -> None:
     assert names(index.search("fetch forecast").hits)[0] == "weather_get_forecast"
 
 
-def test_nonsense_gets_no_confident_match_and_no_hits(index: SearchIndex) -> None:
-    # "page" is a catalog word, the rest is not: a weak partial match must not be shown.
-    page = index.search("recommend a succulent drip irrigation for my garden page")
+@pytest.mark.parametrize("ranking", ["lexical", "hybrid"])
+def test_nonsense_is_answered_with_the_closest_tools_flagged_as_weak(ranking: str) -> None:
+    # "page" is a catalog word, the rest is not: the partial match is shown, marked weak.
+    page = SearchIndex(CATALOG, ranking=ranking).search(
+        "recommend a succulent drip irrigation for my garden page"
+    )
     assert not page.confident
-    assert page.hits == ()
-    assert page.total == 0
-    assert page.next_offset is None
+    assert "chrome-devtools_list_pages" in names(page.hits)
 
 
-def test_a_query_of_unknown_words_only_is_not_confident(index: SearchIndex) -> None:
-    page = index.search("zzyzx qwertyuiop")
+def test_a_query_of_unknown_words_only_gets_nothing_from_the_lexical_ranking() -> None:
+    page = SearchIndex(CATALOG, ranking="lexical").search("zzyzx qwertyuiop")
     assert (page.confident, page.hits) == (False, ())
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        pytest.param("forecast for Zermatt", id="capitalised-name"),
+        pytest.param("forecast for PMID 31452104 and arXiv 1706.03762", id="identifiers"),
+        pytest.param("save the forecast to ~/reports/q3-summary.md", id="path"),
+        pytest.param('forecast titled "Frobnicated Quuxes"', id="quoted"),
+        pytest.param("forecast from https://frobnicate.example/zzq", id="url"),
+    ],
+)
+def test_values_in_a_request_do_not_count_as_unknown_words(query: str) -> None:
+    page = SearchIndex(CATALOG, ranking="lexical").search(query, limit=3)
+    assert page.confident
+    assert names(page.hits)[0] == "weather_get_forecast"
+
+
+def test_plain_words_the_catalog_never_uses_make_an_answer_weak() -> None:
+    page = SearchIndex(CATALOG, ranking="lexical").search(
+        "forecast succulent irrigation fertiliser mulch compost hydroponic trellis"
+    )
+    assert not page.confident
+    assert names(page.hits)[0] == "weather_get_forecast"
 
 
 def test_server_filter_keeps_only_that_servers_tools(index: SearchIndex) -> None:
@@ -307,7 +332,7 @@ def test_unusable_tool_search_queries_are_usage_errors(text: str) -> None:
 
 
 def test_unknown_ranking_is_a_usage_error_naming_the_known_ones() -> None:
-    with pytest.raises(UsageError, match="bm25, default, seed004"):
+    with pytest.raises(UsageError, match="bm25, default, hybrid, lexical, seed004"):
         SearchIndex(CATALOG, ranking="magic")
 
 

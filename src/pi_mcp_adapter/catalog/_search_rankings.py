@@ -12,27 +12,36 @@ regular expressions or ``select:``; :class:`~._search.SearchIndex` adds those.
 from __future__ import annotations
 
 import heapq
+import logging
 import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._metadata import ToolInfo
+from ._search_semantic import TextEmbedder, ToolVectors, load_default_embedder
 from ._search_text import (
     QUERY_STOPWORDS,
     VERB_SYNONYMS,
+    ValueSpan,
+    find_values,
     normalize_identifier,
     split_clauses,
     terms,
 )
 
+if TYPE_CHECKING:
+    from ._search_semantic import FloatMatrix
+
 __all__ = [
     "RANKINGS",
     "Bm25Ranking",
     "FieldRanking",
+    "HybridRanking",
     "RankedTools",
     "Ranking",
     "RankingFactory",
@@ -67,6 +76,8 @@ class Ranking(Protocol):
 
 
 RankingFactory = Callable[[Sequence[ToolInfo]], Ranking]
+
+logger = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------------------------
@@ -236,11 +247,41 @@ class _QueryTerm:
     direct: bool  # written in the query (not a synonym added for it)
 
 
-# Text in quotes or backticks is usually an argument value (a title, a path, a message), not
-# a description of the wanted action, so its words count for less.
-_QUOTED = re.compile(
-    r"```.*?```|`[^`\n]+`|\"[^\"\n]+\"|“[^”\n]+”|‘[^’\n]+’|(?<!\w)'[^'\n]+'(?!\w)", re.DOTALL
+# What a value in a request says about the wanted tool: a path is a file to read or write,
+# a URL a web page to fetch, an address someone to e-mail.
+_IMPLIED_TERMS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {"path": ("file",), "url": ("url", "web"), "email": ("email",)}
 )
+_RAW_TOKEN = re.compile(r"[^\W_]+(?:[_\-'][^\W_]+)*")
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;\n]\s*|[\"'(]\s*)$")
+
+
+def _plain_chunks(text: str, values: Sequence[ValueSpan]) -> Iterable[tuple[str, bool]]:
+    """``text`` cut into (chunk, is a value) pieces, the values found by ``find_values``."""
+    position = 0
+    for span in values:
+        if span.start > position:
+            yield text[position : span.start], False
+        yield text[span.start : span.end], True
+        position = span.end
+    if position < len(text):
+        yield text[position:], False
+
+
+def _tokens(chunk: str, is_value: bool) -> Iterable[tuple[str, bool]]:
+    """Raw tokens of a chunk, each with whether it looks like a value (a name, an id)."""
+    for match in _RAW_TOKEN.finditer(chunk):
+        token = match.group(0)
+        if is_value:
+            yield token, True
+            continue
+        value_like = any(c.isdigit() for c in token)
+        if not value_like and token[:1].isupper():
+            # A capital at the start of a sentence says nothing; elsewhere it marks a name.
+            # All capitals or inner capitals (AAPL, McDonald) mark one anywhere.
+            inner_caps = any(c.isupper() for c in token[1:])
+            value_like = inner_caps or not _SENTENCE_START.search(chunk[: match.start()])
+        yield token, value_like
 
 
 class FieldRanking:
@@ -274,7 +315,8 @@ class FieldRanking:
     k1 = 1.2
     # Query term weights, relative to a plain word of the request.
     synonym_weight = 0.5
-    quoted_weight = 0.3
+    value_weight = 0.3
+    implied_weight = 0.5
     # Multipliers of the base score.
     coverage_gain = 1.0
     name_gain = 0.3
@@ -297,8 +339,15 @@ class FieldRanking:
     rescore_depth = 400
     # Results scoring below this share of the best are not returned.
     relative_floor = 0.1
+    # The semantic signal (hybrid ranking): its share of the mixed score, and how many of
+    # the tools most similar to a request (or step) join the lexical candidates.
+    semantic_weight = 0.4
+    semantic_depth = 30
 
-    def __init__(self, tools: Sequence[ToolInfo]) -> None:
+    def __init__(self, tools: Sequence[ToolInfo], *, vectors: ToolVectors | None = None) -> None:
+        if vectors is not None and len(vectors) != len(tools):
+            raise ValueError(f"{len(vectors)} tool vectors for {len(tools)} tools")
+        self._vectors = vectors
         n_docs = len(tools)
         server_words: dict[str, list[str]] = {}
         for tool in tools:
@@ -356,22 +405,39 @@ class FieldRanking:
     # -- query side -----------------------------------------------------------------------
 
     def _query_terms(self, text: str) -> tuple[list[_QueryTerm], float]:
-        """The weighted terms of ``text`` found in the catalog, and the mass of those not."""
-        plain = _QUOTED.sub(" ", text)
+        """The weighted terms of ``text`` found in the catalog, and the mass of those not.
+
+        Only plain words count as unknown. Argument values (quoted text, paths, URLs, e-mail
+        addresses, file names) are what the tool will work on, not what it is: their words
+        found in the catalog count at :attr:`value_weight`. Words with digits (``PMID
+        31452104``, ``Q3``) and capitalised names (``Zermatt``, ``AAPL``) count fully when the
+        catalog uses them (``S3``, ``Slack``); otherwise they, like the words of values, are
+        ignored rather than unknown. A value also implies what it is: a path implies a file,
+        a URL a web page.
+        """
+        values = find_values(text)
         weights: dict[str, float] = {}
+        direct: dict[str, bool] = {}
         unknown_mass = 0.0
-        for t in terms(plain, drop_stopwords=True):
-            if t in weights or t.isdigit():
-                continue
-            if t in self._idf:
-                weights[t] = 1.0
-            else:
-                weights[t] = 0.0
-                unknown_mass += self._unknown_idf
-        for match in _QUOTED.finditer(text):
-            for t in terms(match.group(0), drop_stopwords=True):
-                if t not in weights and t in self._idf and not t.isdigit():
-                    weights[t] = self.quoted_weight
+        for chunk, in_value in _plain_chunks(text, values):
+            for token, value_like in _tokens(chunk, in_value):
+                for t in terms(token, drop_stopwords=True):
+                    if t.isdigit():
+                        continue
+                    if t not in self._idf:
+                        if not value_like and t not in weights:
+                            weights[t] = 0.0
+                            unknown_mass += self._unknown_idf
+                        continue
+                    weight = self.value_weight if in_value else 1.0
+                    if weight > weights.get(t, 0.0):
+                        weights[t] = weight
+                        direct[t] = True
+        for span in values:
+            for t in _IMPLIED_TERMS.get(span.kind, ()):
+                if t in self._idf and weights.get(t, 0.0) < self.implied_weight:
+                    weights[t] = self.implied_weight
+                    direct[t] = True
         out = [_QueryTerm(t, w, True) for t, w in weights.items() if w > 0]
         if self.synonym_weight > 0:
             for q in list(out):
@@ -494,19 +560,30 @@ class FieldRanking:
             for d in self._exact.get(normalize_identifier(query), ())
             if candidates is None or d in candidates
         ]
-        whole = self._score_text(query, candidates)
-        steps: list[_Scored] = []
-        if whole is not None:
-            clauses = split_clauses(query)
-            if len(clauses) > 1:
-                within = heapq.nlargest(self.step_depth, whole.final, key=whole.final.__getitem__)
-                scored = (self._score_text(c, candidates, within) for c in clauses)
-                steps = [s for s in scored if s is not None]
-        confidence = max([s.confidence for s in steps] + [whole.confidence if whole else 0.0])
-        if whole is None or (not exact and confidence < self.min_confidence):
+        clauses = split_clauses(query)
+        texts = [query, *clauses] if len(clauses) > 1 else [query]
+        similarity = self._similarities(texts)
+        lexical = self._score_text(query, candidates)
+        whole = lexical
+        if similarity is not None:
+            pool = set(lexical.final) if lexical is not None else set()
+            for row in similarity:
+                pool.update(self._semantic_head(row, candidates))
+            whole = self._fuse(lexical, similarity[0], pool)
+        if whole is None:
             return RankedTools(
                 order=tuple((d, 1.0) for d in exact), confident=bool(exact), total=len(exact)
             )
+        steps: list[_Scored] = []
+        if len(texts) > 1:
+            within = heapq.nlargest(self.step_depth, whole.final, key=whole.final.__getitem__)
+            for i, clause in enumerate(clauses, start=1):
+                step = self._score_text(clause, candidates, within)
+                if similarity is not None:
+                    step = self._fuse(step, similarity[i], within)
+                if step is not None:
+                    steps.append(step)
+        confidence = max([s.confidence for s in steps] + [whole.confidence])
 
         floor = whole.best * self.relative_floor
         kept = [(d, s) for d, s in whole.final.items() if s >= floor]
@@ -525,7 +602,73 @@ class FieldRanking:
             ]
         total = len(kept) + sum(1 for d in exact if d not in whole.final or whole.final[d] < floor)
         order = tuple(ranked if limit is None else ranked[:limit])
-        return RankedTools(order=order, confident=True, total=total)
+        confident = bool(exact) or confidence >= self.min_confidence
+        return RankedTools(order=order, confident=confident, total=total)
+
+    # -- the semantic signal --------------------------------------------------------------
+
+    def _similarities(self, texts: Sequence[str]) -> FloatMatrix | None:
+        """Each text's similarity to every tool, or None without the semantic signal."""
+        if self._vectors is None:
+            return None
+        try:
+            return self._vectors.similarities([_semantic_text(t) for t in texts])
+        except (OSError, ValueError, RuntimeError) as exc:
+            # A model that cannot be read (a damaged install) leaves search lexical.
+            logger.warning("semantic search is off for this query: %s", exc)
+            return None
+
+    def _semantic_head(self, row: FloatMatrix, candidates: Collection[int] | None) -> list[int]:
+        """The :attr:`semantic_depth` tools most similar to a text (among ``candidates``)."""
+        import numpy as np
+
+        depth = self.semantic_depth
+        if candidates is not None:
+            allowed = np.fromiter(candidates, dtype=np.int64, count=len(candidates))
+            if len(allowed) <= depth:
+                return [int(d) for d in allowed]
+            top = np.argpartition(-row[allowed], depth)[:depth]
+            return [int(d) for d in allowed[top]]
+        if len(row) <= depth:
+            return list(range(len(row)))
+        return [int(d) for d in np.argpartition(-row, depth)[:depth]]
+
+    def _fuse(
+        self, lexical: _Scored | None, row: FloatMatrix, pool: Iterable[int]
+    ) -> _Scored | None:
+        """Lexical and semantic scores of one text, mixed per tool.
+
+        Each signal is divided by its best value among the tools considered, so both run
+        from 0 to 1; semantic similarity is measured from the catalog's mean similarity to
+        the text (a tool merely as similar as an average tool gets nothing). The mix is
+        ``(1 - w) * lexical + w * semantic`` with ``w`` = :attr:`semantic_weight`. Confidence
+        stays the lexical one: similarity has no absolute scale that says "nothing fits".
+        """
+        docs = list(dict.fromkeys([*(lexical.final if lexical is not None else ()), *pool]))
+        if not docs:
+            return lexical
+        sims = row[docs]
+        baseline = float(row.mean())
+        top = float(sims.max())
+        spread = top - baseline
+        weight = self.semantic_weight
+        lexical_final = lexical.final if lexical is not None else {}
+        lexical_scale = (1.0 - weight) / lexical.best if lexical is not None else 0.0
+        semantic_scale = weight / spread if spread > 0 else 0.0
+        final: dict[int, float] = {}
+        for doc, sim in zip(docs, sims.tolist(), strict=True):
+            score = lexical_final.get(doc, 0.0) * lexical_scale
+            if sim > baseline:
+                score += (sim - baseline) * semantic_scale
+            if score > 0:
+                final[doc] = score
+        if not final:
+            return lexical
+        return _Scored(
+            final=final,
+            best=max(final.values()),
+            confidence=lexical.confidence if lexical is not None else 0.0,
+        )
 
     def _diversify(
         self, ranked: list[tuple[int, float]], whole: _Scored, steps: Sequence[_Scored]
@@ -664,9 +807,44 @@ def _schema_strings(
                 _schema_strings(inner, names, texts, depth + 1)
 
 
+def _semantic_text(text: str) -> str:
+    """A request as the model should read it: quoted text, paths and URLs are data, not
+    what the request is about, so they are left out."""
+    values = find_values(text)
+    if not values:
+        return text
+    kept = [chunk for chunk, is_value in _plain_chunks(text, values) if not is_value]
+    return " ".join(" ".join(kept).split()) or text
+
+
+class HybridRanking(FieldRanking):
+    """Our ranking with the semantic signal: :class:`FieldRanking` fused with the similarity
+    of a static embedding model, per request and per step (see :meth:`FieldRanking._fuse`).
+
+    Without a model (the ``semantic`` extra not installed) it is the lexical ranking.
+    """
+
+    def __init__(
+        self,
+        tools: Sequence[ToolInfo],
+        *,
+        embedder: TextEmbedder | None = None,
+        vector_cache: Path | None = None,
+    ) -> None:
+        model = embedder if embedder is not None else load_default_embedder()
+        vectors = ToolVectors(tools, model, cache_path=vector_cache) if model else None
+        super().__init__(tools, vectors=vectors)
+
+    @property
+    def semantic(self) -> bool:
+        """Whether the semantic signal is in use."""
+        return self._vectors is not None
+
+
 RANKINGS: Mapping[str, RankingFactory] = MappingProxyType(
     {
-        "default": FieldRanking,
+        "lexical": FieldRanking,
+        "hybrid": HybridRanking,
         "seed004": Seed004Ranking,
         "bm25": Bm25Ranking,
     }
