@@ -27,6 +27,7 @@ from ._search_semantic import TextEmbedder, ToolVectors, load_default_embedder
 from ._search_text import (
     QUERY_STOPWORDS,
     VERB_SYNONYMS,
+    ValueKind,
     ValueSpan,
     find_values,
     normalize_identifier,
@@ -256,16 +257,16 @@ _RAW_TOKEN = re.compile(r"[^\W_]+(?:[_\-'][^\W_]+)*")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;\n]\s*|[\"'(]\s*)$")
 
 
-def _plain_chunks(text: str, values: Sequence[ValueSpan]) -> Iterable[tuple[str, bool]]:
-    """``text`` cut into (chunk, is a value) pieces, the values found by ``find_values``."""
+def _plain_chunks(text: str, values: Sequence[ValueSpan]) -> Iterable[tuple[str, ValueKind | None]]:
+    """``text`` cut into pieces, each with the kind of value it is (None for plain text)."""
     position = 0
     for span in values:
         if span.start > position:
-            yield text[position : span.start], False
-        yield text[span.start : span.end], True
+            yield text[position : span.start], None
+        yield text[span.start : span.end], span.kind
         position = span.end
     if position < len(text):
-        yield text[position:], False
+        yield text[position:], None
 
 
 def _tokens(chunk: str, is_value: bool) -> Iterable[tuple[str, bool]]:
@@ -315,8 +316,11 @@ class FieldRanking:
     k1 = 1.2
     # Query term weights, relative to a plain word of the request.
     synonym_weight = 0.5
-    value_weight = 0.3
     implied_weight = 0.5
+    # Words inside values: a quoted title may still say what it is about ("the 'Q3 sales'
+    # report"); the words of a path, URL or address name data, not the action.
+    quoted_weight = 0.3
+    locator_weight = 0.1
     # Multipliers of the base score.
     coverage_gain = 1.0
     name_gain = 0.3
@@ -326,7 +330,7 @@ class FieldRanking:
     diversity = 0.85
     diversify_top = 5
     diversify_pool = 20
-    min_steps = 3
+    min_steps = 2
     step_depth = 200
     # A word the catalog never uses counts this much of a word found in one tool, against
     # the coverage that decides confidence.
@@ -348,6 +352,12 @@ class FieldRanking:
         if vectors is not None and len(vectors) != len(tools):
             raise ValueError(f"{len(vectors)} tool vectors for {len(tools)} tools")
         self._vectors = vectors
+        self._value_weights: Mapping[str, float] = {
+            "quoted": self.quoted_weight,
+            "url": self.locator_weight,
+            "path": self.locator_weight,
+            "email": self.locator_weight,
+        }
         n_docs = len(tools)
         server_words: dict[str, list[str]] = {}
         for tool in tools:
@@ -409,38 +419,49 @@ class FieldRanking:
 
         Only plain words count as unknown. Argument values (quoted text, paths, URLs, e-mail
         addresses, file names) are what the tool will work on, not what it is: their words
-        found in the catalog count at :attr:`value_weight`. Words with digits (``PMID
-        31452104``, ``Q3``) and capitalised names (``Zermatt``, ``AAPL``) count fully when the
-        catalog uses them (``S3``, ``Slack``); otherwise they, like the words of values, are
-        ignored rather than unknown. A value also implies what it is: a path implies a file,
-        a URL a web page.
+        found in the catalog count at :attr:`quoted_weight` or :attr:`locator_weight`.
+        Words with digits (``PMID 31452104``, ``Q3``) and capitalised names (``Zermatt``,
+        ``AAPL``) count fully when the catalog uses them (``S3``, ``Slack``); otherwise they,
+        like the words of values, are ignored rather than unknown. A value also implies what
+        it is: a path implies a file, a URL a web page. An unknown word with an everyday
+        synonym the catalog uses is read as that synonym.
         """
         values = find_values(text)
         weights: dict[str, float] = {}
-        direct: dict[str, bool] = {}
-        unknown_mass = 0.0
-        for chunk, in_value in _plain_chunks(text, values):
-            for token, value_like in _tokens(chunk, in_value):
+        unknown: list[str] = []
+        for chunk, kind in _plain_chunks(text, values):
+            for token, value_like in _tokens(chunk, kind is not None):
                 for t in terms(token, drop_stopwords=True):
                     if t.isdigit():
                         continue
                     if t not in self._idf:
-                        if not value_like and t not in weights:
-                            weights[t] = 0.0
-                            unknown_mass += self._unknown_idf
+                        if not value_like and t not in unknown:
+                            unknown.append(t)
                         continue
-                    weight = self.value_weight if in_value else 1.0
+                    weight = self._value_weights.get(kind, 1.0) if kind else 1.0
                     if weight > weights.get(t, 0.0):
                         weights[t] = weight
-                        direct[t] = True
         for span in values:
             for t in _IMPLIED_TERMS.get(span.kind, ()):
                 if t in self._idf and weights.get(t, 0.0) < self.implied_weight:
                     weights[t] = self.implied_weight
-                    direct[t] = True
-        out = [_QueryTerm(t, w, True) for t, w in weights.items() if w > 0]
+        out = [_QueryTerm(t, w, True) for t, w in weights.items()]
+        unknown_mass = 0.0
+        for t in unknown:
+            # A word the catalog never uses may still have an everyday synonym it does use
+            # ("save" for "write"): then the request is understood, through the synonym.
+            known = [syn for syn in VERB_SYNONYMS.get(t, ()) if syn in self._idf]
+            if known:
+                for syn in known:
+                    if syn not in weights:
+                        out.append(_QueryTerm(syn, self.synonym_weight, True))
+                        weights[syn] = self.synonym_weight
+            else:
+                unknown_mass += self._unknown_idf
         if self.synonym_weight > 0:
             for q in list(out):
+                if q.weight < 1.0:
+                    continue
                 for syn in VERB_SYNONYMS.get(q.term, ()):
                     if syn not in weights and syn in self._idf:
                         out.append(_QueryTerm(syn, self.synonym_weight * q.weight, False))
@@ -813,7 +834,7 @@ def _semantic_text(text: str) -> str:
     values = find_values(text)
     if not values:
         return text
-    kept = [chunk for chunk, is_value in _plain_chunks(text, values) if not is_value]
+    kept = [chunk for chunk, kind in _plain_chunks(text, values) if kind is None]
     return " ".join(" ".join(kept).split()) or text
 
 

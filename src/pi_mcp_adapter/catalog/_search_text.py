@@ -30,6 +30,7 @@ from typing import Literal
 __all__ = [
     "QUERY_STOPWORDS",
     "VERB_SYNONYMS",
+    "ValueKind",
     "ValueSpan",
     "find_values",
     "normalize_identifier",
