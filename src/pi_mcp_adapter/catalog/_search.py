@@ -17,6 +17,8 @@ Each mode can be filtered to one server and paged with ``limit`` and ``offset``.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,7 +27,7 @@ from pathlib import Path
 from pi_mcp_adapter._errors import UsageError
 
 from ._metadata import ToolInfo
-from ._search_rankings import RANKINGS, HybridRanking, Ranking
+from ._search_rankings import RANKINGS, HybridRanking, Ranking, ServerMatch
 from ._search_semantic import semantic_available
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "SearchHit",
     "SearchIndex",
     "SearchPage",
+    "ServerMatch",
     "ToolSearchQuery",
     "parse_tool_search_query",
     "resolve_ranking",
@@ -43,6 +46,8 @@ MAX_REGEX_LENGTH = 256
 """Longest accepted regular expression, in characters (the reference uses the same bound)."""
 
 _SELECT_PREFIX = "select:"
+
+logger = logging.getLogger(__name__)
 
 
 def resolve_ranking(ranking: str | None) -> str:
@@ -59,6 +64,10 @@ def resolve_ranking(ranking: str | None) -> str:
         known = ", ".join(sorted(["default", *RANKINGS]))
         raise UsageError(f"Unknown search ranking {ranking!r}; known rankings: {known}.")
     if ranking == "hybrid" and not semantic_available():
+        logger.warning(
+            "hybrid search needs the semantic extra (pip install 'pi-mcp-adapter[semantic]'); "
+            "searching with the lexical ranking"
+        )
         return "lexical"
     return ranking
 
@@ -86,6 +95,9 @@ class SearchPage:
     offset: int
     next_offset: int | None
     confident: bool = True
+    servers: tuple[ServerMatch, ...] = ()
+    """For ranked keywords: the servers whose tools match best, best first, with how many of
+    their tools are among the results (search again with ``server=`` for more of one)."""
 
     def __post_init__(self) -> None:
         if self.offset < 0 or self.total < 0:
@@ -263,9 +275,10 @@ class SearchIndex:
         candidates = frozenset(in_server) if in_server is not None else None
         depth = None if limit is None else offset + limit
         ranked = self._ranking.rank(parsed.keywords, candidates, depth)
-        return self._page(
+        page = self._page(
             ranked.order, limit, offset, confident=ranked.confident, total=ranked.total
         )
+        return dataclasses.replace(page, servers=ranked.servers) if ranked.servers else page
 
     def _page(
         self,

@@ -32,6 +32,8 @@ from ._search_text import (
     find_values,
     normalize_identifier,
     split_clauses,
+    split_words,
+    stem,
     terms,
 )
 
@@ -47,7 +49,17 @@ __all__ = [
     "Ranking",
     "RankingFactory",
     "Seed004Ranking",
+    "ServerMatch",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerMatch:
+    """A server with tools among the results: how many, and the score of its best one."""
+
+    server: str
+    tools: int
+    best_score: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +75,8 @@ class RankedTools:
     order: tuple[tuple[int, float], ...]
     confident: bool
     total: int
+    servers: tuple[ServerMatch, ...] = ()
+    """The servers that match best, best first (rankings may leave it empty)."""
 
 
 class Ranking(Protocol):
@@ -253,6 +267,17 @@ class _QueryTerm:
 _IMPLIED_TERMS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {"path": ("file",), "url": ("url", "web"), "email": ("email",)}
 )
+# Parameter names that take each kind of value (as stemmed words of the name).
+_VALUE_PARAMETERS: Mapping[str, frozenset[str]] = MappingProxyType(
+    {
+        kind: frozenset(stem(w) for w in words.split())
+        for kind, words in {
+            "path": "path paths file files filename filepath dir directory folder destination",
+            "url": "url urls uri link href website",
+            "email": "email emails recipient recipients",
+        }.items()
+    }
+)
 _RAW_TOKEN = re.compile(r"[^\W_]+(?:[_\-'][^\W_]+)*")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;\n]\s*|[\"'(]\s*)$")
 
@@ -325,6 +350,9 @@ class FieldRanking:
     coverage_gain = 1.0
     name_gain = 0.3
     mention_gain = 1.0
+    # A tool with a parameter for the kind of value the request gives (a path, a URL, an
+    # address) can take it: its score is multiplied by 1 + this.
+    value_fit_gain = 0.3
     # Multi-step requests: how strongly unserved steps pull (0 = plain score order), how
     # many places are refilled, and from how many candidates per step.
     diversity = 0.85
@@ -347,11 +375,16 @@ class FieldRanking:
     # the tools most similar to a request (or step) join the lexical candidates.
     semantic_weight = 0.4
     semantic_depth = 30
+    # Servers reported as matching: those whose best tool reaches this share of the best
+    # result, at most this many.
+    server_match_share = 0.3
+    server_matches = 8
 
     def __init__(self, tools: Sequence[ToolInfo], *, vectors: ToolVectors | None = None) -> None:
         if vectors is not None and len(vectors) != len(tools):
             raise ValueError(f"{len(vectors)} tool vectors for {len(tools)} tools")
         self._vectors = vectors
+        self._server_of = [t.server for t in tools]
         self._value_weights: Mapping[str, float] = {
             "quoted": self.quoted_weight,
             "url": self.locator_weight,
@@ -405,6 +438,11 @@ class FieldRanking:
         self._name_postings = dict(name_postings)
         self._name_mass = name_mass
         self._name_sets = [frozenset(ft["name"]) for ft in field_terms]
+        self._accepts: dict[str, set[int]] = defaultdict(set)
+        for doc, ft in enumerate(field_terms):
+            for kind, parameter_words in _VALUE_PARAMETERS.items():
+                if parameter_words.intersection(ft["param_words"]):
+                    self._accepts[kind].add(doc)
         self._exact: dict[str, list[int]] = defaultdict(list)
         self._by_original: dict[str, list[int]] = defaultdict(list)
         for doc, tool in enumerate(tools):
@@ -460,7 +498,7 @@ class FieldRanking:
                 unknown_mass += self._unknown_idf
         if self.synonym_weight > 0:
             for q in list(out):
-                if q.weight < 1.0:
+                if q.weight < 1.0:  # no synonyms of words in values
                     continue
                 for syn in VERB_SYNONYMS.get(q.term, ()):
                     if syn not in weights and syn in self._idf:
@@ -565,6 +603,10 @@ class FieldRanking:
             final[doc] = a.real * boost
         for doc in self._mentions(text).intersection(final):
             final[doc] *= 1.0 + self.mention_gain
+        if self.value_fit_gain:
+            for kind in {span.kind for span in find_values(text)}:
+                for doc in self._accepts.get(kind, set()).intersection(final):
+                    final[doc] *= 1.0 + self.value_fit_gain
         best_doc = max(final, key=final.__getitem__)
         total_mass = known_mass + unknown_mass
         return _Scored(
@@ -624,7 +666,30 @@ class FieldRanking:
         total = len(kept) + sum(1 for d in exact if d not in whole.final or whole.final[d] < floor)
         order = tuple(ranked if limit is None else ranked[:limit])
         confident = bool(exact) or confidence >= self.min_confidence
-        return RankedTools(order=order, confident=confident, total=total)
+        return RankedTools(
+            order=order, confident=confident, total=total, servers=self._servers_of(kept)
+        )
+
+    def _servers_of(self, results: Sequence[tuple[int, float]]) -> tuple[ServerMatch, ...]:
+        """The servers of ``results`` whose best tool scores at least
+        :attr:`server_match_share` of the best result, best first, at most
+        :attr:`server_matches`."""
+        if not results:
+            return ()
+        counts: Counter[str] = Counter()
+        best: dict[str, float] = {}
+        server_of = self._server_of
+        for doc, score in results:
+            server = server_of[doc]
+            counts[server] += 1
+            if score > best.get(server, 0.0):
+                best[server] = score
+        floor = max(best.values()) * self.server_match_share
+        strong = sorted((s for s in best if best[s] >= floor), key=lambda s: (-best[s], s))
+        return tuple(
+            ServerMatch(server=s, tools=counts[s], best_score=best[s])
+            for s in strong[: self.server_matches]
+        )
 
     # -- the semantic signal --------------------------------------------------------------
 
@@ -804,6 +869,7 @@ def _tool_fields(
         "server": server_words,
         "description": words_of(tool.description),
         "param_names": words_of(" ".join(names)) if names else [],
+        "param_words": [stem(w) for n in names for w in split_words(n)],
         "param_text": words_of("\n".join(texts)) if texts else [],
         "name_seq": name_seq,
         "server_context": [],

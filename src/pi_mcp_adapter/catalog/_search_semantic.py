@@ -43,11 +43,13 @@ if TYPE_CHECKING:
     FloatMatrix = NDArray[np.float32]
 
 __all__ = [
+    "VECTOR_CACHE_NAME",
     "TextEmbedder",
     "ToolVectors",
     "WordLlamaEmbedder",
     "embedding_text",
     "load_default_embedder",
+    "search_vector_cache_path",
     "semantic_available",
 ]
 
@@ -62,6 +64,14 @@ _DESCRIPTION_CHARS = 600
 _BATCH_FROM = 32
 # Format of the sidecar file; bump when its layout changes.
 _VECTOR_FILE_VERSION = "1"
+
+
+VECTOR_CACHE_NAME = "mcp-search-vectors.npz"
+
+
+def search_vector_cache_path(agent_dir: Path) -> Path:
+    """Where the tool vectors live: next to the metadata cache (``mcp-cache.json``)."""
+    return agent_dir / VECTOR_CACHE_NAME
 
 
 class TextEmbedder(Protocol):

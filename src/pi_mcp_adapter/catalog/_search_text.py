@@ -202,7 +202,6 @@ _STEP_VERBS = (
     "draft review register connect subscribe use"
 )
 _VERB_ALTERNATION = "|".join(_STEP_VERBS.split())
-
 # Where a request moves on to its next step: sentence ends, semicolons, the sequencing words
 # people use to chain actions ("then", "after that", "finally"), and a comma or "and"
 # followed by an imperative verb ("..., verify the wallet", "... and send it").

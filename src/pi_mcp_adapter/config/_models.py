@@ -22,6 +22,7 @@ from ._masking import MASK, mask_args, mask_extra, mask_url
 Lifecycle = Literal["lazy", "eager", "keep-alive"]
 ToolPrefixMode = Literal["server", "short", "none"]
 Surface = Literal["proxy", "toolsearch"]
+SearchRanking = Literal["lexical", "hybrid"]
 AuthKind = Literal["bearer", "oauth"]
 
 DEFAULT_IDLE_TIMEOUT_MIN = 10.0
@@ -124,6 +125,8 @@ class Settings(_Model):
     output_limit_lines: int = 2000
     tool_search_limit: int = 5
     tool_search_budget_tokens: int = 600
+    search_ranking: SearchRanking | None = None
+    """``None``: hybrid when the ``semantic`` extra is installed, lexical otherwise."""
     health_check_interval_ms: int = 30_000
     startup_concurrency: int = 10
 
