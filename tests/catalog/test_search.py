@@ -339,3 +339,64 @@ def test_unknown_ranking_is_a_usage_error_naming_the_known_ones() -> None:
 def test_an_empty_catalog_answers_with_nothing() -> None:
     page = SearchIndex([]).search("anything")
     assert (page.hits, page.total, page.confident) == ((), 0, False)
+
+
+def test_chinese_text_is_split_into_character_pairs() -> None:
+    assert split_words("获取天气信息") == ["获取", "取天", "天气", "气信", "信息"]
+    assert split_words("weather天气API") == ["weather", "天气", "api"]
+    assert split_words("查") == ["查"]
+
+
+@pytest.mark.parametrize("ranking", ["lexical", "hybrid"])
+def test_a_chinese_description_is_found_by_its_chinese_words(ranking: str) -> None:
+    catalog = [
+        tool("weather", "get_forecast", "获取城市的天气预报"),
+        tool("weather", "get_alerts", "获取地区的气象预警信息"),
+        tool("maps", "geocode", "Turn an address into coordinates"),
+    ]
+    page = SearchIndex(catalog, ranking=ranking).search("查询北京的天气预报")
+    assert page.confident
+    assert names(page.hits)[0] == "weather_get_forecast"
+
+
+@pytest.mark.parametrize("ranking", ["lexical", "hybrid"])
+def test_a_generic_tool_that_takes_the_requests_path_beats_a_specific_namesake(
+    ranking: str,
+) -> None:
+    catalog = [
+        tool("browser", "save_as_pdf", "Print the current page to PDF", scale="Zoom factor"),
+        tool(
+            "filesystem",
+            "write_file",
+            "Create a new file or overwrite an existing one with new content",
+            path="Where to write",
+            content="What to write",
+        ),
+        tool("browser", "list_pages", "List the open pages"),
+    ]
+    page = SearchIndex(catalog, ranking=ranking).search("save the report to ~/notes/q3.md")
+    assert names(page.hits)[0] == "filesystem_write_file"
+
+
+@pytest.mark.parametrize("ranking", ["lexical", "hybrid"])
+def test_a_url_in_the_request_favours_the_tool_that_takes_urls(ranking: str) -> None:
+    # The browser's tools handle "the current page" and "pages" but take no URL.
+    browser = [t for t in CATALOG if t.original_name != "navigate_page"]
+    fetch = tool("web", "fetch", "Fetches a URL from the internet as markdown", url="URL to fetch")
+    catalog = [*browser, fetch]
+    page = SearchIndex(catalog, ranking=ranking).search("grab the page at https://lwn.net")
+    assert names(page.hits)[0] == "web_fetch"
+
+
+def test_a_page_names_the_servers_that_match_best(index: SearchIndex) -> None:
+    page = index.search("list repositories and browser pages", limit=2)
+    servers = [m.server for m in page.servers]
+    assert set(servers) >= {"github", "chrome-devtools"}
+    by_name = {m.server: m for m in page.servers}
+    assert by_name["github"].tools >= 2
+    assert page.servers == tuple(sorted(page.servers, key=lambda m: -m.best_score))
+
+
+def test_unranked_modes_name_no_servers(index: SearchIndex) -> None:
+    assert index.search("^github_", regex=True).servers == ()
+    assert index.search("", server="github").servers == ()

@@ -265,7 +265,10 @@ class _QueryTerm:
 # What a value in a request says about the wanted tool: a path is a file to read or write,
 # a URL a web page to fetch, an address someone to e-mail.
 _IMPLIED_TERMS: Mapping[str, tuple[str, ...]] = MappingProxyType(
-    {"path": ("file",), "url": ("url", "web"), "email": ("email",)}
+    {
+        kind: tuple(stem(w) for w in words)
+        for kind, words in {"path": ("file",), "url": ("url", "web"), "email": ("email",)}.items()
+    }
 )
 # Parameter names that take each kind of value (as stemmed words of the name).
 _VALUE_PARAMETERS: Mapping[str, frozenset[str]] = MappingProxyType(
@@ -352,7 +355,7 @@ class FieldRanking:
     mention_gain = 1.0
     # A tool with a parameter for the kind of value the request gives (a path, a URL, an
     # address) can take it: its score is multiplied by 1 + this.
-    value_fit_gain = 0.3
+    value_fit_gain = 0.6
     # Multi-step requests: how strongly unserved steps pull (0 = plain score order), how
     # many places are refilled, and from how many candidates per step.
     diversity = 0.85
@@ -603,10 +606,6 @@ class FieldRanking:
             final[doc] = a.real * boost
         for doc in self._mentions(text).intersection(final):
             final[doc] *= 1.0 + self.mention_gain
-        if self.value_fit_gain:
-            for kind in {span.kind for span in find_values(text)}:
-                for doc in self._accepts.get(kind, set()).intersection(final):
-                    final[doc] *= 1.0 + self.value_fit_gain
         best_doc = max(final, key=final.__getitem__)
         total_mass = known_mass + unknown_mass
         return _Scored(
@@ -633,6 +632,7 @@ class FieldRanking:
             for row in similarity:
                 pool.update(self._semantic_head(row, candidates))
             whole = self._fuse(lexical, similarity[0], pool)
+        whole = self._fit_values(whole, query)
         if whole is None:
             return RankedTools(
                 order=tuple((d, 1.0) for d in exact), confident=bool(exact), total=len(exact)
@@ -644,6 +644,7 @@ class FieldRanking:
                 step = self._score_text(clause, candidates, within)
                 if similarity is not None:
                     step = self._fuse(step, similarity[i], within)
+                step = self._fit_values(step, clause)
                 if step is not None:
                     steps.append(step)
         confidence = max([s.confidence for s in steps] + [whole.confidence])
@@ -690,6 +691,21 @@ class FieldRanking:
             ServerMatch(server=s, tools=counts[s], best_score=best[s])
             for s in strong[: self.server_matches]
         )
+
+    def _fit_values(self, scored: _Scored | None, text: str) -> _Scored | None:
+        """Favour the tools that take the kinds of value ``text`` gives (a path, a URL, an
+        e-mail address): asked to "save the report to ~/q3.md", a tool with a ``path``
+        parameter can do it and one named ``save_as_pdf`` without one probably cannot."""
+        if scored is None or not self.value_fit_gain:
+            return scored
+        kinds = {span.kind for span in find_values(text)}
+        fitting = set().union(*(self._accepts.get(k, ()) for k in kinds)) if kinds else set()
+        fitting.intersection_update(scored.final)
+        if not fitting:
+            return scored
+        gain = 1.0 + self.value_fit_gain
+        final = {d: s * gain if d in fitting else s for d, s in scored.final.items()}
+        return _Scored(final=final, best=max(final.values()), confidence=scored.confidence)
 
     # -- the semantic signal --------------------------------------------------------------
 
@@ -895,13 +911,21 @@ def _schema_strings(
 
 
 def _semantic_text(text: str) -> str:
-    """A request as the model should read it: quoted text, paths and URLs are data, not
-    what the request is about, so they are left out."""
+    """A request as the model should read it: each value replaced by what it is ("save the
+    report to ~/q3.md" reads "save the report to a file"), because the words of a path, a
+    URL or a quoted title are data, not what the request is about."""
     values = find_values(text)
     if not values:
         return text
-    kept = [chunk for chunk, kind in _plain_chunks(text, values) if kind is None]
-    return " ".join(" ".join(kept).split()) or text
+    parts = [
+        chunk if kind is None else _VALUE_NOUNS[kind] for chunk, kind in _plain_chunks(text, values)
+    ]
+    return " ".join(" ".join(parts).split()) or text
+
+
+_VALUE_NOUNS: Mapping[str, str] = MappingProxyType(
+    {"quoted": " ", "path": " a file ", "url": " a web page ", "email": " an email address "}
+)
 
 
 class HybridRanking(FieldRanking):
