@@ -378,6 +378,7 @@ class FieldRanking:
     # the tools most similar to a request (or step) join the lexical candidates.
     semantic_weight = 0.4
     semantic_depth = 30
+    fusion_depth = 300
     # Servers reported as matching: those whose best tool reaches this share of the best
     # result, at most this many.
     server_match_share = 0.3
@@ -746,7 +747,16 @@ class FieldRanking:
         ``(1 - w) * lexical + w * semantic`` with ``w`` = :attr:`semantic_weight`. Confidence
         stays the lexical one: similarity has no absolute scale that says "nothing fits".
         """
-        docs = list(dict.fromkeys([*(lexical.final if lexical is not None else ()), *pool]))
+        lexical_docs: Iterable[int] = ()
+        if lexical is not None:
+            lexical_docs = lexical.final
+            if len(lexical.final) > self.fusion_depth:
+                # Past this depth a tool's lexical share cannot lift it to the first places;
+                # the semantic head is added below anyway.
+                lexical_docs = heapq.nlargest(
+                    self.fusion_depth, lexical.final, key=lexical.final.__getitem__
+                )
+        docs = list(dict.fromkeys([*lexical_docs, *pool]))
         if not docs:
             return lexical
         sims = row[docs]

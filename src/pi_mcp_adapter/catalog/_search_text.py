@@ -266,9 +266,10 @@ _VALUE_PATTERNS: tuple[tuple[ValueKind, re.Pattern[str]], ...] = (
 )
 
 
-def find_values(text: str) -> list[ValueSpan]:
+@lru_cache(maxsize=256)
+def find_values(text: str) -> tuple[ValueSpan, ...]:
     """The argument values in ``text`` (quoted text, URLs, e-mail addresses, paths and file
-    names), in order and not overlapping."""
+    names), in order and not overlapping. Cached: a query asks several times."""
     taken: list[ValueSpan] = []
     for kind, pattern in _VALUE_PATTERNS:
         for match in pattern.finditer(text):
@@ -279,7 +280,7 @@ def find_values(text: str) -> list[ValueSpan]:
                 continue
             taken.append(ValueSpan(start, end, kind))
     taken.sort(key=lambda s: s.start)
-    return taken
+    return tuple(taken)
 
 
 # Abbreviations that look like file names ("e.g", "i.e") and version-like decimals are not
