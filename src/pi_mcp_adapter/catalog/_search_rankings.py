@@ -29,6 +29,7 @@ from ._search_text import (
     VERB_SYNONYMS,
     ValueKind,
     ValueSpan,
+    document_terms,
     find_values,
     normalize_identifier,
     split_clauses,
@@ -875,7 +876,7 @@ def _tool_fields(
     def words_of(text: str) -> list[str]:
         found = memo.get(text)
         if found is None:
-            found = memo[text] = terms(text, drop_stopwords=True)
+            found = memo[text] = list(document_terms(text))
         return found
 
     name_seq = terms(tool.original_name)

@@ -49,6 +49,7 @@ __all__ = [
     "WordLlamaEmbedder",
     "embedding_text",
     "load_default_embedder",
+    "read_packaged_model",
     "search_vector_cache_path",
     "semantic_available",
 ]
@@ -184,6 +185,16 @@ class _LazyWordLlama:
         if self._model is None:
             self._model = WordLlamaEmbedder(self._package_dir)
         return self._model.embed(texts)
+
+
+def read_packaged_model() -> WordLlamaEmbedder | None:
+    """Read the packaged model from disk now (about 0.2 s); None without the extra.
+
+    Raises:
+        OSError: the model files cannot be read.
+    """
+    package_dir = _wordllama_dir() if semantic_available() else None
+    return WordLlamaEmbedder(package_dir) if package_dir is not None else None
 
 
 @lru_cache(maxsize=1)

@@ -32,6 +32,7 @@ __all__ = [
     "VERB_SYNONYMS",
     "ValueKind",
     "ValueSpan",
+    "document_terms",
     "find_values",
     "normalize_identifier",
     "split_clauses",
@@ -185,6 +186,16 @@ def terms(text: str, *, drop_stopwords: bool = False) -> list[str]:
     if drop_stopwords:
         return [stem(w) for w in words if w not in QUERY_STOPWORDS]
     return [stem(w) for w in words]
+
+
+@lru_cache(maxsize=1 << 16)
+def document_terms(text: str) -> tuple[str, ...]:
+    """``terms(text, drop_stopwords=True)``, remembered across index builds.
+
+    A catalog is indexed again whenever a server connects or changes its tools, and nearly
+    all of its texts are the same as last time; tokenising is most of the build's cost.
+    """
+    return tuple(terms(text, drop_stopwords=True))
 
 
 # Imperative verbs people start a step of a request with. General English, used only to
