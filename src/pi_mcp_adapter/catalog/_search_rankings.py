@@ -23,7 +23,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ._metadata import ToolInfo
-from ._search_semantic import TextEmbedder, ToolVectors, load_default_embedder
+from ._search_semantic import EmbeddedTexts, TextEmbedder, ToolVectors, load_default_embedder
 from ._search_text import (
     QUERY_STOPWORDS,
     VERB_SYNONYMS,
@@ -315,7 +315,8 @@ def _tokens(chunk: str, is_value: bool) -> Iterable[tuple[str, bool]]:
 
 
 class FieldRanking:
-    """Our ranking: BM25F over tool fields, plus coverage, name evidence, diversity, abstention.
+    """Our ranking: BM25F over tool fields, plus coverage, name evidence, values, diversity
+    and a confidence flag; with ``vectors``, mixed with semantic similarity (hybrid).
 
     Build time: each tool's name, server, description, parameter names, parameter
     descriptions and server context (words shared by the server's other tools) are split at
@@ -325,8 +326,9 @@ class FieldRanking:
 
     Query time:
 
-    - terms: stopwords and numbers are dropped; words in quotes or backticks (usually
-      argument values) weigh less; common verbs bring their everyday synonyms at half weight;
+    - terms: stopwords and numbers are dropped; argument values (quoted text, paths, URLs,
+      addresses) weigh less and imply a word for their kind; common verbs bring their
+      everyday synonyms at half weight;
     - score: the sum of the terms' precomputed evidence (OR semantics), multiplied by
       ``1 + coverage + name evidence (+ mention)``, where coverage is the IDF-weighted share
       of the query the tool matches, name evidence the share of the tool's own name that the
@@ -336,9 +338,13 @@ class FieldRanking:
     - steps: a request made of several steps (split at sentence ends, "then", "finally", or a
       comma before a verb) is also scored step by step, and places 2 to 5 are refilled so
       that every step is represented (greedy selection in the manner of xQuAD);
-    - confidence: words the catalog never uses count against the best tool's coverage; when
-      neither the whole query nor any step is covered well enough, the answer is "no
-      confident match" and nothing is returned.
+    - values: tools with a parameter for a kind of value the request gives (a path, a URL)
+      score higher;
+    - semantic (hybrid): per request and per step, scores are mixed with the similarity of
+      a static embedding model (:meth:`_fuse`);
+    - confidence: plain words the catalog never uses count against the best tool's
+      coverage; when neither the whole query nor any step is covered well enough, the
+      results are flagged not confident, and still returned.
     """
 
     # BM25 saturation: how quickly repeated evidence for one term stops adding up.
@@ -379,7 +385,7 @@ class FieldRanking:
     # the tools most similar to a request (or step) join the lexical candidates.
     semantic_weight = 0.4
     semantic_depth = 30
-    fusion_depth = 300
+    fusion_depth = 100
     # Servers reported as matching: those whose best tool reaches this share of the best
     # result, at most this many.
     server_match_share = 0.3
@@ -626,14 +632,13 @@ class FieldRanking:
         ]
         clauses = split_clauses(query)
         texts = [query, *clauses] if len(clauses) > 1 else [query]
-        similarity = self._similarities(texts)
+        embedded = self._embed(texts)
         lexical = self._score_text(query, candidates)
         whole = lexical
-        if similarity is not None:
-            pool = set(lexical.final) if lexical is not None else set()
-            for row in similarity:
-                pool.update(self._semantic_head(row, candidates))
-            whole = self._fuse(lexical, similarity[0], pool)
+        if embedded is not None:
+            row = embedded.similarity(0)
+            pool = self._semantic_head(row, candidates)
+            whole = self._fuse(lexical, row, pool, embedded.baseline(0))
         whole = self._fit_values(whole, query)
         if whole is None:
             return RankedTools(
@@ -644,8 +649,11 @@ class FieldRanking:
             within = heapq.nlargest(self.step_depth, whole.final, key=whole.final.__getitem__)
             for i, clause in enumerate(clauses, start=1):
                 step = self._score_text(clause, candidates, within)
-                if similarity is not None:
-                    step = self._fuse(step, similarity[i], within)
+                if embedded is not None:
+                    # A step is judged among the request's best candidates, so its similarity
+                    # is needed for those tools only.
+                    row = embedded.similarity(i, within)
+                    step = self._fuse(step, row, within, embedded.baseline(i))
                 step = self._fit_values(step, clause)
                 if step is not None:
                     steps.append(step)
@@ -711,12 +719,12 @@ class FieldRanking:
 
     # -- the semantic signal --------------------------------------------------------------
 
-    def _similarities(self, texts: Sequence[str]) -> FloatMatrix | None:
-        """Each text's similarity to every tool, or None without the semantic signal."""
+    def _embed(self, texts: Sequence[str]) -> EmbeddedTexts | None:
+        """The texts embedded for similarity to the tools; None without the semantic signal."""
         if self._vectors is None:
             return None
         try:
-            return self._vectors.similarities([_semantic_text(t) for t in texts])
+            return self._vectors.embed([_semantic_text(t) for t in texts])
         except (OSError, ValueError, RuntimeError) as exc:
             # A model that cannot be read (a damaged install) leaves search lexical.
             logger.warning("semantic search is off for this query: %s", exc)
@@ -738,48 +746,53 @@ class FieldRanking:
         return [int(d) for d in np.argpartition(-row, depth)[:depth]]
 
     def _fuse(
-        self, lexical: _Scored | None, row: FloatMatrix, pool: Iterable[int]
+        self, lexical: _Scored | None, row: FloatMatrix, pool: Iterable[int], baseline: float
     ) -> _Scored | None:
         """Lexical and semantic scores of one text, mixed per tool.
 
         Each signal is divided by its best value among the tools considered, so both run
-        from 0 to 1; semantic similarity is measured from the catalog's mean similarity to
-        the text (a tool merely as similar as an average tool gets nothing). The mix is
+        from 0 to 1; semantic similarity is measured from ``baseline``, the catalog's mean
+        similarity to the text (a tool merely as similar as an average tool gets nothing).
+        ``row`` holds the similarity of every tool in ``pool`` and in ``lexical``. The mix is
         ``(1 - w) * lexical + w * semantic`` with ``w`` = :attr:`semantic_weight`. Confidence
         stays the lexical one: similarity has no absolute scale that says "nothing fits".
         """
-        lexical_docs: Iterable[int] = ()
-        if lexical is not None:
-            lexical_docs = lexical.final
-            if len(lexical.final) > self.fusion_depth:
+        import numpy as np
+
+        pool_docs = np.fromiter(pool, dtype=np.int64)
+        if lexical is not None and lexical.final:
+            lexical_docs = np.fromiter(lexical.final, dtype=np.int64, count=len(lexical.final))
+            lexical_scores = np.fromiter(
+                lexical.final.values(), dtype=np.float64, count=len(lexical.final)
+            )
+            if len(lexical_docs) > self.fusion_depth:
                 # Past this depth a tool's lexical share cannot lift it to the first places;
-                # the semantic head is added below anyway.
-                lexical_docs = heapq.nlargest(
-                    self.fusion_depth, lexical.final, key=lexical.final.__getitem__
-                )
-        docs = list(dict.fromkeys([*lexical_docs, *pool]))
-        if not docs:
+                # the semantic head is in the pool anyway.
+                head = np.argpartition(-lexical_scores, self.fusion_depth)[: self.fusion_depth]
+                lexical_docs, lexical_scores = lexical_docs[head], lexical_scores[head]
+            extra = pool_docs[~np.isin(pool_docs, lexical_docs)]
+            docs = np.concatenate([lexical_docs, extra])
+            lexical_part = np.concatenate([lexical_scores, np.zeros(len(extra))])
+            lexical_part *= (1.0 - self.semantic_weight) / lexical.best
+        else:
+            docs = np.unique(pool_docs)
+            lexical_part = np.zeros(len(docs))
+        if not len(docs):
             return lexical
-        sims = row[docs]
-        baseline = float(row.mean())
-        top = float(sims.max())
-        spread = top - baseline
-        weight = self.semantic_weight
-        lexical_final = lexical.final if lexical is not None else {}
-        lexical_scale = (1.0 - weight) / lexical.best if lexical is not None else 0.0
-        semantic_scale = weight / spread if spread > 0 else 0.0
-        final: dict[int, float] = {}
-        for doc, sim in zip(docs, sims.tolist(), strict=True):
-            score = lexical_final.get(doc, 0.0) * lexical_scale
-            if sim > baseline:
-                score += (sim - baseline) * semantic_scale
-            if score > 0:
-                final[doc] = score
-        if not final:
+        sims = row[docs].astype(np.float64)
+        spread = float(sims.max()) - baseline
+        if spread > 0:
+            semantic_part = np.maximum(sims - baseline, 0.0) * (self.semantic_weight / spread)
+            fused = lexical_part + semantic_part
+        else:
+            fused = lexical_part
+        keep = fused > 0
+        if not keep.any():
             return lexical
+        final = dict(zip(docs[keep].tolist(), fused[keep].tolist(), strict=True))
         return _Scored(
             final=final,
-            best=max(final.values()),
+            best=float(fused[keep].max()),
             confidence=lexical.confidence if lexical is not None else 0.0,
         )
 
@@ -954,7 +967,8 @@ class HybridRanking(FieldRanking):
         vector_cache: Path | None = None,
     ) -> None:
         model = embedder if embedder is not None else load_default_embedder()
-        vectors = ToolVectors(tools, model, cache_path=vector_cache) if model else None
+        # An empty catalog has nothing to compare with; it stays lexical.
+        vectors = ToolVectors(tools, model, cache_path=vector_cache) if model and tools else None
         super().__init__(tools, vectors=vectors)
 
     @property

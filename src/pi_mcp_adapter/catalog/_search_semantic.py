@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "VECTOR_CACHE_NAME",
+    "EmbeddedTexts",
     "TextEmbedder",
     "ToolVectors",
     "WordLlamaEmbedder",
@@ -261,6 +262,7 @@ class ToolVectors:
         if fresh is not None:
             matrix[missing] = fresh
         self._matrix: FloatMatrix = matrix
+        self._mean: FloatMatrix = matrix.mean(axis=0) if len(matrix) else matrix.sum(axis=0)
         self.embedded = len(missing)
         """How many tools this build had to embed (0 on a warm start)."""
         if cache_path is not None and (missing or len(cached) != len(set(keys))):
@@ -271,17 +273,45 @@ class ToolVectors:
 
     def similarities(self, texts: Sequence[str]) -> FloatMatrix:
         """Cosine similarity of each text to every tool: shape (len(texts), tools)."""
-        if not texts:
-            import numpy as np
-
-            return np.zeros((0, len(self)), dtype=np.float32)
         import numpy as np
 
-        vectors = self._embedder.embed(texts)
-        # einsum's own loop, not BLAS: for a handful of texts a BLAS product wakes its thread
-        # pool, which on a busy machine costs ten times the arithmetic.
-        result: FloatMatrix = np.einsum("nd,kd->kn", self._matrix, vectors)
-        return result
+        embedded = self.embed(texts)
+        return np.stack([embedded.similarity(i) for i in range(len(texts))]).reshape(
+            len(texts), len(self)
+        )
+
+    def embed(self, texts: Sequence[str]) -> EmbeddedTexts:
+        """Embed ``texts`` once, to compare each with all tools or some of them."""
+        return EmbeddedTexts(self._matrix, self._mean, self._embedder.embed(texts))
+
+
+class EmbeddedTexts:
+    """Texts embedded by :meth:`ToolVectors.embed`, compared with the tools on demand."""
+
+    def __init__(self, matrix: FloatMatrix, mean: FloatMatrix, vectors: FloatMatrix) -> None:
+        self._matrix = matrix
+        self._mean = mean
+        self._vectors = vectors
+
+    def similarity(self, text: int, tools: Sequence[int] | None = None) -> FloatMatrix:
+        """Cosine similarity of text number ``text`` to every tool, as an array indexed by
+        tool position; with ``tools``, only those entries are computed (the others are 0)."""
+        import numpy as np
+
+        vector = self._vectors[text]
+        # einsum's own loop, not BLAS: for one vector a BLAS product wakes its thread pool,
+        # which on a busy machine costs ten times the arithmetic.
+        if tools is None:
+            full: FloatMatrix = np.einsum("nd,d->n", self._matrix, vector)
+            return full
+        rows = np.fromiter(tools, dtype=np.int64)
+        partial: FloatMatrix = np.zeros(len(self._matrix), dtype=np.float32)
+        partial[rows] = np.einsum("nd,d->n", self._matrix[rows], vector)
+        return partial
+
+    def baseline(self, text: int) -> float:
+        """The mean similarity of text number ``text`` to the tools."""
+        return float(self._vectors[text] @ self._mean)
 
 
 def _read_vectors(path: Path, model_id: str) -> dict[str, FloatMatrix]:
