@@ -185,3 +185,19 @@ def test_hybrid_index_writes_its_vectors_to_the_given_cache(tmp_path: Path) -> N
     assert cache.is_file()
     ranking = HybridRanking(CATALOG, vector_cache=cache)
     assert ranking.semantic
+
+
+def test_a_temporary_file_left_by_a_dead_writer_is_removed_by_the_next_one(
+    tmp_path: Path,
+) -> None:
+    cache = tmp_path / "vectors.npz"
+    leftover = tmp_path / ".vectors.npz.abc123.tmp"
+    leftover.write_bytes(b"half a file")
+    recent = tmp_path / ".vectors.npz.def456.tmp"  # maybe a live writer's: kept
+    recent.write_bytes(b"being written")
+    hour_ago = leftover.stat().st_mtime - 3600
+    os.utime(leftover, (hour_ago, hour_ago))
+    build(CATALOG, cache)
+    assert not leftover.exists()
+    assert recent.exists()
+    assert cache.is_file()

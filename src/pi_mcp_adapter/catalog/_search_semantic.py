@@ -27,6 +27,7 @@ import importlib.util
 import logging
 import os
 import tempfile
+import time
 import zipfile
 from collections.abc import Sequence
 from functools import lru_cache
@@ -334,6 +335,19 @@ def _read_vectors(path: Path, model_id: str) -> dict[str, FloatMatrix]:
     return {str(k): vectors[i] for i, k in enumerate(keys)}
 
 
+# A temporary file older than this was left by a process that died while writing; a live
+# writer takes well under a second.
+_STALE_TEMPORARY_S = 600.0
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    now = time.time()
+    for leftover in path.parent.glob(f".{path.name}.*.tmp"):
+        with contextlib.suppress(OSError):
+            if now - leftover.stat().st_mtime > _STALE_TEMPORARY_S:
+                leftover.unlink()
+
+
 def _write_vectors(path: Path, model_id: str, keys: Sequence[str], matrix: FloatMatrix) -> None:
     import numpy as np
 
@@ -343,6 +357,7 @@ def _write_vectors(path: Path, model_id: str, keys: Sequence[str], matrix: Float
     rows = list(unique.values())
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_temporaries(path)
         fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         logger.info("cannot write the search vector cache %s: %s", path, exc)
