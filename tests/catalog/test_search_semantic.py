@@ -116,7 +116,7 @@ def test_a_changed_tool_is_the_only_one_embedded_again(tmp_path: Path) -> None:
     changed = [*CATALOG[:-1], tool("web", "fetch", "Download a web page as markdown.")]
     vectors, embedder = build(changed, cache)
     assert vectors.embedded == 1
-    assert embedder.texts == ["fetch. Download a web page as markdown."]
+    assert embedder.texts == ["fetch. fetch. Download a web page as markdown."]
 
 
 def test_vectors_of_another_model_are_not_reused(tmp_path: Path) -> None:

@@ -60,8 +60,7 @@ logger = logging.getLogger(__name__)
 
 _WORDLLAMA_WEIGHTS = ("weights", "l2_supercat_256.safetensors")
 _WORDLLAMA_TOKENIZER = ("tokenizers", "l2_supercat_tokenizer_config.json")
-# Descriptions past this many characters are usually parameter details and examples; the
-# first part says what the tool does.
+# A first sentence longer than this is cut: what a tool does fits in fewer characters.
 _DESCRIPTION_CHARS = 600
 # Below this many texts, encoding them one by one is faster than the batch encoder.
 _BATCH_FROM = 32
@@ -211,10 +210,22 @@ def load_default_embedder() -> TextEmbedder | None:
 
 
 def embedding_text(tool: ToolInfo) -> str:
-    """What the model reads for a tool: its own name as words, then its description."""
+    """What the model reads for a tool: its own name as words, twice, then the first sentence
+    of its description.
+
+    A text's vector is the mean of its tokens' vectors, so repeating the name gives it the
+    weight it has in the lexical ranking (a tool's name says most about what it does), and
+    the first sentence says what the tool does while later ones describe parameters, limits
+    and examples that pull the mean away from it. Measured on both labelled sets: hit@5 of
+    implicit requests +0.01 (development set) and +0.07 (real servers) over the name once
+    and the whole description, hit@1 -0.02 on both.
+    """
     name = " ".join(split_words(tool.original_name))
-    description = " ".join(tool.description.split())[:_DESCRIPTION_CHARS]
-    return f"{name}. {description}" if description else name
+    description = " ".join(tool.description.split())
+    end = description.find(". ")
+    first = description[: end + 1] if end > 0 else description
+    first = first[:_DESCRIPTION_CHARS]
+    return f"{name}. {name}. {first}" if first else f"{name}. {name}"
 
 
 def _definition_key(model_id: str, text: str) -> str:
