@@ -907,7 +907,7 @@ def _tool_fields(
     return {
         "name": name_words,
         "server": server_words,
-        "description": words_of(tool.description),
+        "description": words_of(" ".join((tool.description, *tool.keywords))),
         "param_names": words_of(" ".join(names)) if names else [],
         "param_words": [stem(w) for n in names for w in split_words(n)],
         "param_text": words_of("\n".join(texts)) if texts else [],
