@@ -211,7 +211,7 @@ def load_default_embedder() -> TextEmbedder | None:
 
 def embedding_text(tool: ToolInfo) -> str:
     """What the model reads for a tool: its own name as words, twice, then the first sentence
-    of its description.
+    of its description, then any keywords configured for it.
 
     A text's vector is the mean of its tokens' vectors, so repeating the name gives it the
     weight it has in the lexical ranking (a tool's name says most about what it does), and
@@ -225,7 +225,8 @@ def embedding_text(tool: ToolInfo) -> str:
     end = description.find(". ")
     first = description[: end + 1] if end > 0 else description
     first = first[:_DESCRIPTION_CHARS]
-    return f"{name}. {name}. {first}" if first else f"{name}. {name}"
+    # Keywords the user configured for the tool (searchKeywords) are read like its text.
+    return " ".join(part for part in (f"{name}. {name}.", first, *tool.keywords) if part)
 
 
 def _definition_key(model_id: str, text: str) -> str:
