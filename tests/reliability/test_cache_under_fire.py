@@ -3,7 +3,9 @@
 Six processes store their server's entry and finish; ten more keep reloading and storing theirs
 while a foreign process damages the file forty times without taking the lock. Afterwards no entry
 is lost (the early servers' entries were put back by processes that had read them), no process
-crashed, and the file is a valid cache.
+crashed, and the file is a valid cache. Where this build has OAuth token files, every process
+also saves its server's tokens and those of one sign-in they all share, each round: every token
+file read during the run is whole, and each ends with its writer's last round.
 """
 
 from __future__ import annotations
@@ -98,6 +100,19 @@ def check_if_valid(path: Path) -> bool:
     return True
 
 
+def check_token_files(agent_dir: Path) -> dict[str, dict[str, Any]]:
+    """Every OAuth token file parses as a whole record (they are replaced atomically)."""
+    found: dict[str, dict[str, Any]] = {}
+    for path in (agent_dir / "mcp-oauth").glob("*/tokens.json"):
+        try:
+            data = json.loads(path.read_bytes())
+        except FileNotFoundError:
+            continue
+        assert isinstance(data["access_token"], str), path
+        found[path.parent.name] = data
+    return found
+
+
 @pytest.mark.slow
 def test_sixteen_writers_and_a_corrupter_lose_no_entry_and_leave_a_valid_file(
     tmp_path: Path, processes: list[subprocess.Popen[str]]
@@ -128,6 +143,7 @@ def test_sixteen_writers_and_a_corrupter_lose_no_entry_and_leave_a_valid_file(
     deadline = time.monotonic() + DEADLINE_S
     while corrupter.poll() is None and time.monotonic() < deadline:
         valid_reads += check_if_valid(path)
+        check_token_files(tmp_path)
         time.sleep(0.005)  # sample the file, do not spin on it
     out, err = corrupter.communicate(timeout=DEADLINE_S)
     assert corrupter.returncode == 0, err
@@ -152,3 +168,11 @@ def test_sixteen_writers_and_a_corrupter_lose_no_entry_and_leave_a_valid_file(
     assert restored
     assert valid_reads > 0
     assert not list(tmp_path.glob(".mcp-cache.json.*.tmp"))
+    token_files = check_token_files(tmp_path)
+    if token_files:
+        for name in early + steady:
+            token = token_files[name]["access_token"]
+            assert token == f"{name} round {summaries[name]['rounds'] - 1}"
+        shared = token_files["shared-sign-in"]["access_token"]
+        assert shared.rsplit(" round ", 1)[0] in early + steady
+        assert not list((tmp_path / "mcp-oauth").rglob("*.tmp"))
