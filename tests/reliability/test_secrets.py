@@ -8,7 +8,8 @@ stdio fixture) or really fail (a refused connection, a wrong token, a missing co
 engine, the ``mcp`` tool and the CLI do everything a session does, and every place a secret
 could end up is searched: the agent directory (cache, server logs, call stats), every log
 record, status, errors, results, host notices, and what ``pi-mcp config``, ``status``,
-``tools``, ``search``, ``describe`` and ``call`` print.
+``tools``, ``search``, ``describe`` and ``call`` print, and (where this build has the gateway)
+everything a client of ``pi-mcp serve`` receives and the gateway's log.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from __future__ import annotations
 import json
 import logging
 import secrets
+import signal
 import socket
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import Client
 from typer.testing import CliRunner
 
 from pi_mcp_adapter.cli import app
@@ -29,6 +32,8 @@ from pi_mcp_adapter.engine import McpAdapter
 from pi_mcp_adapter.hosts._export import ExportHost
 from pi_mcp_adapter.surface import ProxyTool, register_surfaces
 from servers._support import MCP_FIXTURE, HttpFixtures
+
+from ._gateway import has_serve_command, start_gateway
 
 pytestmark = [pytest.mark.slow]
 
@@ -95,6 +100,42 @@ def write_config(agent_dir: Path, url: str) -> None:
     }
     agent_dir.mkdir(parents=True, exist_ok=True)
     (agent_dir / "mcp.json").write_text(json.dumps(config))
+
+
+GATEWAY_REQUESTS: list[dict[str, Any]] = [
+    {},
+    {"server": "bearer"},
+    {"search": "echo"},
+    {"describe": "bearer_echo"},
+    {"connect": "bearer"},
+    {"connect": "refused"},
+    {"connect": "wrong-bearer"},
+    {"connect": "missing"},
+    {"tool": "bearer_echo", "args": {"message": "x"}},
+    {"tool": "refused_echo", "args": {"message": "x"}},
+    {"instructions": "stdio"},
+]
+
+
+async def gateway_outputs(agent_dir: Path, home: Path) -> list[tuple[str, str]]:
+    """Everything a client of ``pi-mcp serve`` receives, and the gateway's own log."""
+    outputs: list[tuple[str, str]] = []
+    gateway = start_gateway(agent_dir, home)
+    try:
+        async with Client(gateway.url) as client:
+            tools = await client.list_tools()
+            outputs.append(("gateway tools/list", text_of(tools.model_dump(mode="json"))))
+            for params in GATEWAY_REQUESTS:
+                result = await client.call_tool("mcp", params)
+                outputs.append((f"gateway mcp {params}", text_of(result.model_dump(mode="json"))))
+    finally:
+        gateway.process.send_signal(signal.SIGTERM)
+        try:
+            gateway.process.wait(timeout=30)
+        finally:
+            gateway.stop()
+    outputs.append(("gateway log", gateway.log))
+    return outputs
 
 
 def leaks(text: str) -> list[str]:
@@ -197,6 +238,9 @@ async def test_no_canary_reaches_any_output_of_the_engine_the_surfaces_or_the_cl
             app, ["--agent-dir", str(agent_dir), "--project", str(tmp_path), *command]
         )
         outputs.append((f"pi-mcp {' '.join(command)}", result.output + repr(result.exception)))
+
+    if has_serve_command():
+        outputs.extend(await gateway_outputs(agent_dir, tmp_path))
 
     for record in caplog.records:
         outputs.append((f"log {record.name}", record.getMessage() + repr(record.args)))
