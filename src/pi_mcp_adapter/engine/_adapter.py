@@ -38,6 +38,7 @@ from pi_mcp_adapter._errors import (
 )
 from pi_mcp_adapter.catalog import Catalog, MetadataCache
 from pi_mcp_adapter.catalog._metadata import ServerMetadata, ToolInfo
+from pi_mcp_adapter.catalog._naming import format_tool_name
 from pi_mcp_adapter.catalog._search import SearchIndex
 from pi_mcp_adapter.config import LoadedConfig, load_config
 from pi_mcp_adapter.config._locations import default_agent_dir
@@ -67,6 +68,9 @@ class McpAdapter:
         connect_missing: connect, at start, every enabled server whose tools are not in the
             metadata cache yet (the first run), so search and describe have something to show.
         clock: wall clock in seconds (``time.time``), injectable for tests.
+        relay_server_requests: tell servers this client can sample and elicit, and route
+            their sampling, elicitation and log messages to the caller of the call they belong
+            to (see :func:`pi_mcp_adapter.servers.relay_calls`); the MCP gateway turns it on.
     """
 
     def __init__(
@@ -83,6 +87,7 @@ class McpAdapter:
         on_progress: ProgressCallback | None = None,
         environ: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.time,
+        relay_server_requests: bool = False,
     ) -> None:
         self.agent_dir = (agent_dir or default_agent_dir()).expanduser()
         self.project_dir = (project_dir or Path.cwd()).expanduser()
@@ -105,6 +110,7 @@ class McpAdapter:
         self._state: Literal["new", "running", "closed"] = "new"
         self._stats: CallStats | None = None
         self._listeners: list[Callable[[], None]] = []
+        self._relay_server_requests = relay_server_requests
 
     def _load_config(self) -> LoadedConfig:
         return load_config(
@@ -157,6 +163,7 @@ class McpAdapter:
                 npx_cache_path=self.agent_dir / "mcp-npx-cache.json",
                 resolve_npx=self._resolve_npx,
                 environ=self._environ,
+                relay_requests=self._relay_server_requests,
             )
             self._manager = await stack.enter_async_context(manager)
             manager.on_tools_changed(self._server_connected)
@@ -566,6 +573,26 @@ class McpAdapter:
         self.require_server(server)
         result = await self._require_manager().get_prompt(server, name, arguments)
         return PromptMessages(server, name, result.description, tuple(result.messages))
+
+    # ------------------------------------------------------------------ resources and prompts
+
+    def public_name(self, server: str, name: str) -> str:
+        """``name`` (a server's prompt or resource name) as the catalog names that server's
+        tools: with the server's prefix under ``toolPrefix``, unchanged under ``none``."""
+        entry = self.require_server(server)
+        mode = entry.tool_prefix or self.settings.tool_prefix
+        return format_tool_name(name, server, mode=mode, separator=self.settings.tool_separator)
+
+    async def list_resource_templates(self, server: str) -> list[types.ResourceTemplate]:
+        """The resource templates of ``server`` (connecting it if needed).
+
+        Raises:
+            ServerNotConfiguredError: no server of that name.
+            ServerUnavailableError: the server could not be reached.
+            ServerReportedError: the server answered with an error.
+        """
+        self.require_server(server)
+        return await self._require_manager().list_resource_templates(server)
 
 
 def _elapsed_ms(since: float) -> float:

@@ -117,6 +117,7 @@ class ServerManager:
         environ: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
         backoff_s: float = DEFAULT_BACKOFF_S,
+        relay_requests: bool = False,
     ) -> None:
         if backoff_s < 0:
             raise ValueError("backoff_s cannot be negative")
@@ -129,6 +130,7 @@ class ServerManager:
         self._environ = environ
         self._clock = clock
         self._backoff_s = backoff_s
+        self._relay_requests = relay_requests
         self._tools_changed: list[MetadataListener] = []
         self._reconnected: list[MetadataListener] = []
         self._tg: anyio.abc.TaskGroup | None = None
@@ -394,6 +396,19 @@ class ServerManager:
         finally:
             self._release(slot)
 
+    async def list_resource_templates(
+        self, name: str, *, timeout_s: float | None = None
+    ) -> list[types.ResourceTemplate]:
+        """Every resource template of server ``name``; raises like :meth:`call_tool`."""
+        slot = self._slot(name)
+        slot.in_flight += 1
+        try:
+            connection = await self._ensure(slot, respect_backoff=True)
+            limit = timeout_s if timeout_s is not None else slot.entry.request_timeout_s
+            return await connection.list_resource_templates(timeout_s=limit)
+        finally:
+            self._release(slot)
+
     # -- closing ----------------------------------------------------------------------------
 
     async def close(self, name: str) -> None:
@@ -556,6 +571,7 @@ class ServerManager:
             clock=self._clock,
             on_metadata=self._connection_metadata,
             on_end=self._connection_ended,
+            relay_requests=self._relay_requests,
         )
         attempt = _Attempt(slot.generation, connection)
         slot.attempt = attempt
