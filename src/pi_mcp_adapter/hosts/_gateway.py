@@ -571,6 +571,10 @@ class McpGateway:
         uri = str(params.uri)
         server = self._resource_owner(uri)
         if server is None:
+            # A client may read a template's URI without listing templates first.
+            await self._list_resource_templates(ctx, None)
+            server = self._resource_owner(uri)
+        if server is None:
             raise MCPError(
                 code=types.INVALID_PARAMS,
                 message=f"Unknown resource {uri!r}: no configured server lists it",
