@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import sys
@@ -13,10 +14,11 @@ import anyio
 import typer
 
 from pi_mcp_adapter._errors import McpAdapterError
+from pi_mcp_adapter.config import load_config
 from pi_mcp_adapter.config._locations import default_agent_dir
 from pi_mcp_adapter.engine import McpAdapter
 from pi_mcp_adapter.hosts import TOKEN_ENV, GatewayOptions, serve_gateway
-from pi_mcp_adapter.hosts._gateway_serve import configure_logging
+from pi_mcp_adapter.hosts._gateway_serve import configure_logging, without_gateway_itself
 
 from ._app import CliContext, app, fail, get_context
 
@@ -30,6 +32,7 @@ CLIENTS: tuple[ClientName, ...] = (
     "opencode",
 )
 ENTRY_NAME = "pi-mcp"
+logger = logging.getLogger("pi_mcp_adapter.gateway")
 _TOKEN_PLACEHOLDER = "${" + TOKEN_ENV + "}"
 
 
@@ -105,7 +108,16 @@ def serve(
         sys.stdout.write(client_entry(print_config, options, context) + "\n")
         return
     configure_logging(verbose=verbose)
+    loaded = load_config(
+        agent_dir=context.agent_dir,
+        project_dir=context.project_dir,
+        config_path=context.config_path,
+    )
+    loaded, skipped = without_gateway_itself(loaded)
+    for name in skipped:
+        logger.warning("server %r runs `pi-mcp serve` itself; the gateway skips it", name)
     adapter = McpAdapter(
+        config=loaded,
         agent_dir=context.agent_dir,
         project_dir=context.project_dir,
         config_path=context.config_path,

@@ -23,7 +23,8 @@ import socket
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Literal, TextIO, cast
 
 import anyio
@@ -33,6 +34,8 @@ from mcp.server.stdio import stdio_server
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pi_mcp_adapter._errors import UsageError
+from pi_mcp_adapter.config import LoadedConfig
+from pi_mcp_adapter.config._models import ServerEntry
 from pi_mcp_adapter.engine import McpAdapter
 from pi_mcp_adapter.surface import SurfaceKind
 
@@ -299,6 +302,27 @@ async def _cancel_on_signal(stop: Callable[[], None]) -> None:
             logger.info("received %s: closing every upstream server", signal.Signals(signum).name)
             stop()
             return
+
+
+def without_gateway_itself(config: LoadedConfig) -> tuple[LoadedConfig, list[str]]:
+    """``config`` minus servers that would start this gateway again, and their names.
+
+    A client config that runs ``pi-mcp serve`` is exactly what ``pi-mcp init`` imports from
+    that client: serving it would start a gateway that starts a gateway, without end.
+    """
+    skipped = [name for name, entry in config.servers.items() if _runs_the_gateway(entry)]
+    if not skipped:
+        return config, []
+    servers = {n: e for n, e in config.servers.items() if n not in skipped}
+    return replace(config, servers=servers), skipped
+
+
+def _runs_the_gateway(entry: ServerEntry) -> bool:
+    if entry.command is None:
+        return False
+    words = [Path(entry.command).name, *entry.args]
+    launches = any(w in ("pi-mcp", "pi_mcp_adapter", "pi_mcp_adapter.cli") for w in words)
+    return launches and "serve" in entry.args
 
 
 def configure_logging(stream: TextIO | None = None, *, verbose: bool = False) -> None:
