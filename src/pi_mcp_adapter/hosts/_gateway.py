@@ -35,6 +35,7 @@ the caller's to open and close.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import warnings
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -262,6 +263,11 @@ class McpGateway:
             on_get_prompt=self._get_prompt,
             on_subscriptions_listen=self._listen,
         )
+        # The SDK wraps every request in an OpenTelemetry span by default; a gateway forwards
+        # each call to a server that records its own, and the wrapper is a measurable share of
+        # the hop's cost. Tracing the gateway itself is opt-in (PI_MCP_GATEWAY_OTEL=1).
+        if os.environ.get("PI_MCP_GATEWAY_OTEL") != "1":
+            server.middleware = [m for m in server.middleware if not _is_otel(m)]
         # logging/setLevel is deprecated in the 2026-07-28 era but is how handshake-era clients
         # choose which forwarded upstream log messages they get.
         with warnings.catch_warnings():
@@ -647,6 +653,10 @@ class McpGateway:
         return types.GetPromptResult(
             description=rendered.description, messages=list(rendered.messages)
         )
+
+
+def _is_otel(middleware: object) -> bool:
+    return type(middleware).__name__ == "OpenTelemetryMiddleware"
 
 
 def _at_least(level: types.LoggingLevel, threshold: types.LoggingLevel) -> bool:
