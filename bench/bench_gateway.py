@@ -156,7 +156,8 @@ def _fastmcp_http(upstream: dict[str, Any]) -> Iterator[tuple[subprocess.Popen[b
 
 @asynccontextmanager
 async def _stdio_client(command: str, args: list[str]) -> AsyncIterator[Client]:
-    params = StdioServerParameters(command=command, args=args, env=dict(os.environ))
+    env = {**os.environ, "FASTMCP_LOG_LEVEL": "WARNING"}
+    params = StdioServerParameters(command=command, args=args, env=env)
     async with Client(params, mode="legacy", cache=None) as client:
         yield client
 

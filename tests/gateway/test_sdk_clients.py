@@ -443,3 +443,32 @@ async def test_stdio_stdout_carries_only_protocol(gw_workspace: GatewayWorkspace
     assert lines[2]["result"]["content"][0]["text"] == "Echo: pure"
     assert (buffer + rest).strip() == b""
     assert b"pi-mcp: INFO" in stderr  # --verbose logs went to stderr, not stdout
+
+
+async def test_stateless_http_serves_calls_and_refuses_server_requests(
+    gw_workspace: GatewayWorkspace,
+) -> None:
+    gw_workspace.write_config(
+        {"conf": conformance_entry(lifecycle="eager", directTools=True, toolPrefix="none")}
+    )
+
+    async def sampling(context: Any, params: Any) -> types.CreateMessageResult:
+        raise AssertionError("a stateless gateway cannot relay sampling")
+
+    with run_http_gateway(gw_workspace, "--stateless") as gateway:
+        async with gateway.client(sampling_callback=sampling) as client:
+            assert "test_simple_text" in await _tool_names(client)
+            simple = await client.call_tool("test_simple_text", {})
+            assert text_of(simple) == "This is a simple text response for testing."
+            updates: list[float] = []
+
+            async def on_progress(
+                progress: float, total: float | None, message: str | None
+            ) -> None:
+                updates.append(progress)
+
+            await client.call_tool("test_tool_with_progress", {}, progress_callback=on_progress)
+            assert updates == [0, 50, 100]
+            refused = await client.call_tool("test_sampling", {"prompt": "x"})
+            assert refused.is_error
+            assert "stateless gateway has no channel" in text_of(refused)

@@ -507,6 +507,15 @@ class McpGateway:
                 related_request_id=ctx.request_id,
             )
 
+        if self.stateless:
+            # No session: the client's answer to a server request could reach another replica.
+            return CallRelay(
+                caller=caller,
+                progress=report if progress_token is not None else None,
+                sampling=_refuse_sampling,
+                elicitation=_refuse_elicitation,
+                log=log,
+            )
         return CallRelay(
             caller=caller,
             progress=report if progress_token is not None else None,
@@ -653,6 +662,23 @@ class McpGateway:
         return types.GetPromptResult(
             description=rendered.description, messages=list(rendered.messages)
         )
+
+
+_STATELESS_REFUSAL = "a stateless gateway has no channel for requests to its clients"
+
+
+async def _refuse_sampling(
+    params: types.CreateMessageRequestParams,
+) -> types.ErrorData:
+    return types.ErrorData(
+        code=types.INVALID_REQUEST, message=f"Sampling not supported: {_STATELESS_REFUSAL}"
+    )
+
+
+async def _refuse_elicitation(params: types.ElicitRequestParams) -> types.ErrorData:
+    return types.ErrorData(
+        code=types.INVALID_REQUEST, message=f"Elicitation not supported: {_STATELESS_REFUSAL}"
+    )
 
 
 def _is_otel(middleware: object) -> bool:
