@@ -133,6 +133,7 @@ class ServerConnection:
         self._process: ProcessRecord | None = None
         self._relay_requests = relay_requests
         self._relays = RelayBoard()
+        self._logs_relayed = 0
 
     # -- state ------------------------------------------------------------------------------
 
@@ -345,6 +346,7 @@ class ServerConnection:
         return await relay.elicitation(params)
 
     async def _relay_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        self._logs_relayed += 1
         try:
             relay = self._relays.route()
         except AmbiguousCallerError:
@@ -399,9 +401,10 @@ class ServerConnection:
                     request_read_timeout_seconds=timeout_s,
                     progress_callback=progress,
                 )
-                if relay is not None:
+                if relay is not None and self._logs_relayed:
                     # Log notifications travel through the SDK's notification queue while the
-                    # result goes straight to this task: let queued ones reach the caller first.
+                    # result goes straight to this task: let queued ones reach the caller first
+                    # (only for servers that log at all; the turns cost a little on every call).
                     for _ in range(_NOTIFICATION_DRAIN_CHECKPOINTS):
                         await anyio.lowlevel.checkpoint()
         except Exception as exc:
