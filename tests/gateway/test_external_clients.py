@@ -69,8 +69,12 @@ TRANSPARENCY_SCENARIOS = {
     "prompts-get-with-args",
     "prompts-get-embedded-resource",
     "prompts-get-with-image",
+    "completion-complete",
+    "resources-subscribe",
+    "resources-unsubscribe",
 }
-"""The tool, resource and prompt scenarios the fixture upstream implements."""
+"""The tool, resource (subscriptions included), prompt and completion scenarios the fixture
+upstream implements."""
 
 _RESULT_LINE = re.compile(r"^[✓✗] (?P<name>[\w-]+): (?P<passed>\d+) passed, (?P<failed>\d+) failed")
 

@@ -504,3 +504,60 @@ async def test_a_clients_cancellation_cancels_the_upstream_call(
         async with gateway.client() as client:
             echoed = await client.call_tool("fixture_echo", {"message": "after"})
             assert text_of(echoed) == "Echo: after"
+
+
+async def test_completions_are_asked_of_the_server_that_owns_the_prompt(
+    gw_workspace: GatewayWorkspace,
+) -> None:
+    gw_workspace.write_config({"conf": conformance_entry(lifecycle="eager")})
+    with run_http_gateway(gw_workspace) as gateway:
+        async with gateway.client() as client:
+            prompts = [p.name for p in (await client.list_prompts()).prompts]
+            assert "conf_test_prompt_with_arguments" in prompts
+            completed = await client.complete(
+                types.PromptReference(type="ref/prompt", name="conf_test_prompt_with_arguments"),
+                {"name": "arg1", "value": "par"},
+            )
+            assert completed.completion.values == ["paris", "park", "party"]
+            unknown = await client.complete(
+                types.PromptReference(type="ref/prompt", name="nobody_has_this"),
+                {"name": "arg1", "value": "p"},
+            )
+            assert unknown.completion.values == []
+
+
+# resources/subscribe is a handshake-era method; the SDK client warns that 2026-07-28 replaces it.
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+async def test_resource_updates_reach_the_subscribed_client_only(
+    gw_workspace: GatewayWorkspace,
+) -> None:
+    gw_workspace.write_config(
+        {"conf": conformance_entry(lifecycle="eager", directTools=["touch_resource"])}
+    )
+    updated = anyio.Event()
+    seen: dict[str, list[str]] = {"subscriber": [], "bystander": []}
+
+    def recorder(who: str) -> Any:
+        async def record(message: Any) -> None:
+            if isinstance(message, types.ResourceUpdatedNotification):
+                seen[who].append(str(message.params.uri))
+                updated.set()
+
+        return record
+
+    with run_http_gateway(gw_workspace) as gateway:
+        async with (
+            gateway.client(message_handler=recorder("subscriber")) as subscriber,
+            gateway.client(message_handler=recorder("bystander")) as bystander,
+        ):
+            await subscriber.subscribe_resource("test://static-text")
+            touched = await bystander.call_tool(
+                "conf_touch_resource", {"uri": "test://static-text"}
+            )
+            assert "(subscribed)" in text_of(touched)
+            with anyio.fail_after(10):
+                await updated.wait()
+            assert seen == {"subscriber": ["test://static-text"], "bystander": []}
+            await subscriber.unsubscribe_resource("test://static-text")
+            again = await bystander.call_tool("conf_touch_resource", {"uri": "test://static-text"})
+            assert "not subscribed" in text_of(again)

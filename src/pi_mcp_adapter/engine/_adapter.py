@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, Literal
@@ -111,6 +111,7 @@ class McpAdapter:
         self._stats: CallStats | None = None
         self._listeners: list[Callable[[], None]] = []
         self._relay_server_requests = relay_server_requests
+        self._resource_listeners: list[Callable[[str, str], Awaitable[None]]] = []
 
     def _load_config(self) -> LoadedConfig:
         return load_config(
@@ -167,6 +168,7 @@ class McpAdapter:
             )
             self._manager = await stack.enter_async_context(manager)
             manager.on_tools_changed(self._server_connected)
+            manager.on_resource_updated(self._resource_updated)
             self._load_cache()
             if self.settings.capture_stats:
                 stats = CallStats.from_setting(self.settings.capture_stats, self.agent_dir)
@@ -593,6 +595,49 @@ class McpAdapter:
         """
         self.require_server(server)
         return await self._require_manager().list_resource_templates(server)
+
+    async def complete(
+        self, server: str, params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        """Completions for an argument of ``server``'s prompt or resource template (``params``
+        names them as the server does).
+
+        Raises:
+            ServerNotConfiguredError: no server of that name.
+            ServerUnavailableError: the server could not be reached.
+            ServerReportedError: the server answered with an error (no completion support).
+        """
+        self.require_server(server)
+        return await self._require_manager().complete(server, params)
+
+    async def subscribe_resource(self, server: str, uri: str, *, subscribe: bool = True) -> None:
+        """Ask ``server`` for (or, with ``subscribe=False``, to stop) updates of ``uri``;
+        :meth:`on_resource_updated` listeners hear of them.
+
+        Raises:
+            ServerNotConfiguredError: no server of that name.
+            ServerUnavailableError: the server could not be reached.
+            ServerReportedError: the server refused (it does not support subscriptions).
+        """
+        self.require_server(server)
+        await self._require_manager().subscribe_resource(server, uri, subscribe=subscribe)
+
+    def on_resource_updated(
+        self, listener: Callable[[str, str], Awaitable[None]]
+    ) -> Callable[[], None]:
+        """Call ``listener(server, uri)`` when a subscribed resource changes; returns a
+        function that unsubscribes."""
+        self._resource_listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._resource_listeners:
+                self._resource_listeners.remove(listener)
+
+        return unsubscribe
+
+    async def _resource_updated(self, server: str, uri: str) -> None:
+        for listener in list(self._resource_listeners):
+            await listener(server, uri)
 
 
 def _elapsed_ms(since: float) -> float:

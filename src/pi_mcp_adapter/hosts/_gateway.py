@@ -56,7 +56,12 @@ from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.shared.message import ServerMessageMetadata
-from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
+from mcp.shared.subscriptions import (
+    PromptsListChanged,
+    ResourcesListChanged,
+    ResourceUpdated,
+    ToolsListChanged,
+)
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from pi_mcp_adapter._errors import McpAdapterError, ServerReportedError
@@ -128,6 +133,8 @@ class GatewayHost:
         self.handlers: dict[HostEvent, list[EventHandler]] = {}
         self.surfaces: Surfaces | None = None
         self.log_level: types.LoggingLevel = "debug"
+        self.subscriptions: set[str] = set()
+        """Resource URIs this client subscribed to."""
         self._on_tools_changed = on_tools_changed
         self._on_notice = on_notice
 
@@ -245,6 +252,9 @@ class McpGateway:
         self._templates: dict[str, list[types.ResourceTemplate]] = {}
         self._prompt_routes: dict[str, _PromptRoute] = {}
         self._listing_signature: tuple[Any, ...] = ()
+        self._upstream_subscriptions: dict[tuple[str, str], int] = {}
+        """(server, uri): how many clients are subscribed; the upstream subscription is held
+        while any is."""
         self.server = self._build_server()
 
     # ------------------------------------------------------------------ server
@@ -261,6 +271,9 @@ class McpGateway:
             on_read_resource=self._read_resource,
             on_list_prompts=self._list_prompts,
             on_get_prompt=self._get_prompt,
+            on_completion=self._complete,
+            on_subscribe_resource=self._subscribe,
+            on_unsubscribe_resource=self._unsubscribe,
             on_subscriptions_listen=self._listen,
         )
         # The SDK wraps every request in an OpenTelemetry span by default; a gateway forwards
@@ -284,11 +297,13 @@ class McpGateway:
             self._tg = tg
             self._listing_signature = self._signature()
             unsubscribe = self.adapter.on_catalog_changed(self._catalog_changed)
+            stop_updates = self.adapter.on_resource_updated(self._resource_updated)
             tg.start_soon(self._connect_uncached)
             try:
                 yield self
             finally:
                 unsubscribe()
+                stop_updates()
                 self._listen.close()
                 for host in list(self._hosts):
                     host.close()
@@ -343,6 +358,10 @@ class McpGateway:
         host.close()
         self._hosts.pop(host, None)
         self._pending.discard(host)
+        if host.subscriptions and self._tg is not None:
+            for uri in host.subscriptions:
+                self._tg.start_soon(self._release_upstream, uri)
+            host.subscriptions = set()
 
     def _tools_changed(self, host: GatewayHost) -> None:
         tg = self._tg
@@ -584,16 +603,8 @@ class McpGateway:
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
-        server = self._resource_owner(uri)
-        if server is None:
-            # A client may read a template's URI without listing templates first.
-            await self._list_resource_templates(ctx, None)
-            server = self._resource_owner(uri)
-        if server is None:
-            raise MCPError(
-                code=types.INVALID_PARAMS,
-                message=f"Unknown resource {uri!r}: no configured server lists it",
-            )
+        # A client may read a template's URI without listing templates first.
+        server = await self._owner_or_raise(ctx, uri)
         try:
             with relay_calls(self._relay(ctx, self.host_for(ctx))):
                 return await self.adapter.read_resource(server, uri)
@@ -615,6 +626,100 @@ class McpGateway:
             if any(_template_matches(t.uri_template, uri) for t in templates):
                 return server
         return None
+
+    # ------------------------------------------------------------------ subscriptions
+
+    async def _subscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        uri = str(params.uri)
+        host = self.host_for(ctx)
+        if uri in host.subscriptions:
+            return types.EmptyResult()
+        server = await self._owner_or_raise(ctx, uri)
+        key = (server, uri)
+        if self._upstream_subscriptions.get(key, 0) == 0:
+            try:
+                await self.adapter.subscribe_resource(server, uri)
+            except ServerReportedError as exc:
+                raise MCPError(code=exc.code or types.INTERNAL_ERROR, message=exc.message) from exc
+            except McpAdapterError as exc:
+                raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from exc
+        self._upstream_subscriptions[key] = self._upstream_subscriptions.get(key, 0) + 1
+        host.subscriptions.add(uri)
+        return types.EmptyResult()
+
+    async def _unsubscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        uri = str(params.uri)
+        host = self.host_for(ctx)
+        if uri in host.subscriptions:
+            host.subscriptions.discard(uri)
+            await self._release_upstream(uri)
+        return types.EmptyResult()
+
+    async def _release_upstream(self, uri: str) -> None:
+        for key, count in list(self._upstream_subscriptions.items()):
+            if key[1] != uri:
+                continue
+            if count > 1:
+                self._upstream_subscriptions[key] = count - 1
+                continue
+            del self._upstream_subscriptions[key]
+            try:
+                await self.adapter.subscribe_resource(key[0], uri, subscribe=False)
+            except McpAdapterError as exc:
+                logger.info("server %r: unsubscribing from %s failed: %s", key[0], uri, exc)
+
+    async def _resource_updated(self, server: str, uri: str) -> None:
+        for host, connection in list(self._hosts.items()):
+            if uri not in host.subscriptions:
+                continue
+            if connection is not None:
+                await connection.send_resource_updated(uri)
+        if self._shared is not None and uri in self._shared.subscriptions:
+            await self.bus.publish(ResourceUpdated(uri=uri))
+
+    async def _owner_or_raise(self, ctx: ServerRequestContext[Any, Any], uri: str) -> str:
+        server = self._resource_owner(uri)
+        if server is None:
+            await self._list_resource_templates(ctx, None)
+            server = self._resource_owner(uri)
+        if server is None:
+            # A URI no listing names (a server may serve more than it lists): unambiguous only
+            # when a single server offers resources.
+            candidates = self._resource_capable_servers()
+            if len(candidates) == 1:
+                return candidates[0]
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message=f"Unknown resource {uri!r}: no configured server lists it",
+            )
+        return server
+
+    # ------------------------------------------------------------------ completions
+
+    async def _complete(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        target = _completion_target(self, params.ref)
+        if target is None:
+            # The reference may name something this client has not listed yet.
+            await self._list_prompts(ctx, None)
+            await self._list_resource_templates(ctx, None)
+            target = _completion_target(self, params.ref)
+        if target is None:
+            return types.CompleteResult(completion=types.Completion(values=[]))
+        server, ref = target
+        try:
+            return await self.adapter.complete(server, params.model_copy(update={"ref": ref}))
+        except ServerReportedError as exc:
+            if exc.code == types.METHOD_NOT_FOUND:  # the server offers no completions
+                return types.CompleteResult(completion=types.Completion(values=[]))
+            raise MCPError(code=exc.code or types.INTERNAL_ERROR, message=exc.message) from exc
+        except McpAdapterError as exc:
+            raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from exc
 
     # ------------------------------------------------------------------ prompts
 
@@ -679,6 +784,21 @@ async def _refuse_elicitation(params: types.ElicitRequestParams) -> types.ErrorD
     return types.ErrorData(
         code=types.INVALID_REQUEST, message=f"Elicitation not supported: {_STATELESS_REFUSAL}"
     )
+
+
+def _completion_target(
+    gateway: McpGateway, ref: types.PromptReference | types.ResourceTemplateReference
+) -> tuple[str, types.PromptReference | types.ResourceTemplateReference] | None:
+    """The server a completion reference belongs to, and the reference in its own names."""
+    if isinstance(ref, types.PromptReference):
+        route = gateway._prompt_routes.get(ref.name)
+        if route is None:
+            return None
+        return route.server, ref.model_copy(update={"name": route.name})
+    for server, templates in gateway._templates.items():
+        if any(t.uri_template == ref.uri for t in templates):
+            return server, ref
+    return None
 
 
 def _is_otel(middleware: object) -> bool:

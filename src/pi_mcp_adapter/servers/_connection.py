@@ -74,6 +74,8 @@ _T = TypeVar("_T", bound=BaseModel)
 
 MetadataCallback = Callable[["ServerConnection", ServerMetadata], Awaitable[None]]
 EndCallback = Callable[["ServerConnection"], None]
+ResourceUpdatedCallback = Callable[[str, str], Awaitable[None]]
+"""``(server, uri)``: the server said a resource a client subscribed to changed."""
 
 
 def _client_info() -> types.Implementation:
@@ -105,6 +107,7 @@ class ServerConnection:
         on_metadata: MetadataCallback | None = None,
         on_end: EndCallback | None = None,
         relay_requests: bool = False,
+        on_resource_updated: ResourceUpdatedCallback | None = None,
     ) -> None:
         self.server = server
         self.entry = entry
@@ -134,6 +137,7 @@ class ServerConnection:
         self._relay_requests = relay_requests
         self._relays = RelayBoard()
         self._logs_relayed = 0
+        self._on_resource_updated = on_resource_updated
 
     # -- state ------------------------------------------------------------------------------
 
@@ -313,6 +317,11 @@ class ServerConnection:
             | types.PromptListChangedNotification,
         ):
             self._changed.set()
+        elif (
+            isinstance(message, types.ResourceUpdatedNotification)
+            and self._on_resource_updated is not None
+        ):
+            await self._on_resource_updated(self.server, str(message.params.uri))
 
     async def _relay_sampling(
         self, context: Any, params: types.CreateMessageRequestParams
@@ -483,6 +492,27 @@ class ServerConnection:
             ) from exc
         except Exception as exc:
             raise request_error(self.server, exc, what="the resource template listing") from exc
+
+    async def complete(
+        self, params: types.CompleteRequestParams, *, timeout_s: float | None
+    ) -> types.CompleteResult:
+        """Ask for completions of a prompt or resource template argument (``params`` in the
+        server's own names). Raises like :meth:`call_tool`."""
+        request = types.CompleteRequest(params=params)
+        return await self._request("a completion", request, types.CompleteResult, timeout_s)
+
+    async def subscribe_resource(
+        self, uri: str, *, subscribe: bool, timeout_s: float | None
+    ) -> None:
+        """Subscribe to (or, with ``subscribe=False``, unsubscribe from) updates of ``uri``.
+        Raises like :meth:`call_tool`."""
+        request: Any
+        if subscribe:
+            request = types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri))
+        else:
+            request = types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri))
+        what = f"a {'' if subscribe else 'un'}subscription to {uri!r}"
+        await self._request(what, request, types.EmptyResult, timeout_s)
 
     async def ping(self, *, timeout_s: float) -> None:
         """Check that the server answers (raises like :meth:`call_tool`)."""
