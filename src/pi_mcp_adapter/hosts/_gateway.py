@@ -387,6 +387,10 @@ class McpGateway:
 
     def _catalog_changed(self) -> None:
         """Resources or prompts may have changed: tell every client when they did."""
+        if self._upstream_subscriptions and self._tg is not None:
+            # A rebuild follows every (re)connect, and a reconnected server has forgotten
+            # its subscriptions; subscribing again is harmless where it has not.
+            self._tg.start_soon(self._resubscribe)
         signature = self._signature()
         if signature == self._listing_signature or self._tg is None:
             return
@@ -671,6 +675,13 @@ class McpGateway:
                 await self.adapter.subscribe_resource(key[0], uri, subscribe=False)
             except McpAdapterError as exc:
                 logger.info("server %r: unsubscribing from %s failed: %s", key[0], uri, exc)
+
+    async def _resubscribe(self) -> None:
+        for server, uri in list(self._upstream_subscriptions):
+            try:
+                await self.adapter.subscribe_resource(server, uri)
+            except McpAdapterError as exc:
+                logger.info("server %r: subscribing again to %s failed: %s", server, uri, exc)
 
     async def _resource_updated(self, server: str, uri: str) -> None:
         for host, connection in list(self._hosts.items()):
