@@ -17,6 +17,7 @@ concurrency part starts one gateway (and one FastMCP proxy) with a stdio upstrea
 clients at once, and counts the upstream processes under each front.
 
 Usage: .venv/bin/python bench/bench_gateway.py [--calls N] [--per-client M] [--no-fastmcp]
+       [--transports stdio,http] [--no-load]
 """
 
 from __future__ import annotations
@@ -195,9 +196,21 @@ async def _interleaved(
     return [(transport, name, values) for name, values in samples.items()]
 
 
-async def hop_rows(calls: int, with_fastmcp: bool) -> list[tuple[str, str, list[float]]]:
+async def hop_rows(
+    calls: int, with_fastmcp: bool, transports: list[str]
+) -> list[tuple[str, str, list[float]]]:
     fixture = _fixture_stdio()
     rows: list[tuple[str, str, list[float]]] = []
+    if "stdio" in transports:
+        rows += await _stdio_hops(calls, with_fastmcp, fixture)
+    if "http" in transports:
+        rows += await _http_hops(calls, with_fastmcp)
+    return rows
+
+
+async def _stdio_hops(
+    calls: int, with_fastmcp: bool, fixture: dict[str, Any]
+) -> list[tuple[str, str, list[float]]]:
     with tempfile.TemporaryDirectory() as directory:
         fronts: dict[str, Any] = {
             "direct": _stdio_client(sys.executable, [str(FIXTURE)]),
@@ -208,8 +221,10 @@ async def hop_rows(calls: int, with_fastmcp: bool) -> list[tuple[str, str, list[
             fronts["FastMCP proxy"] = _stdio_client(
                 str(FASTMCP_PYTHON), [str(FASTMCP_PROXY), "stdio", config]
             )
-        rows += await _interleaved("stdio", fronts, calls)
+        return await _interleaved("stdio", fronts, calls)
 
+
+async def _http_hops(calls: int, with_fastmcp: bool) -> list[tuple[str, str, list[float]]]:
     with ExitStack() as processes:
         upstream_url = processes.enter_context(_upstream_http())
         upstream = {"url": upstream_url}
@@ -219,8 +234,7 @@ async def hop_rows(calls: int, with_fastmcp: bool) -> list[tuple[str, str, list[
         if with_fastmcp:
             _, proxy_url = processes.enter_context(_fastmcp_http(upstream))
             fronts["FastMCP proxy"] = _http_client(proxy_url)
-        rows += await _interleaved("http", fronts, calls)
-    return rows
+        return await _interleaved("http", fronts, calls)
 
 
 def _upstream_processes(front: subprocess.Popen[bytes]) -> int:
@@ -298,6 +312,8 @@ def print_tables(
     print("|---|---|---|---|---|---|")
     for transport in ("stdio", "http"):
         rows = {front: s for t, front, s in hops if t == transport}
+        if not rows:
+            continue
         direct = percentile(rows["direct"], 0.5)
         fastmcp = percentile(rows["FastMCP proxy"], 0.5) if "FastMCP proxy" in rows else None
         for front, samples in rows.items():
@@ -316,6 +332,10 @@ async def main() -> None:
     parser.add_argument("--calls", type=int, default=500, help="sequential calls per row")
     parser.add_argument("--per-client", type=int, default=100, help="calls per client (K rows)")
     parser.add_argument("--no-fastmcp", action="store_true", help="skip the FastMCP proxy rows")
+    parser.add_argument(
+        "--transports", default="stdio,http", help="hop rows to run (stdio, http or both)"
+    )
+    parser.add_argument("--no-load", action="store_true", help="skip the K-clients rows")
     options = parser.parse_args()
     with_fastmcp = not options.no_fastmcp
     if with_fastmcp and not FASTMCP_PYTHON.exists():
@@ -324,9 +344,11 @@ async def main() -> None:
             "or pass --no-fastmcp"
         )
     print(f"echo over each front, {options.calls} sequential calls after {WARMUP_CALLS} warm-up:")
-    hops = await hop_rows(options.calls, with_fastmcp)
-    print(f"\nK concurrent HTTP clients, {options.per_client} calls each:")
-    load = await concurrency_rows(options.per_client, with_fastmcp)
+    hops = await hop_rows(options.calls, with_fastmcp, options.transports.split(","))
+    load: list[tuple[str, int, float, float, int]] = []
+    if not options.no_load:
+        print(f"\nK concurrent HTTP clients, {options.per_client} calls each:")
+        load = await concurrency_rows(options.per_client, with_fastmcp)
     print_tables(hops, load)
 
 
