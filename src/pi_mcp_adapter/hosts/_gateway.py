@@ -328,8 +328,10 @@ class McpGateway:
 
     def _new_host(self, connection: Connection | None) -> GatewayHost:
         host = GatewayHost(on_tools_changed=self._tools_changed, on_notice=self._notice)
-        self._hosts[host] = connection
+        # Registered before it is known, so its first tools are not announced as a change:
+        # the client has not listed anything yet.
         host.surfaces = register_surfaces(self.adapter, host, surface=self.surface)
+        self._hosts[host] = connection
         return host
 
     def host_for(self, ctx: ServerRequestContext[Any, Any]) -> GatewayHost:
@@ -365,7 +367,7 @@ class McpGateway:
 
     def _tools_changed(self, host: GatewayHost) -> None:
         tg = self._tg
-        if tg is None or host in self._pending:
+        if tg is None or host in self._pending or host not in self._hosts:
             return
         # Coalesce: an activation or a catalog rebuild changes several tools in one go.
         self._pending.add(host)
