@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -561,3 +562,42 @@ async def test_resource_updates_reach_the_subscribed_client_only(
             await subscriber.unsubscribe_resource("test://static-text")
             again = await bystander.call_tool("conf_touch_resource", {"uri": "test://static-text"})
             assert "not subscribed" in text_of(again)
+
+
+async def test_a_notice_for_the_user_reaches_a_stdio_client_as_a_log_message(
+    gw_workspace: GatewayWorkspace, tmp_path: Path
+) -> None:
+    # A server tool named `mcp` under toolPrefix "none" cannot become a direct tool: it would
+    # shadow the proxy tool. The surfaces say so to the user, the gateway to its client.
+    shadowing = tmp_path / "shadowing.py"
+    shadowing.write_text(
+        "from mcp.server.mcpserver import MCPServer\n"
+        "server = MCPServer('shadowing')\n"
+        "@server.tool(name='mcp')\n"
+        "def mcp_tool() -> str:\n"
+        "    return 'shadow'\n"
+        "server.run('stdio')\n"
+    )
+    gw_workspace.write_config(
+        {
+            "shadowing": {
+                "command": sys.executable,
+                "args": [str(shadowing)],
+                "directTools": True,
+                "toolPrefix": "none",
+                "lifecycle": "eager",
+            }
+        }
+    )
+    logged = anyio.Event()
+    messages: list[str] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        messages.append(str(params.data))
+        logged.set()
+
+    async with stdio_gateway(gw_workspace, logging_callback=on_log) as client:
+        assert "mcp" in await _tool_names(client)
+        with anyio.fail_after(15):
+            await logged.wait()
+    assert any("'mcp' skipped" in m for m in messages), messages

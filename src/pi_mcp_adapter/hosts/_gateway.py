@@ -248,6 +248,7 @@ class McpGateway:
         # the subscription bus). A connection's teardown removes its host.
         self._hosts: dict[GatewayHost, Connection | None] = {}
         self._pending: set[GatewayHost] = set()
+        self._registering: set[GatewayHost] = set()
         self._resource_servers: dict[str, str] = {}
         self._templates: dict[str, list[types.ResourceTemplate]] = {}
         self._prompt_routes: dict[str, _PromptRoute] = {}
@@ -328,10 +329,13 @@ class McpGateway:
 
     def _new_host(self, connection: Connection | None) -> GatewayHost:
         host = GatewayHost(on_tools_changed=self._tools_changed, on_notice=self._notice)
-        # Registered before it is known, so its first tools are not announced as a change:
-        # the client has not listed anything yet.
-        host.surfaces = register_surfaces(self.adapter, host, surface=self.surface)
         self._hosts[host] = connection
+        # Its first tools are not announced as a change: the client has not listed anything.
+        self._registering.add(host)
+        try:
+            host.surfaces = register_surfaces(self.adapter, host, surface=self.surface)
+        finally:
+            self._registering.discard(host)
         return host
 
     def host_for(self, ctx: ServerRequestContext[Any, Any]) -> GatewayHost:
@@ -367,7 +371,7 @@ class McpGateway:
 
     def _tools_changed(self, host: GatewayHost) -> None:
         tg = self._tg
-        if tg is None or host in self._pending or host not in self._hosts:
+        if tg is None or host in self._pending or host in self._registering:
             return
         # Coalesce: an activation or a catalog rebuild changes several tools in one go.
         self._pending.add(host)
@@ -383,9 +387,18 @@ class McpGateway:
             await self.bus.publish(ToolsListChanged())
 
     def _notice(self, host: GatewayHost, message: str, level: NotifyLevel) -> None:
+        """A notice for the user: the gateway's log, and a log message to the client."""
         logger.log(
             logging.WARNING if level != "info" else logging.INFO, "%s", message.splitlines()[0]
         )
+        connection = self._hosts.get(host)
+        wire_level = _NOTIFY_LEVELS[level]
+        if (
+            connection is not None
+            and self._tg is not None
+            and _at_least(wire_level, host.log_level)
+        ):
+            self._tg.start_soon(_send_log, connection, wire_level, message)
 
     def _catalog_changed(self) -> None:
         """Resources or prompts may have changed: tell every client when they did."""
@@ -816,6 +829,15 @@ def _completion_target(
 
 def _is_otel(middleware: object) -> bool:
     return type(middleware).__name__ == "OpenTelemetryMiddleware"
+
+
+async def _send_log(connection: Connection, level: types.LoggingLevel, message: str) -> None:
+    # Handshake-era connections only (hosts of the 2026-07-28 era have no connection here), for
+    # which logging is not deprecated; the SDK marks the method for the new era.
+    with warnings.catch_warnings():  # warns when called; the coroutine runs outside
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        sending = connection.log(level, message, logger=GATEWAY_NAME)
+    await sending
 
 
 def _at_least(level: types.LoggingLevel, threshold: types.LoggingLevel) -> bool:
