@@ -314,10 +314,12 @@ class McpGateway:
     async def _connect_uncached(self) -> None:
         """List servers never seen before in the background, so serving starts at once."""
         names = [s.name for s in self.adapter.status().servers if s.status == "not-cached"]
+        limiter = anyio.CapacityLimiter(max(1, self.adapter.settings.startup_concurrency))
 
         async def one(name: str) -> None:
             try:
-                await self.adapter.connect(name)
+                async with limiter:
+                    await self.adapter.connect(name)
             except McpAdapterError as exc:
                 logger.warning("server %r: %s", name, exc)
 
