@@ -601,3 +601,43 @@ async def test_a_notice_for_the_user_reaches_a_stdio_client_as_a_log_message(
         with anyio.fail_after(15):
             await logged.wait()
     assert any("'mcp' skipped" in m for m in messages), messages
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        pytest.param(
+            {"action": "accept", "content": {"decision": "allow_once"}}, "Echo: may I", id="allow"
+        ),
+        pytest.param({"action": "decline"}, "The user denied", id="decline"),
+        pytest.param(None, "approveTools", id="no-elicitation"),
+    ],
+)
+async def test_tool_approval_asks_the_calling_clients_user(
+    gw_workspace: GatewayWorkspace, answer: dict[str, Any] | None, expected: str
+) -> None:
+    gw_workspace.write_config(
+        {"fixture": fixture_entry(lifecycle="eager", directTools=True, approveTools=["echo"])}
+    )
+    questions: list[types.ElicitRequestParams] = []
+
+    async def elicitation(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        questions.append(params)
+        assert answer is not None
+        return types.ElicitResult.model_validate(answer)
+
+    extra = {"elicitation_callback": elicitation} if answer is not None else {}
+    with run_http_gateway(gw_workspace) as gateway:
+        async with gateway.client(**extra) as client:
+            result = await client.call_tool("fixture_echo", {"message": "may I"})
+    assert expected in text_of(result)
+    assert result.is_error is (expected != "Echo: may I")
+    if answer is not None:
+        assert len(questions) == 1
+        schema = questions[0].requested_schema
+        assert schema["properties"]["decision"]["enum"] == [
+            "allow_once",
+            "allow_session",
+            "allow_always",
+            "deny",
+        ]

@@ -74,11 +74,12 @@ from pi_mcp_adapter.engine import (
     ImagePart,
     McpAdapter,
     NotifyLevel,
+    Question,
     TextPart,
     ToolDefinition,
     ToolResult,
 )
-from pi_mcp_adapter.servers import CallRelay, relay_calls
+from pi_mcp_adapter.servers import CallRelay, current_relay, relay_calls
 from pi_mcp_adapter.surface import SurfaceKind, Surfaces, register_surfaces, render_outcome
 
 logger = logging.getLogger("pi_mcp_adapter.gateway")
@@ -238,6 +239,9 @@ class McpGateway:
         stateless: bool = False,
     ) -> None:
         self.adapter = adapter
+        if adapter.ask is None:
+            # Tool approval (approveTools) asks the user of the client making the call.
+            adapter.ask = ask_calling_client
         self.surface: SurfaceKind = surface or adapter.settings.surface
         self.stateless = stateless
         self.bus = InMemorySubscriptionBus()
@@ -812,6 +816,43 @@ async def _refuse_elicitation(params: types.ElicitRequestParams) -> types.ErrorD
     return types.ErrorData(
         code=types.INVALID_REQUEST, message=f"Elicitation not supported: {_STATELESS_REFUSAL}"
     )
+
+
+async def ask_calling_client(question: Question) -> str | None:
+    """Ask the user of the client whose request is calling the tool, through elicitation.
+
+    The form has one required string ``decision`` whose ``enum`` is the options' ids (and
+    ``enumNames`` their labels). ``accept`` answers the chosen id, ``decline`` answers
+    ``deny``; a cancel, a client without elicitation and a request without a session answer
+    None, so the engine refuses the call.
+    """
+    relay = current_relay()
+    if relay is None or relay.elicitation is None:
+        return None
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "decision": {
+                "type": "string",
+                "title": "Decision",
+                "enum": [o.id for o in question.options],
+                "enumNames": [o.label for o in question.options],
+            }
+        },
+        "required": ["decision"],
+    }
+    params = types.ElicitRequestFormParams(
+        message=f"{question.title}\n\n{question.text}", requested_schema=schema
+    )
+    answer = await relay.elicitation(params)
+    if not isinstance(answer, types.ElicitResult):
+        return None
+    if answer.action == "decline":
+        return "deny"
+    if answer.action == "accept" and answer.content is not None:
+        decision = answer.content.get("decision")
+        return decision if isinstance(decision, str) else None
+    return None
 
 
 def _completion_target(
