@@ -175,6 +175,7 @@ async def test_pi_mcp_serve_stopped_by_a_signal_with_calls_in_flight_leaves_no_p
             async with Client(gateway.url) as client:
                 # The gateway listens before the first run has listed every server.
                 await gateway_call(client, {"connect": "slowpoke"})
+                await gateway_call(client, {"connect": "time"})
                 result = await gateway_call(
                     client, {"tool": "slowpoke_slow", "args": {"seconds": 120}}
                 )

@@ -13,6 +13,7 @@ never printed or logged.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
 import logging
@@ -140,6 +141,26 @@ def create_http_app(gateway: McpGateway, options: GatewayOptions) -> ASGIApp:
     if options.auth_token:
         app = BearerTokenGuard(app, options.auth_token)
     return app
+
+
+class _CutAtShutdown:
+    """Ends a request quietly when uvicorn cancels it at shutdown.
+
+    uvicorn cancels the requests still running when its grace period is over (a client's call
+    in flight, an SSE stream) and logs each as "Exception in ASGI application" with a
+    traceback. A request cut because the gateway was told to stop is no error.
+    """
+
+    def __init__(self, app: ASGIApp, stopping: Callable[[], bool]) -> None:
+        self.app = app
+        self._stopping = stopping
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self.app(scope, receive, send)
+        except asyncio.CancelledError:
+            if not self._stopping():
+                raise
 
 
 class _Uvicorn(uvicorn.Server):
@@ -286,8 +307,12 @@ async def _serve_http(
 ) -> None:
     sock = _bind(options.host, options.port)
     bound_port = sock.getsockname()[1]
+    server: _Uvicorn | None = None
     config = uvicorn.Config(
-        create_http_app(gateway, options),
+        _CutAtShutdown(
+            create_http_app(gateway, options),
+            lambda: server is not None and server.should_exit,
+        ),
         log_level="warning",
         lifespan="on",
         timeout_graceful_shutdown=math.ceil(HTTP_GRACE_S),
