@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import pytest
@@ -400,3 +401,14 @@ def test_a_page_names_the_servers_that_match_best(index: SearchIndex) -> None:
 def test_unranked_modes_name_no_servers(index: SearchIndex) -> None:
     assert index.search("^github_", regex=True).servers == ()
     assert index.search("", server="github").servers == ()
+
+
+def test_a_query_with_a_long_run_of_letters_is_answered_in_linear_time(
+    index: SearchIndex,
+) -> None:
+    # A pasted blob made the identifier pattern backtrack quadratically (minutes per query).
+    query = "a" * 200_000 + " create_issue " + "Ab" * 50_000
+    started = time.process_time()
+    page = index.search(query, limit=5)
+    assert time.process_time() - started < 2.0
+    assert "github_create_issue" in names(page.hits)

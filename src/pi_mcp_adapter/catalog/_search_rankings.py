@@ -520,8 +520,11 @@ class FieldRanking:
     def _mentions(self, text: str) -> set[int]:
         """Tools whose original name appears in the text as an identifier (``get_issue``)."""
         docs: set[int] = set()
-        for token in _IDENTIFIER.findall(text):
-            docs.update(self._by_original.get(" ".join(terms(token)), ()))
+        for word in text.split():
+            if len(word) > MAX_MENTION_CHARS:
+                continue
+            for token in _IDENTIFIER.findall(word):
+                docs.update(self._by_original.get(" ".join(terms(token)), ()))
         return docs
 
     def _score_text(
@@ -853,6 +856,12 @@ class _Scored:
     best: float
     confidence: float  # share of the request's words the best tool covers
 
+
+MAX_MENTION_CHARS = 256
+"""Longest word looked at for a tool name (names have at most 128 characters): on a long run of
+letters the identifier pattern backtracks in quadratic time, so a pasted blob in a query would
+stall the search. An identifier never spans whitespace, so matching word by word finds the same
+names."""
 
 _IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[_\-.][A-Za-z0-9]+)+|[a-z]+[A-Z]\w*")
 
