@@ -163,9 +163,9 @@ def test_sixteen_writers_and_a_corrupter_lose_no_entry_and_leave_a_valid_file(
         assert metadata.instructions == f"round {rounds - 1}", name
     # The damage was noticed and handled: files set aside, entries put back, warnings given.
     assert list(tmp_path.glob("mcp-cache.json.corrupt-*"))
-    assert sum(s["set_aside"] for s in summaries.values()) > 0
-    restored = [w for s in summaries.values() for w in s["warnings"] if "restored" in w]
-    assert restored
+    warnings = [w for s in summaries.values() for w in s["warnings"]]
+    assert any("was unreadable" in w for w in warnings)
+    assert any("restored" in w for w in warnings)
     assert valid_reads > 0
     assert not list(tmp_path.glob(".mcp-cache.json.*.tmp"))
     token_files = check_token_files(tmp_path)
