@@ -16,6 +16,7 @@ from pi_mcp_adapter.surface import McpAdapter, register_surfaces
 
 HERE = Path(__file__).parent
 WORKBENCH = HERE / "workbench_server.py"
+FIXTURE = HERE.parent / "fixtures" / "mcp_fixture.py"
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +26,11 @@ def anyio_backend() -> str:
 
 def workbench_entry(**extra: Any) -> dict[str, Any]:
     return {"command": sys.executable, "args": [str(WORKBENCH)], **extra}
+
+
+def fixture_entry(*options: str, **extra: Any) -> dict[str, Any]:
+    """The configurable fixture server of ``tests/fixtures/mcp_fixture.py``."""
+    return {"command": sys.executable, "args": [str(FIXTURE), *options], **extra}
 
 
 def time_entry(**extra: Any) -> dict[str, Any]:

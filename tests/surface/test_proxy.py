@@ -16,6 +16,8 @@ from pi_mcp_adapter.surface import McpAdapter, ToolResult
 from pi_mcp_adapter.surface._proxy import PROXY_TOOL_NAME, ProxyTool, parse_args, select_mode
 from pi_mcp_adapter.surface._tokens_report import definition_tokens
 
+from .conftest import Workspace, fixture_entry
+
 pytestmark = [pytest.mark.slow]
 
 HOST_TOOLS = ("read", "bash")
@@ -213,13 +215,31 @@ async def test_call_with_invalid_arguments_returns_the_schema_without_calling(
     text = result.text_content
     assert "destination" in text  # missing required property
     assert "passengers" in text  # below its minimum
-    assert "Expected parameters" in text
+    assert "Expected parameters:\n  origin (string) *required*" in text
+    assert "Parameters:" not in text.replace("Expected parameters:", "")
 
 
-async def test_a_tool_error_from_the_server_is_passed_through(shared_adapter: McpAdapter) -> None:
+async def test_a_tool_error_from_the_server_is_passed_through_with_the_parameters_once(
+    shared_adapter: McpAdapter,
+) -> None:
     result = await mcp(shared_adapter, tool="workbench_fail", args={"message": "disk full"})
     assert result.is_error
-    assert "disk full" in result.text_content
+    text = result.text_content
+    assert text.startswith("Error executing tool fail: disk full\n\nExpected parameters:")
+    assert text.count("Expected parameters:") == 1
+    assert "Expected parameters:\n  message (string) *required*" in text
+    assert "Parameters:" not in text.replace("Expected parameters:", "")
+    assert result.details["parameterHint"] is True
+
+
+async def test_a_tool_error_of_a_tool_without_parameters_says_it_takes_none(
+    workspace: Workspace,
+) -> None:
+    workspace.write_config({"fixture": fixture_entry()})
+    async with workspace.adapter() as adapter:
+        result = await mcp(adapter, tool="fixture_fail")
+    assert result.is_error
+    assert result.text_content == "it failed\n\nExpected parameters: none."
 
 
 async def test_an_unknown_tool_gets_suggestions(shared_adapter: McpAdapter) -> None:
