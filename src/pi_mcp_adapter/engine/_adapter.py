@@ -489,6 +489,7 @@ class McpAdapter:
                 latency_ms=outcome.latency_ms,
                 ok=not outcome.is_error,
                 bytes_out=_result_bytes(outcome),
+                connect_ms=outcome.connect_ms,
             )
         return outcome
 
