@@ -9,6 +9,7 @@ import pytest
 
 from pi_mcp_adapter.engine import NotifyLevel
 from pi_mcp_adapter.hosts import ExportHost
+from servers._support import HttpFixtures, http_fixtures, pid_is_running
 from surface.conftest import (  # tests/ is on sys.path: the surface tests are package "surface"
     Workspace,
     fixture_entry,
@@ -17,7 +18,16 @@ from surface.conftest import (  # tests/ is on sys.path: the surface tests are p
     workbench_entry,
 )
 
-__all__ = ["RecordingHost", "Workspace", "fixture_entry", "time_entry", "workbench_entry"]
+__all__ = [
+    "HttpFixtures",
+    "RecordingHost",
+    "Workspace",
+    "fixture_entry",
+    "http_fixtures",
+    "pid_is_running",
+    "time_entry",
+    "workbench_entry",
+]
 
 
 @dataclass

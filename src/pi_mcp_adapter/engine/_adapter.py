@@ -42,9 +42,9 @@ from pi_mcp_adapter.catalog._search import SearchIndex
 from pi_mcp_adapter.config import LoadedConfig, load_config
 from pi_mcp_adapter.config._locations import default_agent_dir
 from pi_mcp_adapter.config._models import ServerEntry, Settings
-from pi_mcp_adapter.servers import ServerManager
+from pi_mcp_adapter.servers import ServerManager, ServerState
 
-from ._host import Host
+from ._host import Host, NotifyLevel
 from ._stats import CallStats
 from ._validate import validate_arguments
 from ._values import CallOutcome, PromptMessages, SearchResults, ServerStatus, StatusReport
@@ -53,6 +53,8 @@ ProgressCallback = Callable[[str, str, str | None], None]
 """``(server, phase, detail)`` with phase ``connecting`` | ``connected`` | ``failed``."""
 
 DEFAULT_SEARCH_LIMIT = 12
+DEFAULT_STATUS_DEBOUNCE_S = 0.2
+"""Servers connecting together at start update the status line once, not once each."""
 _CONNECTED = "connected"
 
 
@@ -67,6 +69,13 @@ class McpAdapter:
         connect_missing: connect, at start, every enabled server whose tools are not in the
             metadata cache yet (the first run), so search and describe have something to show.
         clock: wall clock in seconds (``time.time``), injectable for tests.
+        status_debounce_s: how long the host's status line waits for more changes before it
+            is updated (a burst of connects updates it once).
+
+    Telling the user: with a ``host``, the engine sends ``host.notify`` when a server fails
+    to start or is lost, needs authentication, comes back after that, when a tool is renamed
+    because another server's tool has its name, and when a server's tool definitions change;
+    it keeps ``host.set_status`` at ``MCP: <connected>/<enabled> servers, <n> tools``.
     """
 
     def __init__(
@@ -83,6 +92,7 @@ class McpAdapter:
         on_progress: ProgressCallback | None = None,
         environ: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.time,
+        status_debounce_s: float = DEFAULT_STATUS_DEBOUNCE_S,
     ) -> None:
         self.agent_dir = (agent_dir or default_agent_dir()).expanduser()
         self.project_dir = (project_dir or Path.cwd()).expanduser()
@@ -105,6 +115,12 @@ class McpAdapter:
         self._state: Literal["new", "running", "closed"] = "new"
         self._stats: CallStats | None = None
         self._listeners: list[Callable[[], None]] = []
+        self._status_debounce_s = status_debounce_s
+        self._status_wanted: anyio.Event | None = None
+        self._status_line: str | None = None
+        self._unavailable: dict[str, str] = {}
+        """Servers the host was told are failing or need auth, with that status."""
+        self._announced_collisions: set[tuple[str, str, str]] = set()
 
     def _load_config(self) -> LoadedConfig:
         return load_config(
@@ -160,15 +176,21 @@ class McpAdapter:
             )
             self._manager = await stack.enter_async_context(manager)
             manager.on_tools_changed(self._server_connected)
+            manager.on_state_changed(self._server_state_changed)
             self._load_cache()
+            if self.host is not None:
+                stack.callback(self._clear_status_line)
             if self.settings.capture_stats:
-                stats = CallStats.from_setting(self.settings.capture_stats, self.agent_dir)
-                self._stats = stats
-                # Last registered, first run: the flusher stops before the final flush.
-                stack.callback(stats.flush)
-                tasks = await stack.enter_async_context(anyio.create_task_group())
-                tasks.start_soon(stats.run_flusher)
-                stack.callback(tasks.cancel_scope.cancel)
+                self._stats = CallStats.from_setting(self.settings.capture_stats, self.agent_dir)
+                # Registered before the task group: runs after the flusher has stopped.
+                stack.callback(self._stats.flush)
+            tasks = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(tasks.cancel_scope.cancel)
+            if self._stats is not None:
+                tasks.start_soon(self._stats.run_flusher)
+            if self.host is not None:
+                self._status_wanted = anyio.Event()
+                tasks.start_soon(self._run_status_line)
             self._rebuild()
             if self.host is not None:
                 self.host.on("turn_end", self.on_turn_end)
@@ -256,8 +278,73 @@ class McpAdapter:
         metadata = {n: m for n, m in self._metadata.items() if n in enabled}
         self._catalog = Catalog.build(metadata, enabled, self.settings)
         self._index = None
+        self._announce_collisions(self._catalog)
+        self._want_status_line()
         for listener in list(self._listeners):
             listener()
+
+    # ------------------------------------------------------------------ telling the user
+
+    def _notify(self, message: str, level: NotifyLevel) -> None:
+        if self.host is not None:
+            self.host.notify(message, level)
+
+    def _server_state_changed(self, state: ServerState) -> None:
+        """Tell the user when a server becomes unusable, and when it is usable again."""
+        server, status = state.server, state.status
+        if status in ("failed", "needs-auth"):
+            if self._unavailable.get(server) != status:
+                self._unavailable[server] = status
+                if status == "needs-auth":
+                    self._notify(
+                        f"MCP server {server!r} needs authentication: run `/mcp-auth {server}` "
+                        f"(or `pi-mcp auth {server}`)",
+                        "warning",
+                    )
+                else:
+                    reason = (state.error or "unknown error").splitlines()[0]
+                    self._notify(f"MCP server {server!r} is unavailable: {reason}", "error")
+        elif status == "connected" and self._unavailable.pop(server, None) is not None:
+            self._notify(f"MCP server {server!r} is back: connected", "info")
+        self._want_status_line()
+
+    def _announce_collisions(self, catalog: Catalog) -> None:
+        for collision in catalog.collisions:
+            key = (collision.server, collision.original_name, collision.assigned_name)
+            if key in self._announced_collisions:
+                continue
+            self._announced_collisions.add(key)
+            self._notify(
+                f"MCP tool {collision.original_name!r} of server {collision.server!r} is "
+                f"called {collision.assigned_name!r}: {collision.name!r} is taken by server "
+                f"{collision.kept_by!r} (a toolPrefix avoids the clash)",
+                "warning",
+            )
+
+    def status_line(self) -> str:
+        """The one-line summary a host shows: ``MCP: 4/6 servers, 132 tools``."""
+        report = self.status()
+        return f"MCP: {report.connected}/{report.enabled} servers, {report.tool_count} tools"
+
+    def _want_status_line(self) -> None:
+        if self._status_wanted is not None:
+            self._status_wanted.set()
+
+    async def _run_status_line(self) -> None:
+        """Keep the host's status line current, at most once per ``status_debounce_s``."""
+        while self._status_wanted is not None:
+            await self._status_wanted.wait()
+            await anyio.sleep(self._status_debounce_s)
+            self._status_wanted = anyio.Event()
+            text = self.status_line()
+            if text != self._status_line and self.host is not None:
+                self._status_line = text
+                self.host.set_status(text)
+
+    def _clear_status_line(self) -> None:
+        if self.host is not None and self._status_line is not None:
+            self._status_line = None
+            self.host.set_status(None)
 
     def on_catalog_changed(self, listener: Callable[[], None]) -> Callable[[], None]:
         """Call ``listener`` after each catalog rebuild; returns a function that unsubscribes."""

@@ -58,6 +58,9 @@ DEFAULT_BACKOFF_S = 60.0
 MetadataListener = Callable[[str, ServerMetadata], Awaitable[None] | None]
 """``(server_name, metadata)``; may be a plain function or a coroutine function."""
 
+StateListener = Callable[[ServerState], None]
+"""Called with a server's new state each time its status changes."""
+
 
 class _Attempt:
     """One in-flight connect; every caller that asked for the server waits on ``done``."""
@@ -131,6 +134,7 @@ class ServerManager:
         self._backoff_s = backoff_s
         self._tools_changed: list[MetadataListener] = []
         self._reconnected: list[MetadataListener] = []
+        self._state_listeners: list[StateListener] = []
         self._tg: anyio.abc.TaskGroup | None = None
         self._health_scope: anyio.CancelScope | None = None
         self._entered = False
@@ -196,6 +200,14 @@ class ServerManager:
         """
         self._reconnected.append(listener)
         return lambda: self._reconnected.remove(listener)
+
+    def on_state_changed(self, listener: StateListener) -> Callable[[], None]:
+        """Call ``listener(state)`` whenever a server's status changes (connecting, connected,
+        failed, needs-auth, closed), from the task that changed it. Returns a function that
+        unsubscribes. Listener errors are logged and never affect the connection.
+        """
+        self._state_listeners.append(listener)
+        return lambda: self._state_listeners.remove(listener)
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -409,6 +421,7 @@ class ServerManager:
         slot.connection = None
         if slot.status in ("connected", "connecting"):
             slot.status = "closed"
+            self._state_changed(slot)
         if connection is not None:
             await connection.close()
         if attempt is not None:
@@ -560,6 +573,7 @@ class ServerManager:
         attempt = _Attempt(slot.generation, connection)
         slot.attempt = attempt
         slot.status = "connecting"
+        self._state_changed(slot)
         if previous is not None:
             previous.superseded = True
             previous.connection.request_close()
@@ -622,6 +636,7 @@ class ServerManager:
         slot.last_used_at = self._clock()
         attempt.result = connection
         attempt.done.set()
+        self._state_changed(slot)
         logger.info(
             "server %r connected over %s in %.2f s (%d tools)",
             slot.name,
@@ -643,6 +658,7 @@ class ServerManager:
         slot.keep_alive_failures += 1
         slot.keep_alive_next_at = now + keep_alive_retry_delay_s(slot.keep_alive_failures)
         logger.warning("%s", error.message.splitlines()[0])
+        self._state_changed(slot)
 
     def _connection_ended(self, connection: ServerConnection) -> None:
         slot = self._slots.get(connection.server)
@@ -658,6 +674,17 @@ class ServerManager:
             slot.keep_alive_next_at = None  # a keep-alive server reconnects at the next check
         else:
             slot.status = "closed"
+        self._state_changed(slot)
+
+    def _state_changed(self, slot: _Slot) -> None:
+        if not self._state_listeners or self._slots.get(slot.name) is not slot:
+            return
+        state = self.state(slot.name)
+        for listener in list(self._state_listeners):
+            try:
+                listener(state)
+            except Exception:
+                logger.exception("state listener %r failed for server %r", listener, slot.name)
 
     async def _connection_metadata(
         self, connection: ServerConnection, metadata: ServerMetadata
