@@ -122,6 +122,8 @@ class Settings(_Model):
     validate_args: bool = True
     output_limit_bytes: int = 50 * 1024
     output_limit_lines: int = 2000
+    on_definition_change: Literal["warn", "block"] = "warn"
+    """``block`` refuses calls to tools whose definitions changed until they are trusted."""
     tool_search_limit: int = 5
     tool_search_budget_tokens: int = 600
     health_check_interval_ms: int = 30_000

@@ -36,7 +36,8 @@ from pi_mcp_adapter._errors import (
     ToolNotFoundError,
     UsageError,
 )
-from pi_mcp_adapter.catalog import Catalog, MetadataCache
+from pi_mcp_adapter.catalog import Catalog, DefinitionChanges, MetadataCache
+from pi_mcp_adapter.catalog._definition_diff import ToolDefinitionDiff, diff_definitions
 from pi_mcp_adapter.catalog._metadata import ServerMetadata, ToolInfo
 from pi_mcp_adapter.catalog._search import SearchIndex
 from pi_mcp_adapter.config import LoadedConfig, load_config
@@ -107,7 +108,11 @@ class McpAdapter:
         self._clock = clock
         self.cache = MetadataCache(self.agent_dir / "mcp-cache.json")
         self._metadata: dict[str, ServerMetadata] = {}
-        self._changed_tools: dict[str, tuple[str, ...]] = {}
+        self._changes: dict[str, DefinitionChanges] = {}
+        """Unacknowledged tool-definition changes per server, as the cache records them."""
+        self._processed: dict[str, ServerMetadata] = {}
+        """The metadata object last cached per server: the manager announces each once, but
+        a call may process it first (see :meth:`_call_server`)."""
         self._catalog: Catalog | None = None
         self._index: SearchIndex | None = None
         self._manager: ServerManager | None = None
@@ -226,7 +231,7 @@ class McpAdapter:
             cached = self.cache.get(name, self.servers[name])
             if cached is not None:
                 self._metadata[name] = cached
-                self._changed_tools[name] = self.cache.changed_tools(name)
+                self._changes[name] = self.cache.definition_changes(name)
 
     async def _connect_at_start(self) -> None:
         manager = self._require_manager()
@@ -261,11 +266,12 @@ class McpAdapter:
     def _server_connected(self, server: str, metadata: ServerMetadata) -> None:
         """A connection (re)opened or its tools changed: cache, rebuild, tell listeners."""
         entry = self.servers.get(server)
-        if entry is None:
+        if entry is None or self._processed.get(server) is metadata:
             return
+        self._processed[server] = metadata
         changes = self.cache.store(server, entry, metadata)
         self._metadata[server] = metadata
-        self._changed_tools[server] = self.cache.changed_tools(server)
+        self._changes[server] = self.cache.definition_changes(server)
         self._rebuild()
         if self.host is not None and changes:
             names = ", ".join(changes.names()[:10])
@@ -401,14 +407,24 @@ class McpAdapter:
         if entry is None:
             raise ServerNotConfiguredError(name, self._unknown_server_message(name))
         tool_count = len(self.catalog.tools(name)) if entry.is_enabled else 0
-        changed = self._changed_tools.get(name, ())
+        record = self._changes.get(name, DefinitionChanges())
+        changed = record.names()
+        diffs: tuple[ToolDefinitionDiff, ...] = ()
+        if record:
+            meta = self._metadata.get(name)
+            diffs = diff_definitions(record, meta.tools if meta is not None else ())
         if not entry.is_enabled:
             return ServerStatus(name, "disabled", 0, lifecycle=entry.lifecycle)
         state = self._manager.state(name) if self._manager is not None else None
         if state is None or state.status in ("closed", "idle", "new"):
             status = "cached" if name in self._metadata else "not-cached"
             return ServerStatus(
-                name, status, tool_count, lifecycle=entry.lifecycle, changed_tools=changed
+                name,
+                status,
+                tool_count,
+                lifecycle=entry.lifecycle,
+                changed_tools=changed,
+                definition_changes=diffs,
             )
         failed_ago = None
         if state.failed_at is not None:
@@ -422,6 +438,7 @@ class McpAdapter:
             error=state.error,
             failed_ago_s=failed_ago,
             changed_tools=changed,
+            definition_changes=diffs,
         )
 
     def _manager_clock(self) -> float:
@@ -568,8 +585,11 @@ class McpAdapter:
                     message=f"Invalid arguments for {tool.name}",
                     problems=tuple(problems),
                 )
+        blocked = self._refused_for_change(name, tool)
+        if blocked is not None:
+            return blocked
         outcome = await self._call_server(name, tool, arguments, progress)
-        if self._stats is not None:
+        if self._stats is not None and outcome.error_kind != "definition_changed":
             self._stats.record(
                 tool.server,
                 tool.original_name,
@@ -595,6 +615,14 @@ class McpAdapter:
             if manager.state(tool.server).status != _CONNECTED:
                 await manager.connect(tool.server)
                 connect_ms = (time.perf_counter() - started) * 1000
+                # What the server lists now is checked before the call, not after: the
+                # manager announces a new connection from another task, maybe too late.
+                live = manager.metadata(tool.server)
+                if live is not None:
+                    self._server_connected(tool.server, live)
+                blocked = self._refused_for_change(requested, tool)
+                if blocked is not None:
+                    return blocked
             called = time.perf_counter()
             result: Any
             if tool.resource_uri is not None:
@@ -629,6 +657,77 @@ class McpAdapter:
         return CallOutcome(
             requested, tool, result, latency_ms=_elapsed_ms(called), connect_ms=connect_ms
         )
+
+    def _refused_for_change(self, requested: str, tool: ToolInfo) -> CallOutcome | None:
+        """Under ``onDefinitionChange: "block"``, the refusal of a tool changed since trusted."""
+        if self.settings.on_definition_change != "block" or tool.is_resource:
+            return None
+        record = self._changes.get(tool.server)
+        if record is None:
+            return None
+        changed = {c.name: c.fields for c in record.changed}
+        if tool.original_name in changed:
+            how = f"its {', '.join(changed[tool.original_name])} changed"
+        elif tool.original_name in record.added:
+            how = "it is new"
+        else:
+            return None
+        return CallOutcome(
+            requested,
+            tool,
+            error_kind="definition_changed",
+            message=(
+                f"Tool {tool.name} was not called: {how} since its server {tool.server!r} was "
+                f'last trusted, and settings.onDefinitionChange is "block". Ask the user to '
+                f"review the change (`pi-mcp status`) and trust it with "
+                f"`pi-mcp trust {tool.server} {tool.original_name}` (or `/mcp trust "
+                f"{tool.server} {tool.original_name}`)."
+            ),
+        )
+
+    def definition_changes(self, server: str) -> DefinitionChanges:
+        """``server``'s unacknowledged tool-definition changes (empty when there are none).
+
+        Raises:
+            ServerNotConfiguredError: no server of that name.
+        """
+        self.require_server(server)
+        return self._changes.get(server, DefinitionChanges())
+
+    def trust(self, server: str, tool: str | None = None) -> tuple[str, ...]:
+        """Accept ``server``'s recorded definition changes (all, or one tool's): they become
+        the new trusted baseline. Returns the tools (their own names) that were trusted.
+
+        ``tool`` may be the server's own name or the catalog name.
+
+        Raises:
+            ServerNotConfiguredError: no server of that name.
+            UsageError: nothing is recorded for the server, or for that tool.
+        """
+        record = self.definition_changes(server)
+        if not record:
+            raise UsageError(f"MCP server {server!r} has no tool definition changes to trust")
+        if tool is None:
+            names = record.names()
+            self.cache.acknowledge_changes(server)
+        else:
+            own = tool
+            if own not in record.names():
+                try:
+                    own = self.catalog.lookup(tool, server=server).original_name
+                except McpAdapterError:
+                    own = tool
+            if own not in record.names():
+                listed = ", ".join(record.names())
+                raise UsageError(
+                    f"MCP server {server!r} has no recorded change to tool {tool!r}; "
+                    f"changed: {listed}"
+                )
+            names = (own,)
+            self.cache.acknowledge_changes(server, names)
+        self._changes[server] = self.cache.definition_changes(server)
+        self._want_status_line()
+        return names
 
     async def read_resource(self, server: str, uri: str) -> types.ReadResourceResult:
         """Read resource ``uri`` of ``server`` (connecting it if needed).

@@ -11,6 +11,7 @@ from typing import Literal
 
 import mcp_types as types
 
+from pi_mcp_adapter.catalog._definition_diff import ToolDefinitionDiff
 from pi_mcp_adapter.catalog._metadata import ToolInfo
 from pi_mcp_adapter.catalog._search import SearchPage
 
@@ -41,7 +42,10 @@ class ServerStatus:
     error: str | None = None
     failed_ago_s: float | None = None
     changed_tools: tuple[str, ...] = ()
+    """Tools (their own names) whose definitions changed since last trusted."""
     source: str | None = None
+    definition_changes: tuple[ToolDefinitionDiff, ...] = ()
+    """How each of ``changed_tools`` changed."""
 
     @property
     def is_searchable(self) -> bool:
@@ -84,8 +88,12 @@ CallErrorKind = Literal[
     "invalid_arguments",
     "server_unavailable",
     "server_error",
+    "definition_changed",
 ]
-"""Why a call produced no server answer; a server's own ``isError`` result is not one."""
+"""Why a call produced no server answer; a server's own ``isError`` result is not one.
+
+``definition_changed``: the tool changed since it was last trusted and
+``settings.onDefinitionChange`` is ``"block"``; nothing was sent."""
 
 
 @dataclass(frozen=True, slots=True)

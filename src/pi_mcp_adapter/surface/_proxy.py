@@ -193,7 +193,12 @@ class ProxyTool:
             details={
                 "mode": "status",
                 "servers": [
-                    {"name": r.name, "status": r.status, "tools": r.tool_count}
+                    {
+                        "name": r.name,
+                        "status": r.status,
+                        "tools": r.tool_count,
+                        "changedTools": list(r.changed_tools),
+                    }
                     for r in report.servers
                 ],
             },
