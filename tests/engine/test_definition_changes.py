@@ -74,6 +74,7 @@ async def test_status_shows_what_changed_and_warn_lets_calls_through(
             await adapter.connect("changing")
         [(level, notice)] = host.notices_with("changed its tool definitions")
         assert level == "warning"
+        assert notice.endswith("search, shiny, old")
         row = adapter.server_status("changing")
         assert set(row.changed_tools) == {"search", "shiny", "old"}
         status = (await ProxyTool(adapter).execute({})).text_content
