@@ -315,6 +315,7 @@ _json = st.recursive(
 _keys = st.sampled_from(
     [
         "tool",
+        "prompt",
         "args",
         "connect",
         "describe",
@@ -342,3 +343,52 @@ async def test_any_parameter_object_yields_a_result_never_an_exception(
     result = await ProxyTool(shared_adapter, host_tools=HOST_TOOLS).execute(params)
     assert isinstance(result, ToolResult)
     json.dumps(dict(result.details), default=str)
+
+
+async def test_list_shows_the_servers_prompts_with_their_arguments(
+    shared_adapter: McpAdapter,
+) -> None:
+    result = await mcp(shared_adapter, server="workbench")
+    assert "Prompts (mcp({prompt, args})): 1" in result.text_content
+    assert "- workbench_greet - Greet someone by name. (args: name*, style)" in result.text_content
+
+
+async def test_prompt_mode_renders_the_messages_as_text(shared_adapter: McpAdapter) -> None:
+    result = await mcp(
+        shared_adapter, prompt="workbench_greet", args={"name": "Ada", "style": "warm"}
+    )
+    assert not result.is_error
+    assert result.text_content == (
+        "Prompt workbench_greet (server workbench):\n"
+        "Greet someone by name.\n"
+        "\n[user]\nPlease greet Ada in a warm style.\n"
+        "\n[assistant]\nHello, Ada!"
+    )
+    assert result.details["messages"] == 2
+    # Names resolve as tool names do: the server's own name, another separator.
+    same = await mcp(shared_adapter, prompt="greet", args='{"name": "Ada", "style": "warm"}')
+    assert same.text_content == result.text_content
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        pytest.param(
+            {"prompt": "workbench_greet"},
+            "Prompt workbench_greet needs argument(s): name. It takes: name*, style",
+            id="missing-argument",
+        ),
+        pytest.param({"prompt": "workbench_gret"}, "Did you mean: workbench_greet", id="typo"),
+    ],
+)
+async def test_prompt_mode_errors_say_what_to_pass(
+    shared_adapter: McpAdapter, params: dict[str, Any], expected: str
+) -> None:
+    result = await mcp(shared_adapter, **params)
+    assert result.is_error
+    assert expected in result.text_content
+
+
+def test_prompt_comes_right_after_tool_in_the_mode_priority() -> None:
+    assert select_mode({"tool": "t", "prompt": "p"}) == "call"
+    assert select_mode({"prompt": "p", "connect": "s", "search": "x"}) == "prompt"

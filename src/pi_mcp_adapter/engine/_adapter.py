@@ -39,6 +39,7 @@ from pi_mcp_adapter._errors import (
 from pi_mcp_adapter.catalog import Catalog, DefinitionChanges, MetadataCache
 from pi_mcp_adapter.catalog._definition_diff import ToolDefinitionDiff, diff_definitions
 from pi_mcp_adapter.catalog._metadata import ServerMetadata, ToolInfo
+from pi_mcp_adapter.catalog._prompts import PromptCatalog, PromptInfo
 from pi_mcp_adapter.catalog._search import SearchIndex
 from pi_mcp_adapter.config import LoadedConfig, load_config
 from pi_mcp_adapter.config._locations import default_agent_dir
@@ -114,6 +115,7 @@ class McpAdapter:
         """The metadata object last cached per server: the manager announces each once, but
         a call may process it first (see :meth:`_call_server`)."""
         self._catalog: Catalog | None = None
+        self._prompt_catalog: PromptCatalog | None = None
         self._index: SearchIndex | None = None
         self._manager: ServerManager | None = None
         self._stack: AsyncExitStack | None = None
@@ -283,6 +285,7 @@ class McpAdapter:
         enabled = {n: self.servers[n] for n in self.enabled_servers()}
         metadata = {n: m for n, m in self._metadata.items() if n in enabled}
         self._catalog = Catalog.build(metadata, enabled, self.settings)
+        self._prompt_catalog = None
         self._index = None
         self._announce_collisions(self._catalog)
         self._want_status_line()
@@ -393,6 +396,37 @@ class McpAdapter:
             AmbiguousToolError: several tools match (with candidates).
         """
         return self.catalog.lookup(name)
+
+    def prompts(self, server: str | None = None) -> Sequence[PromptInfo]:
+        """Upstream prompts (all, or ``server``'s), named like tools; from the cache or live."""
+        if self._prompt_catalog is None:
+            enabled = {n: self.servers[n] for n in self.enabled_servers()}
+            self._prompt_catalog = PromptCatalog.build(self._metadata, enabled, self.settings)
+        return self._prompt_catalog.prompts(server)
+
+    def lookup_prompt(self, name: str) -> PromptInfo:
+        """Resolve a prompt name by the same rules as tool names.
+
+        Raises:
+            ToolNotFoundError: no such prompt (with suggestions).
+            AmbiguousToolError: several prompts match.
+        """
+        self.prompts()
+        assert self._prompt_catalog is not None
+        return self._prompt_catalog.lookup(name)
+
+    async def render_prompt(
+        self, name: str, arguments: Mapping[str, str] | None = None
+    ) -> PromptMessages:
+        """Resolve prompt ``name`` (any accepted form) and render it with ``arguments``.
+
+        Raises:
+            ToolNotFoundError, AmbiguousToolError: the name does not resolve to one prompt.
+            ServerUnavailableError: the server could not be reached.
+            ServerReportedError: the server refused (a missing or invalid argument).
+        """
+        prompt = self.lookup_prompt(name)
+        return await self.get_prompt(prompt.server, prompt.original_name, arguments)
 
     def metadata(self, server: str) -> ServerMetadata | None:
         """What ``server`` offered when last listed (live or from the cache)."""

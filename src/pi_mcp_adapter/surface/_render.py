@@ -171,12 +171,16 @@ def render_list(
     *,
     connected: bool,
     instructions: str | None,
+    prompts: Sequence[str] = (),
 ) -> str:
+    """A server's tools, one line each; then its prompts (rendered lines) and instructions."""
     header = f"{server} ({len(tools)} tool{'s' if len(tools) != 1 else ''}"
     if not connected:
         header += f"; from cache, not connected; mcp({{connect: {server!r}}}) to connect"
     header += "):"
     lines = [header, ""] + [render_tool_line(t) for t in tools]
+    if prompts:
+        lines += ["", f"Prompts (mcp({{prompt, args}})): {len(prompts)}", *prompts]
     if instructions:
         lines += ["", "Server instructions:", truncate_words(instructions, 300)]
     return "\n".join(lines)
