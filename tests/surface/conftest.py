@@ -76,6 +76,7 @@ class Workspace:
             config=config,
             agent_dir=self.agent_dir,
             project_dir=self.project_dir,
+            home=self.home,
             host=host,
             **kwargs,
         )

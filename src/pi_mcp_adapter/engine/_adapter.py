@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, Literal
@@ -49,7 +49,14 @@ from pi_mcp_adapter.servers import ServerManager, ServerState
 from ._host import Host, NotifyLevel
 from ._stats import CallStats
 from ._validate import validate_arguments
-from ._values import CallOutcome, PromptMessages, SearchResults, ServerStatus, StatusReport
+from ._values import (
+    CallOutcome,
+    PromptMessages,
+    ReloadReport,
+    SearchResults,
+    ServerStatus,
+    StatusReport,
+)
 
 ProgressCallback = Callable[[str, str, str | None], None]
 """``(server, phase, detail)`` with phase ``connecting`` | ``connected`` | ``failed``."""
@@ -65,7 +72,8 @@ class McpAdapter:
 
     Args:
         config: an already loaded configuration; when ``None`` it is loaded from
-            ``agent_dir``/``project_dir``/``config_path``.
+            ``agent_dir``/``project_dir``/``config_path`` (and ``home``, default the user's),
+            as :meth:`reload` always does.
         host: the binding the engine tells about events (notices, the status line, lifecycle
             hooks); ``None`` for library/CLI use. Registering tools is the surfaces' job.
         connect_missing: connect, at start, every enabled server whose tools are not in the
@@ -87,6 +95,7 @@ class McpAdapter:
         agent_dir: Path | None = None,
         project_dir: Path | None = None,
         config_path: Path | None = None,
+        home: Path | None = None,
         host: Host | None = None,
         connect_missing: bool = True,
         ranking: str = "default",
@@ -99,6 +108,7 @@ class McpAdapter:
         self.agent_dir = (agent_dir or default_agent_dir()).expanduser()
         self.project_dir = (project_dir or Path.cwd()).expanduser()
         self._config_path = config_path
+        self._home = home
         self._environ = dict(os.environ if environ is None else environ)
         self.config = config or self._load_config()
         self.host = host
@@ -128,12 +138,14 @@ class McpAdapter:
         self._unavailable: dict[str, str] = {}
         """Servers the host was told are failing or need auth, with that status."""
         self._announced_collisions: set[tuple[str, str, str]] = set()
+        self._reload_generation = 0
 
     def _load_config(self) -> LoadedConfig:
         return load_config(
             agent_dir=self.agent_dir,
             project_dir=self.project_dir,
             config_path=self._config_path,
+            home=self._home,
             environ=self._environ,
         )
 
@@ -200,6 +212,7 @@ class McpAdapter:
                 tasks.start_soon(self._run_status_line)
             self._rebuild()
             if self.host is not None:
+                self.host.on("session_start", self._on_session_start)
                 self.host.on("turn_end", self.on_turn_end)
                 self.host.on("shutdown", self.stop)
             await self._connect_at_start()
@@ -235,13 +248,16 @@ class McpAdapter:
                 self._metadata[name] = cached
                 self._changes[name] = self.cache.definition_changes(name)
 
-    async def _connect_at_start(self) -> None:
+    async def _connect_at_start(self, among: Collection[str] | None = None) -> None:
         manager = self._require_manager()
         wanted = [
             name
             for name in self.enabled_servers()
-            if self.servers[name].lifecycle in ("eager", "keep-alive")
-            or (self._connect_missing and name not in self._metadata)
+            if (among is None or name in among)
+            and (
+                self.servers[name].lifecycle in ("eager", "keep-alive")
+                or (self._connect_missing and name not in self._metadata)
+            )
         ]
         if not wanted:
             return
@@ -260,6 +276,68 @@ class McpAdapter:
         async with anyio.create_task_group() as tg:
             for name in wanted:
                 tg.start_soon(connect_one, name)
+
+    # ------------------------------------------------------------------ reload
+
+    async def reload(self) -> ReloadReport:
+        """Read the configuration and the metadata cache again and follow them.
+
+        Removed (or now disabled) servers are closed, servers whose entry changed are closed
+        and start afresh (at once if eager, keep-alive or not cached, else on first use),
+        new servers are added, and unchanged servers keep their connections. The catalog is
+        rebuilt, so registered surfaces follow (``on_catalog_changed``). Settings take effect
+        for everything but the surface kind, call statistics, the health-check interval and
+        the start-up concurrency, which a restart changes.
+
+        Reloads may overlap (a host firing ``session_start`` twice): each takes a generation
+        number, and one whose reading finishes after a newer reload began installs nothing
+        (``superseded`` in the report).
+
+        Raises:
+            UsageError: the adapter is not running.
+        """
+        self._require_manager()
+        self._reload_generation += 1
+        generation = self._reload_generation
+        config = await anyio.to_thread.run_sync(self._load_config)
+        await anyio.to_thread.run_sync(self.cache.load)
+        if generation != self._reload_generation or self._manager is None:
+            return ReloadReport(superseded=True)
+        manager = self._manager
+        old_entries = {n: e for n, e in self.servers.items() if e.is_enabled}
+        self.config = config
+        new_entries = {n: e for n, e in self.servers.items() if e.is_enabled}
+        change = manager.set_servers(new_entries, self.settings)
+        for name in change.removed:
+            for table in (self._metadata, self._changes, self._processed, self._unavailable):
+                table.pop(name, None)
+        for name, entry in new_entries.items():
+            live = manager.metadata(name)
+            if live is not None and name not in change.replaced:
+                continue  # unchanged and connected: the live listing is the truth
+            cached = self.cache.get(name, entry)
+            self._processed.pop(name, None)
+            if cached is not None:
+                self._metadata[name] = cached
+            elif name in change.added or name in change.replaced:
+                self._metadata.pop(name, None)
+            self._changes[name] = self.cache.definition_changes(name)
+        self._rebuild()
+        report = ReloadReport(
+            added=change.added,
+            removed=change.removed,
+            changed=change.replaced,
+            unchanged=tuple(
+                n for n in new_entries if n in old_entries and n not in change.replaced
+            ),
+        )
+        await manager.close_detached()
+        if generation == self._reload_generation:
+            await self._connect_at_start(among={*change.added, *change.replaced})
+        return report
+
+    async def _on_session_start(self) -> None:
+        await self.reload()
 
     def _progress(self, server: str, phase: str, detail: str | None) -> None:
         if self._on_progress is not None:

@@ -139,3 +139,18 @@ class PromptMessages:
     name: str
     description: str | None
     messages: tuple[types.PromptMessage, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadReport:
+    """What :meth:`McpAdapter.reload` changed, by server name."""
+
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    """Removed from the configuration or disabled: closed."""
+    changed: tuple[str, ...] = ()
+    """Entry changed: closed, and started afresh."""
+    unchanged: tuple[str, ...] = ()
+    """Kept as they were, connections included."""
+    superseded: bool = False
+    """A newer reload began while this one read the files: this one changed nothing."""

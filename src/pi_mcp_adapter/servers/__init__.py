@@ -15,7 +15,7 @@ See the package docstring of pi_mcp_adapter for how this layer fits.
 from __future__ import annotations
 
 from ._connection import ServerConnection
-from ._manager import MetadataListener, ServerManager
+from ._manager import MetadataListener, ServerManager, ServerSetChange, StateListener
 from ._npx import ResolvedCommand, resolve_npx_command
 from ._state import ServerState, ServerStatus, TransportKind
 
@@ -24,8 +24,10 @@ __all__ = [
     "ResolvedCommand",
     "ServerConnection",
     "ServerManager",
+    "ServerSetChange",
     "ServerState",
     "ServerStatus",
+    "StateListener",
     "TransportKind",
     "resolve_npx_command",
 ]
