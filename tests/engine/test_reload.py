@@ -9,7 +9,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from pi_mcp_adapter.config import LoadedConfig
+from pi_mcp_adapter.config import LoadedConfig, load_config
 from pi_mcp_adapter.engine import McpAdapter
 from pi_mcp_adapter.surface import register_surfaces
 
@@ -107,3 +107,21 @@ async def test_an_older_reload_that_finishes_last_installs_nothing(workspace: Wo
         assert results["older"].superseded
         assert results["newer"].added == ("newer",)
         assert list(adapter.servers) == ["newer"]
+
+
+async def test_a_configuration_given_in_code_is_kept_by_reload(workspace: Workspace) -> None:
+    workspace.write_config({"given": fixture_entry()})
+    config = load_config(
+        agent_dir=workspace.agent_dir, project_dir=workspace.project_dir, home=workspace.home
+    )
+    workspace.write_config({"from-file": fixture_entry()})
+    adapter = McpAdapter(
+        config=config,
+        agent_dir=workspace.agent_dir,
+        project_dir=workspace.project_dir,
+        connect_missing=False,
+    )
+    async with adapter:
+        report = await adapter.reload()
+    assert report.unchanged == ("given",)
+    assert list(adapter.servers) == ["given"]

@@ -72,8 +72,8 @@ class Workspace:
             agent_dir=self.agent_dir, project_dir=self.project_dir, home=self.home, environ={}
         )
         assert not config.errors, config.errors
+        # The adapter loads the files itself (as reload does again); this load only checks them.
         return McpAdapter(
-            config=config,
             agent_dir=self.agent_dir,
             project_dir=self.project_dir,
             home=self.home,

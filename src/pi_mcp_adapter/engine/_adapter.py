@@ -71,9 +71,10 @@ class McpAdapter:
     """The engine. Create one per host session; use it with ``async with``.
 
     Args:
-        config: an already loaded configuration; when ``None`` it is loaded from
+        config: an already loaded configuration, kept for the adapter's life (:meth:`reload`
+            then re-reads only the cache); when ``None`` it is loaded from
             ``agent_dir``/``project_dir``/``config_path`` (and ``home``, default the user's),
-            as :meth:`reload` always does.
+            and :meth:`reload` loads it again.
         host: the binding the engine tells about events (notices, the status line, lifecycle
             hooks); ``None`` for library/CLI use. Registering tools is the surfaces' job.
         connect_missing: connect, at start, every enabled server whose tools are not in the
@@ -110,6 +111,7 @@ class McpAdapter:
         self._config_path = config_path
         self._home = home
         self._environ = dict(os.environ if environ is None else environ)
+        self._config_given = config is not None
         self.config = config or self._load_config()
         self.host = host
         self._connect_missing = connect_missing
@@ -280,7 +282,8 @@ class McpAdapter:
     # ------------------------------------------------------------------ reload
 
     async def reload(self) -> ReloadReport:
-        """Read the configuration and the metadata cache again and follow them.
+        """Read the configuration (unless it was given to the constructor) and the metadata
+        cache again, and follow them.
 
         Removed (or now disabled) servers are closed, servers whose entry changed are closed
         and start afresh (at once if eager, keep-alive or not cached, else on first use),
@@ -299,7 +302,9 @@ class McpAdapter:
         self._require_manager()
         self._reload_generation += 1
         generation = self._reload_generation
-        config = await anyio.to_thread.run_sync(self._load_config)
+        config = self.config
+        if not self._config_given:
+            config = await anyio.to_thread.run_sync(self._load_config)
         await anyio.to_thread.run_sync(self.cache.load)
         if generation != self._reload_generation or self._manager is None:
             return ReloadReport(superseded=True)
@@ -312,6 +317,8 @@ class McpAdapter:
             for table in (self._metadata, self._changes, self._processed, self._unavailable):
                 table.pop(name, None)
         for name, entry in new_entries.items():
+            # Another process may have trusted changes (`pi-mcp trust`) since they were read.
+            self._changes[name] = self.cache.definition_changes(name)
             live = manager.metadata(name)
             if live is not None and name not in change.replaced:
                 continue  # unchanged and connected: the live listing is the truth
@@ -321,7 +328,6 @@ class McpAdapter:
                 self._metadata[name] = cached
             elif name in change.added or name in change.replaced:
                 self._metadata.pop(name, None)
-            self._changes[name] = self.cache.definition_changes(name)
         self._rebuild()
         report = ReloadReport(
             added=change.added,
