@@ -203,9 +203,9 @@ class ToolSearchSurface:
         return max(1, self._adapter.settings.tool_search_limit)
 
     def definition(self) -> ToolDefinition:
-        return toolsearch_definition(
-            self._adapter, tools=list(self._deferred.values()), execute=self.execute
-        )
+        # In catalog order (config order of servers), whatever order tools were deferred in.
+        deferred = [t for t in self._adapter.tools() if t.name in self._deferred]
+        return toolsearch_definition(self._adapter, tools=deferred, execute=self.execute)
 
     @property
     def deferred(self) -> list[str]:
