@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 import threading
 from typing import Any
 
@@ -10,10 +12,13 @@ import anyio.to_thread
 import pytest
 
 from pi_mcp_adapter.config import LoadedConfig, load_config
+from pi_mcp_adapter.config._models import ServerEntry
 from pi_mcp_adapter.engine import McpAdapter
 from pi_mcp_adapter.surface import register_surfaces
 
 from .conftest import RecordingHost, Workspace, fixture_entry, pid_is_running, workbench_entry
+
+FIXTURE = fixture_entry()["args"][0]
 
 pytestmark = [pytest.mark.slow]
 
@@ -125,3 +130,30 @@ async def test_a_configuration_given_in_code_is_kept_by_reload(workspace: Worksp
         report = await adapter.reload()
     assert report.unchanged == ("given",)
     assert list(adapter.servers) == ["given"]
+
+
+async def test_a_config_loader_is_what_reload_reads(workspace: Workspace) -> None:
+    workspace.write_config({"from-file": fixture_entry()})
+    extra = ServerEntry(command=sys.executable, args=[str(FIXTURE)])
+
+    def files_plus_one() -> LoadedConfig:
+        config = load_config(
+            agent_dir=workspace.agent_dir, project_dir=workspace.project_dir, home=workspace.home
+        )
+        return dataclasses.replace(config, servers={**config.servers, "added-in-code": extra})
+
+    adapter = McpAdapter(
+        config=files_plus_one(),
+        config_loader=files_plus_one,
+        agent_dir=workspace.agent_dir,
+        project_dir=workspace.project_dir,
+        connect_missing=False,
+    )
+    async with adapter:
+        workspace.write_config({"second-file": fixture_entry()})
+        report = await adapter.reload()
+    assert (report.added, report.removed, report.unchanged) == (
+        ("second-file",),
+        ("from-file",),
+        ("added-in-code",),
+    )

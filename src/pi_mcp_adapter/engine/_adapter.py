@@ -75,6 +75,9 @@ class McpAdapter:
             then re-reads only the cache); when ``None`` it is loaded from
             ``agent_dir``/``project_dir``/``config_path`` (and ``home``, default the user's),
             and :meth:`reload` loads it again.
+        config_loader: how to load the configuration instead (at start when ``config`` is
+            ``None``, and on every :meth:`reload`): for a binding that adds servers of its own
+            to the files' (it runs in a worker thread during a reload).
         host: the binding the engine tells about events (notices, the status line, lifecycle
             hooks); ``None`` for library/CLI use. Registering tools is the surfaces' job.
         connect_missing: connect, at start, every enabled server whose tools are not in the
@@ -97,6 +100,7 @@ class McpAdapter:
         project_dir: Path | None = None,
         config_path: Path | None = None,
         home: Path | None = None,
+        config_loader: Callable[[], LoadedConfig] | None = None,
         host: Host | None = None,
         connect_missing: bool = True,
         ranking: str = "default",
@@ -111,7 +115,9 @@ class McpAdapter:
         self._config_path = config_path
         self._home = home
         self._environ = dict(os.environ if environ is None else environ)
-        self._config_given = config is not None
+        self._config_loader = config_loader
+        # A configuration given in code, without a loader, has no files to read again.
+        self._config_given = config is not None and config_loader is None
         self.config = config or self._load_config()
         self.host = host
         self._connect_missing = connect_missing
@@ -143,6 +149,8 @@ class McpAdapter:
         self._reload_generation = 0
 
     def _load_config(self) -> LoadedConfig:
+        if self._config_loader is not None:
+            return self._config_loader()
         return load_config(
             agent_dir=self.agent_dir,
             project_dir=self.project_dir,
