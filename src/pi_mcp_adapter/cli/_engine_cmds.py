@@ -22,6 +22,7 @@ from pi_mcp_adapter.surface._render import render_status
 from pi_mcp_adapter.surface._tokens_report import TokenReport, measure_tokens
 
 from ._app import CliContext, JsonOption, app, fail, get_context, print_json
+from ._ask import ask_on_terminal
 
 T = TypeVar("T")
 
@@ -76,6 +77,8 @@ async def open_adapter(
         config_path=cli.config_path,
         connect_missing=connect_missing,
         on_progress=progress,
+        environ=cli.environ,
+        ask=ask_on_terminal,
     )
     for error in adapter.config.errors:
         if not quiet:
@@ -327,7 +330,10 @@ def auth(ctx: typer.Context, server: Annotated[str, typer.Argument()]) -> None:
     """How to authenticate a remote server."""
     cli = get_context(ctx)
     adapter = McpAdapter(
-        agent_dir=cli.agent_dir, project_dir=cli.project_dir, config_path=cli.config_path
+        agent_dir=cli.agent_dir,
+        project_dir=cli.project_dir,
+        config_path=cli.config_path,
+        environ=cli.environ,
     )
     sys.stdout.write(auth_help(adapter, server) + "\n")
 

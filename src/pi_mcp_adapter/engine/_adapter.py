@@ -46,8 +46,10 @@ from pi_mcp_adapter.config._locations import default_agent_dir
 from pi_mcp_adapter.config._models import ServerEntry, Settings
 from pi_mcp_adapter.servers import ServerManager, ServerState
 
+from ._approval import Ask, AsksQuestions, ToolApprovals
 from ._host import Host, NotifyLevel
 from ._stats import CallStats
+from ._trace import open_call_trace
 from ._validate import validate_arguments
 from ._values import (
     CallOutcome,
@@ -85,6 +87,10 @@ class McpAdapter:
         clock: wall clock in seconds (``time.time``), injectable for tests.
         status_debounce_s: how long the host's status line waits for more changes before it
             is updated (a burst of connects updates it once).
+        ask: answers the questions the engine asks the user (tool approval, see
+            ``approveTools``): ``async ask(question) -> option id | None``. Without it the host
+            answers if it implements :class:`AsksQuestions`; with neither, calls that need an
+            approval are refused.
 
     Telling the user: with a ``host``, the engine sends ``host.notify`` when a server fails
     to start or is lost, needs authentication, comes back after that, when a tool is renamed
@@ -109,6 +115,7 @@ class McpAdapter:
         environ: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.time,
         status_debounce_s: float = DEFAULT_STATUS_DEBOUNCE_S,
+        ask: Ask | None = None,
     ) -> None:
         self.agent_dir = (agent_dir or default_agent_dir()).expanduser()
         self.project_dir = (project_dir or Path.cwd()).expanduser()
@@ -139,6 +146,11 @@ class McpAdapter:
         self._stack: AsyncExitStack | None = None
         self._state: Literal["new", "running", "closed"] = "new"
         self._stats: CallStats | None = None
+        self.ask = ask
+        self._approvals = ToolApprovals(self.agent_dir, clock=clock)
+        self._trace = open_call_trace(
+            self.settings, self.servers, project_dir=self.project_dir, environ=self._environ
+        )
         self._listeners: list[Callable[[], None]] = []
         self._status_debounce_s = status_debounce_s
         self._status_wanted: anyio.Event | None = None
@@ -714,6 +726,15 @@ class McpAdapter:
         blocked = self._refused_for_change(name, tool)
         if blocked is not None:
             return blocked
+        refusal = await self._approvals.check(
+            tool,
+            arguments,
+            entry=self.servers.get(tool.server),
+            settings=self.settings,
+            ask=self._asker(),
+        )
+        if refusal is not None:
+            return CallOutcome(name, tool, error_kind="approval_denied", message=refusal)
         outcome = await self._call_server(name, tool, arguments, progress)
         if self._stats is not None and outcome.error_kind != "definition_changed":
             self._stats.record(
@@ -724,7 +745,23 @@ class McpAdapter:
                 bytes_out=_result_bytes(outcome),
                 connect_ms=outcome.connect_ms,
             )
+        if self._trace is not None and self._trace.traces(self.servers.get(tool.server)):
+            failed = outcome.error_kind is not None
+            self._trace.record(
+                server=tool.server,
+                tool=tool.original_name,
+                duration_ms=outcome.latency_ms + outcome.connect_ms,
+                bytes_out=_result_bytes(outcome),
+                outcome="failed" if failed else ("error" if outcome.is_error else "ok"),
+                error=outcome.error_kind,
+            )
         return outcome
+
+    def _asker(self) -> Ask | None:
+        if self.ask is not None:
+            return self.ask
+        host = self.host
+        return host.ask if isinstance(host, AsksQuestions) else None
 
     async def _call_server(
         self,

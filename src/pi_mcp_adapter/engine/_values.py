@@ -89,6 +89,7 @@ CallErrorKind = Literal[
     "server_unavailable",
     "server_error",
     "definition_changed",
+    "approval_denied",
 ]
 """Why a call produced no server answer; a server's own ``isError`` result is not one.
 
