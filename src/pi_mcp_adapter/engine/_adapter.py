@@ -309,8 +309,8 @@ class McpAdapter:
         and start afresh (at once if eager, keep-alive or not cached, else on first use),
         new servers are added, and unchanged servers keep their connections. The catalog is
         rebuilt, so registered surfaces follow (``on_catalog_changed``). Settings take effect
-        for everything but the surface kind, call statistics, the health-check interval and
-        the start-up concurrency, which a restart changes.
+        for everything but the surface kind, call statistics, the call trace, the
+        health-check interval and the start-up concurrency, which a restart changes.
 
         Reloads may overlap (a host firing ``session_start`` twice): each takes a generation
         number, and one whose reading finishes after a newer reload began installs nothing
