@@ -10,7 +10,10 @@
                  tool-definition change records (with the trusted baseline).
 - ``_definition_diff``  :func:`diff_definitions`: how a changed tool differs, in short.
 - ``_schema``    :func:`render_parameters` and :func:`render_shape` for input schemas.
-- ``_search``    ranking for ``mcp({search})`` and ``ToolSearch``.
+- ``_search``    :class:`SearchIndex` for ``mcp({search})`` and ``ToolSearch``; its parts:
+                 ``_search_text`` (words, values, steps), ``_search_rankings`` (lexical,
+                 hybrid, BM25), ``_search_semantic`` (the offline model and the tool-vector
+                 cache ``mcp-search-vectors.npz``), ``_eval`` (labelled-set measurement).
 
 See the package docstring of :mod:`pi_mcp_adapter` for how this layer fits.
 """
