@@ -100,3 +100,16 @@ def test_tokens_compares_the_proxy_with_every_tool(home: Path) -> None:
     assert 0 < report["proxy_tokens"] <= 250
     assert report["all_tools_tokens"] > report["proxy_tokens"]
     assert report["direct_tokens"] == 0
+
+
+def test_prompt_renders_a_servers_prompt(home: Path) -> None:
+    out = pi_mcp(home, "prompt", "workbench_greet", '{"name": "Cli"}').stdout
+    assert out == (
+        "Prompt workbench_greet (server workbench):\nGreet someone by name.\n"
+        "\n[user]\nPlease greet Cli in a plain style.\n\n[assistant]\nHello, Cli!\n"
+    )
+    data = json.loads(pi_mcp(home, "prompt", "greet", '{"name": "J"}', "--json").stdout)
+    assert data["details"]["name"] == "workbench_greet"
+    missing = pi_mcp(home, "prompt", "workbench_greet", check=False)
+    assert missing.returncode == 1
+    assert "needs argument(s): name" in missing.stdout

@@ -425,3 +425,44 @@ async def test_state_reports_transport_times_counts_and_listeners_see_every_cata
 def test_the_fixture_server_path_is_runnable() -> None:
     assert MCP_FIXTURE.exists()
     assert sys.executable
+
+
+# -- reconfiguring --------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+async def test_set_servers_keeps_unchanged_connections_and_closes_the_rest(
+    make_manager: ManagerFactory,
+) -> None:
+    servers = {"keep": fixture_entry(), "drop": fixture_entry(), "edit": fixture_entry()}
+    states: list[tuple[str, str]] = []
+    async with make_manager(servers) as manager:
+        manager.on_state_changed(lambda state: states.append((state.server, state.status)))
+        with anyio.fail_after(30):
+            pids = {n: text_of(await manager.call_tool(n, "pid")) for n in servers}
+        assert ("keep", "connected") in states
+        change = manager.set_servers(
+            {
+                "keep": fixture_entry(),
+                "edit": fixture_entry("--name", "edited"),
+                "add": fixture_entry(),
+            }
+        )
+        assert (change.added, change.removed, change.replaced) == (("add",), ("drop",), ("edit",))
+        assert manager.server_names == ("keep", "edit", "add")
+        with anyio.fail_after(30):
+            await manager.close_detached()
+        assert _running_fixtures() == 1  # only "keep" still runs
+        assert manager.state("edit").status == "closed"
+        with pytest.raises(ServerNotConfiguredError):
+            manager.state("drop")
+        with anyio.fail_after(30):
+            assert text_of(await manager.call_tool("keep", "pid")) == pids["keep"]
+            assert text_of(await manager.call_tool("edit", "pid")) != pids["edit"]
+        assert not manager.set_servers(
+            {
+                "keep": fixture_entry(),
+                "edit": fixture_entry("--name", "edited"),
+                "add": fixture_entry(),
+            }
+        )

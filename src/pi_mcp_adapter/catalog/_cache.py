@@ -35,8 +35,8 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -253,6 +253,9 @@ class DefinitionChanges:
     removed: tuple[str, ...] = ()
     changed: tuple[ToolChange, ...] = ()
     detected_at_ms: int | None = None
+    baseline: Mapping[str, JsonObject | None] = field(default_factory=dict)
+    """Each affected tool's definition as it was before its first unacknowledged change
+    (``None`` for an added tool): what the user last trusted, to show how it changed."""
 
     def __bool__(self) -> bool:
         return bool(self.added or self.removed or self.changed)
@@ -295,11 +298,30 @@ class DefinitionChanges:
             if change.name not in added:
                 earlier = changed.get(change.name, ())
                 changed[change.name] = tuple(dict.fromkeys((*earlier, *change.fields)))
+        affected = {*added, *removed, *changed}
+        # The older baseline wins: it is what the user last saw and trusted.
+        baseline = {
+            name: definition
+            for name, definition in {**newer.baseline, **self.baseline}.items()
+            if name in affected
+        }
         return DefinitionChanges(
             added=tuple(added),
             removed=tuple(removed),
             changed=tuple(ToolChange(n, f) for n, f in changed.items()),
             detected_at_ms=newer.detected_at_ms or self.detected_at_ms,
+            baseline=baseline,
+        )
+
+    def without(self, tools: Collection[str]) -> DefinitionChanges:
+        """This record minus the changes to ``tools`` (acknowledged one by one)."""
+        drop = set(tools)
+        return DefinitionChanges(
+            added=tuple(n for n in self.added if n not in drop),
+            removed=tuple(n for n in self.removed if n not in drop),
+            changed=tuple(c for c in self.changed if c.name not in drop),
+            detected_at_ms=self.detected_at_ms,
+            baseline={n: d for n, d in self.baseline.items() if n not in drop},
         )
 
     def to_json(self) -> JsonObject:
@@ -308,6 +330,7 @@ class DefinitionChanges:
             "added": list(self.added),
             "removed": list(self.removed),
             "changed": [{"name": c.name, "fields": list(c.fields)} for c in self.changed],
+            "baseline": dict(self.baseline),
         }
 
     @classmethod
@@ -326,11 +349,18 @@ class DefinitionChanges:
             if isinstance(item, Mapping) and isinstance(item.get("name"), str):
                 changed.append(ToolChange(item["name"], names(item.get("fields"))))
         detected = _as_number(data.get("detectedAt"))
+        raw_baseline = data.get("baseline")
+        baseline: dict[str, JsonObject | None] = {}
+        if isinstance(raw_baseline, Mapping):
+            for name, definition in raw_baseline.items():
+                if isinstance(name, str) and (definition is None or isinstance(definition, dict)):
+                    baseline[name] = definition
         return cls(
             added=names(data.get("added")),
             removed=names(data.get("removed")),
             changed=tuple(changed),
             detected_at_ms=int(detected) if detected is not None else None,
+            baseline=baseline,
         )
 
 
@@ -383,11 +413,19 @@ def _diff_tools(old_tools: Any, new_tools: Any, *, now_ms: int) -> DefinitionCha
             fields = tuple(f for f in _COMPARED_TOOL_FIELDS if old[name].get(f) != tool.get(f))
             if fields:
                 changed.append(ToolChange(name, fields))
+    added = tuple(n for n in new if n not in old)
+    removed = tuple(n for n in old if n not in new)
+    baseline: dict[str, JsonObject | None] = dict.fromkeys(added)
+    for name in (*removed, *(c.name for c in changed)):
+        baseline[name] = {
+            k: v for k, v in old[name].items() if k == "name" or k in _COMPARED_TOOL_FIELDS
+        }
     return DefinitionChanges(
-        added=tuple(n for n in new if n not in old),
-        removed=tuple(n for n in old if n not in new),
+        added=added,
+        removed=removed,
         changed=tuple(changed),
         detected_at_ms=now_ms,
+        baseline=baseline,
     )
 
 
@@ -567,12 +605,21 @@ class MetadataCache:
         self._modify(update)
         return changes
 
-    def acknowledge_changes(self, server: str) -> None:
-        """Forget ``server``'s recorded definition changes (the user has seen them)."""
+    def acknowledge_changes(self, server: str, tools: Collection[str] | None = None) -> None:
+        """Forget ``server``'s recorded definition changes (the user has seen them): all of
+        them, or those of ``tools`` (the server's own tool names)."""
 
         def update(servers: dict[str, Any]) -> None:
             raw = servers.get(server)
-            if isinstance(raw, dict):
+            if not isinstance(raw, dict):
+                return
+            if tools is None:
+                raw.pop("definitionChanges", None)
+                return
+            left = DefinitionChanges.from_json(raw.get("definitionChanges")).without(tools)
+            if left:
+                raw["definitionChanges"] = left.to_json()
+            else:
                 raw.pop("definitionChanges", None)
 
         self._modify(update)

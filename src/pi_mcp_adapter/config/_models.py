@@ -218,6 +218,8 @@ class Settings(_Model):
     validate_args: bool = True
     output_limit_bytes: int = 50 * 1024
     output_limit_lines: int = 2000
+    on_definition_change: Literal["warn", "block"] = "warn"
+    """``block`` refuses calls to tools whose definitions changed until they are trusted."""
     output_guard: bool | OutputGuardSettings = True
     """``false`` turns the output guard off; an object tunes ``maxBytes``/``maxLines``."""
     trace: bool | TraceSettings = False

@@ -17,7 +17,7 @@ See the package docstring of pi_mcp_adapter for how this layer fits.
 from __future__ import annotations
 
 from ._connection import ServerConnection
-from ._manager import MetadataListener, ServerManager
+from ._manager import MetadataListener, ServerManager, ServerSetChange, StateListener
 from ._npx import ResolvedCommand, resolve_npx_command
 from ._relay import CallRelay, current_relay, relay_calls
 from ._state import ServerState, ServerStatus, TransportKind
@@ -28,8 +28,10 @@ __all__ = [
     "ResolvedCommand",
     "ServerConnection",
     "ServerManager",
+    "ServerSetChange",
     "ServerState",
     "ServerStatus",
+    "StateListener",
     "TransportKind",
     "current_relay",
     "relay_calls",

@@ -17,6 +17,7 @@ import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -60,6 +61,9 @@ DEFAULT_BACKOFF_S = 60.0
 MetadataListener = Callable[[str, ServerMetadata], Awaitable[None] | None]
 """``(server_name, metadata)``; may be a plain function or a coroutine function."""
 
+StateListener = Callable[[ServerState], None]
+"""Called with a server's new state each time its status changes."""
+
 
 class _Attempt:
     """One in-flight connect; every caller that asked for the server waits on ``done``."""
@@ -93,12 +97,27 @@ class _Slot:
         self.has_history = False
         self.has_connected = False
         """True once a connect finished, either way: the next success is a reconnect."""
+        self.detached = False
+        """Removed or replaced by :meth:`ServerManager.set_servers`: never connects again."""
         self.keep_alive_failures = 0
         self.keep_alive_next_at: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ServerSetChange:
+    """What :meth:`ServerManager.set_servers` did, by server name."""
+
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    replaced: tuple[str, ...] = ()
+    """Servers whose entry changed: their connection is closed; the next use connects anew."""
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.removed or self.replaced)
+
+
 class ServerManager:
-    """Connections to a fixed set of configured servers, with dedupe, backoff and lifecycle.
+    """Connections to a set of configured servers, with dedupe, backoff and lifecycle.
 
     ``clock`` returns monotonic seconds and drives idle, backoff and keep-alive timing (tests
     inject a fake one). ``backoff_s`` is how long after a failed connect further attempts fail
@@ -137,11 +156,14 @@ class ServerManager:
         self._tools_changed: list[MetadataListener] = []
         self._reconnected: list[MetadataListener] = []
         self._resource_listeners: list[Callable[[str, str], Awaitable[None]]] = []
+        self._state_listeners: list[StateListener] = []
         self._tg: anyio.abc.TaskGroup | None = None
         self._health_scope: anyio.CancelScope | None = None
         self._entered = False
         self._exiting = False
         self._limiter: anyio.CapacityLimiter | None = None
+        self._detached: list[_Slot] = []
+        self._detached_attempts: list[_Attempt] = []
 
     # -- context ----------------------------------------------------------------------------
 
@@ -217,6 +239,14 @@ class ServerManager:
                 await listener(server, uri)
             except Exception:
                 logger.exception("resource listener %r failed for server %r", listener, server)
+
+    def on_state_changed(self, listener: StateListener) -> Callable[[], None]:
+        """Call ``listener(state)`` whenever a server's status changes (connecting, connected,
+        failed, needs-auth, closed), from the task that changed it. Returns a function that
+        unsubscribes. Listener errors are logged and never affect the connection.
+        """
+        self._state_listeners.append(listener)
+        return lambda: self._state_listeners.remove(listener)
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -503,16 +533,73 @@ class ServerManager:
         slot.connection = None
         if slot.status in ("connected", "connecting"):
             slot.status = "closed"
+            self._state_changed(slot)
         if connection is not None:
             await connection.close()
         if attempt is not None:
             await attempt.done.wait()
 
     async def close_all(self) -> None:
-        """Close every connection in parallel."""
+        """Close every connection in parallel (those of removed servers included)."""
         async with anyio.create_task_group() as tg:
             for name in self._slots:
                 tg.start_soon(self.close, name)
+            tg.start_soon(self.close_detached)
+
+    # -- reconfiguring ----------------------------------------------------------------------
+
+    def set_servers(
+        self, servers: Mapping[str, ServerEntry], settings: Settings | None = None
+    ) -> ServerSetChange:
+        """Make ``servers`` the configured set, at once: new names are added, missing names
+        removed, and a name whose entry changed gets a fresh slot (a new connection on next
+        use). Unchanged servers keep their connections, counters and backoff.
+
+        Connections of removed and replaced servers stop being used immediately; calls in
+        flight on them may fail with :class:`ConnectionLostError`. They are closed by
+        :meth:`close_detached` (or when the manager exits). ``settings``, when given, replace
+        the current ones for everything but the health-check interval and the start-up
+        concurrency, which are fixed when the manager is entered.
+        """
+        if settings is not None:
+            self._settings = settings
+        old = self._slots
+        added = tuple(n for n in servers if n not in old)
+        removed = tuple(n for n in old if n not in servers)
+        replaced = tuple(n for n in servers if n in old and old[n].entry != servers[n])
+        slots: dict[str, _Slot] = {}
+        for name, entry in servers.items():
+            slots[name] = old[name] if name in old and name not in replaced else _Slot(name, entry)
+        for name in (*removed, *replaced):
+            slot = old[name]
+            slot.detached = True
+            # A connect in progress closes itself when it finishes, and its waiters get its
+            # error rather than following a newer attempt on this slot (there is none).
+            slot.generation += 1
+            attempt, slot.attempt = slot.attempt, None
+            if attempt is not None:
+                attempt.connection.request_close()
+                self._detached_attempts.append(attempt)
+            self._detached.append(slot)
+        self._slots = slots
+        return ServerSetChange(added, removed, replaced)
+
+    async def close_detached(self) -> None:
+        """Close the connections of servers removed or replaced by :meth:`set_servers`."""
+        detached, self._detached = self._detached, []
+        attempts, self._detached_attempts = self._detached_attempts, []
+
+        async def close_slot(slot: _Slot) -> None:
+            connection, slot.connection = slot.connection, None
+            slot.status = "closed"
+            if connection is not None:
+                await connection.close()
+
+        async with anyio.create_task_group() as tg:
+            for slot in detached:
+                tg.start_soon(close_slot, slot)
+            for attempt in attempts:
+                tg.start_soon(attempt.done.wait)
 
     # -- health -----------------------------------------------------------------------------
 
@@ -582,6 +669,10 @@ class ServerManager:
         return slot
 
     def _usable(self, slot: _Slot) -> anyio.abc.TaskGroup:
+        if slot.detached:
+            raise ConnectionLostError(
+                slot.name, f"server {slot.name!r} was reconfigured while in use; try again"
+            )
         if not slot.entry.is_enabled:
             raise ServerDisabledError(
                 slot.name, f"server {slot.name!r} is disabled in the configuration"
@@ -656,6 +747,7 @@ class ServerManager:
         attempt = _Attempt(slot.generation, connection)
         slot.attempt = attempt
         slot.status = "connecting"
+        self._state_changed(slot)
         if previous is not None:
             previous.superseded = True
             previous.connection.request_close()
@@ -719,6 +811,7 @@ class ServerManager:
         slot.last_used_at = self._clock()
         attempt.result = connection
         attempt.done.set()
+        self._state_changed(slot)
         logger.info(
             "server %r connected over %s in %.2f s (%d tools)",
             slot.name,
@@ -740,6 +833,7 @@ class ServerManager:
         slot.keep_alive_failures += 1
         slot.keep_alive_next_at = now + keep_alive_retry_delay_s(slot.keep_alive_failures)
         logger.warning("%s", error.message.splitlines()[0])
+        self._state_changed(slot)
 
     def _connection_ended(self, connection: ServerConnection) -> None:
         slot = self._slots.get(connection.server)
@@ -755,6 +849,17 @@ class ServerManager:
             slot.keep_alive_next_at = None  # a keep-alive server reconnects at the next check
         else:
             slot.status = "closed"
+        self._state_changed(slot)
+
+    def _state_changed(self, slot: _Slot) -> None:
+        if not self._state_listeners or self._slots.get(slot.name) is not slot:
+            return
+        state = self.state(slot.name)
+        for listener in list(self._state_listeners):
+            try:
+                listener(state)
+            except Exception:
+                logger.exception("state listener %r failed for server %r", listener, slot.name)
 
     async def _connection_metadata(
         self, connection: ServerConnection, metadata: ServerMetadata

@@ -1,0 +1,34 @@
+"""``pi-mcp prompt NAME [ARGS_JSON]``: render an upstream prompt."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from pi_mcp_adapter._errors import McpAdapterError
+from pi_mcp_adapter.engine import McpAdapter, ToolResult
+from pi_mcp_adapter.surface._prompts import run_prompt
+from pi_mcp_adapter.surface._proxy import parse_args
+
+from ._app import JsonOption, app, fail
+from ._engine_cmds import emit_result, run
+
+
+@app.command()
+def prompt(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Prompt name (prefixed or the server's own).")],
+    args_json: Annotated[str | None, typer.Argument(help="Arguments as a JSON object.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Render a server's prompt and print its messages (exit 1 on an error)."""
+    try:
+        arguments = parse_args(args_json)
+    except McpAdapterError as exc:
+        raise fail(str(exc)) from None
+
+    async def body(adapter: McpAdapter) -> ToolResult:
+        return await run_prompt(adapter, name, arguments)
+
+    emit_result(run(ctx, body, quiet=as_json), as_json=as_json)
