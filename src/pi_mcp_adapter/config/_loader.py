@@ -25,11 +25,12 @@ from ._interpolate import expand_home, interpolate
 from ._jsonc import JsoncDocument, JsoncSyntaxError, parse_jsonc
 from ._locations import IMPORT_KINDS, FileLayer, ImportKind, Where, file_layers
 from ._merge import DroppedFields, LayerContribution, MergedEntry, merge_entries
-from ._models import ServerEntry, Settings
+from ._models import OAuthConfig, ServerEntry, Settings
 from ._validate import (
     RawEntry,
     ValidEntry,
     format_json_path,
+    json_name,
     json_type,
     validate_server_entry,
     validate_settings,
@@ -449,6 +450,15 @@ def _finish_server(
     token = fields.get("bearer_token")
     if isinstance(token, str):
         fields["bearer_token"] = resolve(token, "bearerToken")
+    oauth = fields.get("oauth")
+    if isinstance(oauth, OAuthConfig):
+        credentials = {
+            name: resolve(value, f"oauth.{json_name(OAuthConfig, name)}")
+            for name in ("client_id", "client_secret")
+            if isinstance(value := getattr(oauth, name), str)
+        }
+        if credentials:
+            fields["oauth"] = oauth.model_copy(update=credentials)
 
     for field_name, unset in missing_by_field.items():
         listed = ", ".join(unset)

@@ -18,9 +18,9 @@ from ._validate import ValidEntry, json_name
 
 __all__ = ["DroppedFields", "LayerContribution", "MergedEntry", "merge_entries"]
 
-_CREDENTIAL_FIELDS = ("headers", "bearer_token", "bearer_token_env", "auth")
+_CREDENTIAL_FIELDS = ("headers", "bearer_token", "bearer_token_env", "auth", "oauth")
 # Credential-carrying keys other hosts and older versions write; kept as extras, dropped alike.
-_CREDENTIAL_EXTRAS = ("oauth", "bearerTokenStore", "requestHeadersCommand", "caFile")
+_CREDENTIAL_EXTRAS = ("bearerTokenStore", "requestHeadersCommand", "caFile")
 _STDIO_FIELDS = ("command", "args", "env", "cwd")
 _HTTP_FIELDS = ("url",)
 
