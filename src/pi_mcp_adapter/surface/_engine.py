@@ -42,6 +42,7 @@ from pi_mcp_adapter.config import LoadedConfig, load_config
 from pi_mcp_adapter.config._locations import default_agent_dir
 from pi_mcp_adapter.config._models import ServerEntry, Settings
 from pi_mcp_adapter.servers import ServerManager
+from pi_mcp_adapter.servers._oauth import OAuthProviders, allow_prompts
 
 from ._content import convert_call_result, convert_read_resource_result
 from ._direct import DirectTools
@@ -103,6 +104,7 @@ class McpAdapter:
         on_progress: ProgressCallback | None = None,
         environ: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.time,
+        oauth: OAuthProviders | None = None,
     ) -> None:
         self.agent_dir = (agent_dir or default_agent_dir()).expanduser()
         self.project_dir = (project_dir or Path.cwd()).expanduser()
@@ -114,6 +116,9 @@ class McpAdapter:
             environ=self._environ,
         )
         self.host = host
+        self.oauth = oauth or OAuthProviders(
+            self.servers, agent_dir=self.agent_dir, settings=self.settings, environ=self._environ
+        )
         self._connect_missing = connect_missing
         self._ranking = ranking
         self._resolve_npx = resolve_npx
@@ -170,6 +175,7 @@ class McpAdapter:
                 log_dir=self.agent_dir / "logs",
                 npx_cache_path=self.agent_dir / "mcp-npx-cache.json",
                 resolve_npx=self._resolve_npx,
+                auth_factory=self.oauth.auth_for,
                 environ=self._environ,
             )
             self._manager = await stack.enter_async_context(manager)
@@ -331,6 +337,8 @@ class McpAdapter:
         state = self._manager.state(name) if self._manager is not None else None
         if state is None or state.status in ("closed", "idle", "new"):
             status = "cached" if name in self._metadata else "not-cached"
+            if self.oauth.needs_auth(name):
+                status = "needs-auth"
             return ServerRow(
                 name, status, tool_count, lifecycle=entry.lifecycle, changed_tools=changed
             )
@@ -412,7 +420,8 @@ class McpAdapter:
         manager = self._require_manager()
         self._progress(server, "connecting", None)
         try:
-            metadata = await manager.refresh(server)
+            with allow_prompts(self.oauth.may_prompt):
+                metadata = await manager.refresh(server)
         except McpAdapterError as exc:
             self._progress(server, "failed", str(exc))
             raise
@@ -470,7 +479,8 @@ class McpAdapter:
         ok = False
         result: ToolResult
         try:
-            result = await self._call_server(tool, arguments)
+            with allow_prompts(self.oauth.may_prompt):
+                result = await self._call_server(tool, arguments)
             ok = not result.is_error
         except ServerBackoffError as exc:
             result = self._error_result(tool, str(exc), "server_unavailable")
@@ -720,10 +730,16 @@ def auth_help(adapter: McpAdapter, server: str | None) -> str:
         return f"Unknown MCP server {server!r}."
     if entry.url is None:
         return f"{server} is a local (stdio) server; it needs no sign-in."
+    if entry.oauth_mode is None:
+        return (
+            f"{server} authenticates with a bearer token or headers: set `bearerTokenEnv` (or "
+            "`bearerToken`, or an `Authorization` header with ${VAR}) in its config entry, then "
+            f"`pi-mcp reconnect {server}`."
+        )
     return (
-        f"{server} authenticates with a bearer token or headers: set `bearerTokenEnv` (or "
-        "`bearerToken`, or an `Authorization` header with ${VAR}) in its config entry, then "
-        f"`pi-mcp reconnect {server}`. Interactive OAuth sign-in is not available in this version."
+        f"{server} signs in with OAuth: run `pi-mcp auth {server}` in a terminal (it opens a "
+        "browser, or prints a URL to open elsewhere and reads the redirect URL back), then "
+        f"`pi-mcp reconnect {server}`. `pi-mcp logout {server}` forgets the tokens."
     )
 
 

@@ -1,0 +1,828 @@
+"""OAuth 2.1 for remote servers, on the SDK's client (``mcp.client.auth``).
+
+The protocol (discovery, dynamic registration or client ID metadata documents, PKCE, the
+``resource`` parameter, refresh, 403 step-up, ``client_credentials``) is the SDK's. This module
+adds what a long-lived, multi-process client needs around it:
+
+- one provider per server for the process lifetime (:class:`OAuthProviders.auth_for`, the
+  manager's ``auth_factory``), with tokens in a :class:`TokenStore` bound to the server URL;
+- the token's absolute expiry, which the SDK does not persist: a new process refreshes an
+  expired token instead of starting a browser flow, and refreshes a little before expiry;
+- one refresh in flight per server across processes (a file lock beside the tokens), so two
+  processes holding the same rotating refresh token do not burn it;
+- the person's part: a loopback callback server, the browser through :mod:`webbrowser` (so
+  ``BROWSER`` decides), and a pasted redirect URL or code on stdin when no browser opens;
+- the policy of when a person may be asked at all (:func:`allow_prompts`): never at startup or
+  in the background, so a server without a token reports ``needs-auth`` at once instead of
+  hanging.
+
+Secrets (tokens, codes, verifiers, client secrets) are never logged or put in messages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import os
+import socket
+import sys
+import time
+import warnings
+import webbrowser
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Literal
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
+
+import anyio
+import anyio.abc
+import filelock
+import httpx2
+import uvicorn
+from mcp.client.auth import OAuthClientProvider, OAuthFlowError, OAuthTokenError
+from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+from mcp.client.auth.utils import extract_field_from_www_auth, extract_scope_from_www_auth
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+from starlette.routing import Route
+
+from pi_mcp_adapter._errors import NeedsAuthError, ServerStartError, UsageError
+from pi_mcp_adapter.config._models import ServerEntry, Settings
+
+from ._token_store import AuthRecord, ServerTokenStorage, TokenStore, create_token_store
+
+__all__ = [
+    "DEFAULT_CALLBACK_PORT",
+    "AuthorizationPrompt",
+    "OAuthProviders",
+    "OAuthState",
+    "allow_prompts",
+    "parse_pasted_redirect",
+]
+
+logger = logging.getLogger("pi_mcp_adapter.oauth")
+
+DEFAULT_CALLBACK_PORT = 19876
+"""The reference adapter's callback port, so redirect URIs registered by either match."""
+CALLBACK_PATH = "/callback"
+AUTHORIZATION_TIMEOUT_S = 300.0
+"""How long a person has to finish signing in before the flow gives up."""
+REFRESH_MARGIN_S = 30.0
+"""Refresh this long before expiry (a third of the lifetime for short-lived tokens), so a
+request does not leave with a token that expires on the way."""
+REFRESH_LOCK_TIMEOUT_S = 60.0
+"""Another process refreshing holds the lock for one token request; a minute means stuck."""
+CALLBACK_SHUTDOWN_TIMEOUT_S = 2.0
+
+_PROMPTS_ALLOWED: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "pi_mcp_adapter_oauth_prompts_allowed", default=False
+)
+
+
+@contextlib.contextmanager
+def allow_prompts(allowed: bool = True) -> Iterator[None]:
+    """Let OAuth flows started inside this block ask a person (open a browser, read stdin).
+
+    Everywhere else (startup connects, health checks, background reconnects) a server that
+    needs a new authorization fails at once with :class:`NeedsAuthError`. The setting is a
+    context variable, so connections started inside the block (and their transport tasks)
+    inherit it.
+    """
+    # Only ever widens: an outer block that allowed prompts (``pi-mcp auth``) stays in force.
+    token = _PROMPTS_ALLOWED.set(allowed or _PROMPTS_ALLOWED.get())
+    try:
+        yield
+    finally:
+        _PROMPTS_ALLOWED.reset(token)
+
+
+class _HideExpectedFlowErrors(logging.Filter):
+    """The SDK logs every aborted flow with a traceback; a missing authorization is expected."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, NeedsAuthError)
+
+
+logging.getLogger("mcp.client.auth.oauth2").addFilter(_HideExpectedFlowErrors())
+
+
+def needs_auth_error(server: str, reason: str = "") -> NeedsAuthError:
+    detail = f" ({reason})" if reason else ""
+    return NeedsAuthError(
+        server,
+        f"server {server!r} needs authorization{detail}: run `pi-mcp auth {server}`",
+    )
+
+
+# -- the person's part ----------------------------------------------------------------------
+
+
+def parse_pasted_redirect(text: str, expected_state: str | None) -> AuthorizationCodeResult:
+    """A pasted redirect URL (or query string, or bare code) as the flow's callback result.
+
+    A bare code carries no state; the expected state is assumed, since the person copied it
+    from the page the flow opened.
+
+    Raises:
+        OAuthFlowError: the text is empty or the authorization server reported an error.
+    """
+    text = text.strip()
+    if not text:
+        raise OAuthFlowError("nothing was pasted")
+    query = urlsplit(text).query if "://" in text else text.lstrip("?")
+    if "=" not in query:
+        return AuthorizationCodeResult(code=text, state=expected_state)
+    params = {k: v[0] for k, v in parse_qs(query).items() if v}
+    if "error" in params:
+        description = params.get("error_description", "")
+        raise OAuthFlowError(f"authorization was refused: {params['error']} {description}".strip())
+    if "code" not in params:
+        raise OAuthFlowError("the pasted text has no authorization code")
+    return AuthorizationCodeResult(
+        code=params["code"], state=params.get("state", expected_state), iss=params.get("iss")
+    )
+
+
+@dataclass(slots=True)
+class _CallbackResult:
+    event: anyio.Event = field(default_factory=anyio.Event)
+    result: AuthorizationCodeResult | None = None
+    error: str | None = None
+
+
+def _loopback_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        # Not SO_REUSEADDR: a port another process listens on must be seen as taken.
+        sock.bind((host, port))
+        sock.listen(8)
+    except OSError:
+        sock.close()
+        raise
+    sock.setblocking(False)
+    return sock
+
+
+def _bind_host(redirect_uri: str) -> tuple[str, int, str]:
+    parts = urlsplit(redirect_uri)
+    host = parts.hostname or "127.0.0.1"
+    host = "127.0.0.1" if host == "localhost" else host
+    return host, parts.port or DEFAULT_CALLBACK_PORT, parts.path or "/"
+
+
+@contextlib.asynccontextmanager
+async def open_callback_server(sock: socket.socket, path: str) -> AsyncGenerator[_CallbackResult]:
+    """Serve the loopback redirect URI on ``sock`` until the block ends; the first callback
+    wins. The server takes the socket over and closes it on exit."""
+    outcome = _CallbackResult()
+
+    async def callback(request: Request) -> HTMLResponse:
+        params = dict(request.query_params)
+        if not outcome.event.is_set():
+            if "error" in params:
+                outcome.error = f"{params['error']} {params.get('error_description', '')}".strip()
+            elif "code" in params:
+                outcome.result = AuthorizationCodeResult(
+                    code=params["code"], state=params.get("state"), iss=params.get("iss")
+                )
+            else:
+                return HTMLResponse("<p>No authorization code in this request.</p>", 400)
+            outcome.event.set()
+        text = "Authorization failed." if outcome.error else "Authorization complete."
+        return HTMLResponse(f"<p>{text} You can close this window.</p>")
+
+    app = Starlette(routes=[Route(path, callback, methods=["GET"])])
+    # No access log and no logging config: the callback's query string holds the code.
+    config = uvicorn.Config(
+        app,
+        log_config=None,
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=int(CALLBACK_SHUTDOWN_TIMEOUT_S),
+    )
+    server = uvicorn.Server(config)
+    # The listener owns the socket from here on and closes it when it stops; closing it here
+    # as well would close whatever descriptor the number was reused for meanwhile.
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server.serve, [sock])
+        try:
+            yield outcome
+        finally:
+            # uvicorn checks this every 0.1 s, then stops listening; the task group waits.
+            server.should_exit = True
+
+
+def _open_browser(url: str) -> bool:
+    try:
+        return webbrowser.open(url)
+    except Exception:
+        return False
+
+
+def _should_try_browser(environ: Mapping[str, str]) -> bool:
+    if environ.get("BROWSER"):
+        return True
+    if sys.platform.startswith("linux") and not (
+        environ.get("DISPLAY") or environ.get("WAYLAND_DISPLAY")
+    ):
+        return False  # headless or over SSH: nothing could show the page
+    return not environ.get("SSH_CONNECTION")
+
+
+@dataclass(slots=True)
+class AuthorizationPrompt:
+    """Asks a person to authorize: opens the browser, serves the callback, reads a paste.
+
+    ``stdin``/``out`` default to the process's; tests pass their own streams.
+    """
+
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    stdin: IO[str] | None = None
+    out: IO[str] | None = None
+    timeout_s: float = AUTHORIZATION_TIMEOUT_S
+
+    def _say(self, text: str) -> None:
+        out = self.out or sys.stderr
+        out.write(text + "\n")
+        out.flush()
+
+    async def __call__(
+        self, server: str, authorization_url: str, redirect_uri: str
+    ) -> AuthorizationCodeResult:
+        expected_state = parse_qs(urlsplit(authorization_url).query).get("state", [None])[0]
+        host, port, path = _bind_host(redirect_uri)
+        try:
+            sock = _loopback_socket(host, port)
+        except OSError as exc:
+            raise OAuthFlowError(
+                f"cannot listen on {redirect_uri} for the authorization callback "
+                f"({exc.strerror or exc}); set MCP_OAUTH_CALLBACK_PORT or oauth.redirectUri"
+            ) from exc
+        async with open_callback_server(sock, path) as callback:
+            return await self._wait(server, authorization_url, callback, expected_state)
+
+    async def _wait(
+        self,
+        server: str,
+        authorization_url: str,
+        callback: _CallbackResult,
+        expected_state: str | None,
+    ) -> AuthorizationCodeResult:
+        opened = False
+        if _should_try_browser(self.environ):
+            self._say(f"Opening a browser to authorize MCP server {server!r}…")
+            opened = await anyio.to_thread.run_sync(_open_browser, authorization_url)
+        stdin = self.stdin or sys.stdin
+        read_paste = not opened
+        if read_paste:
+            self._say(
+                f"Open this URL in a browser to authorize MCP server {server!r}:\n\n"
+                f"  {authorization_url}\n\n"
+                "Then paste the URL the browser was sent to (or just the code) here and press "
+                "Enter:"
+            )
+        pasted: list[AuthorizationCodeResult | BaseException] = []
+        done = anyio.Event()
+
+        async def paste() -> None:
+            try:
+                line = await anyio.to_thread.run_sync(stdin.readline, abandon_on_cancel=True)
+                if not line:
+                    return  # end of input: only the callback can finish the flow now
+                pasted.append(parse_pasted_redirect(line, expected_state))
+            except Exception as exc:
+                pasted.append(exc)
+            done.set()
+
+        async def wait_callback() -> None:
+            await callback.event.wait()
+            done.set()
+
+        with anyio.fail_after(self.timeout_s):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(wait_callback)
+                if read_paste:
+                    tg.start_soon(paste)
+                await done.wait()
+                tg.cancel_scope.cancel()
+        if callback.event.is_set():
+            if callback.error is not None:
+                raise OAuthFlowError(f"authorization was refused: {callback.error}")
+            assert callback.result is not None
+            return callback.result
+        outcome = pasted[0]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+
+# -- providers ------------------------------------------------------------------------------
+
+
+def _union_scopes(*scopes: str | None) -> str | None:
+    seen: dict[str, None] = {}
+    for scope in scopes:
+        for item in (scope or "").split():
+            seen[item] = None
+    return " ".join(seen) or None
+
+
+def _issuer_of(metadata_url: str) -> str:
+    """The issuer a configured ``authServerMetadataUrl`` names (either form is accepted)."""
+    parts = urlsplit(metadata_url)
+    path = parts.path
+    for marker in ("/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"):
+        if path.startswith(marker):
+            path = path.removeprefix(marker)
+            break
+        if path.endswith(marker):
+            path = path.removesuffix(marker)
+            break
+    return urlunsplit((parts.scheme, parts.netloc, path.rstrip("/"), "", ""))
+
+
+def _callback_port(environ: Mapping[str, str]) -> int:
+    value = environ.get("MCP_OAUTH_CALLBACK_PORT", "")
+    if value.isdigit() and 0 < int(value) < 65536:
+        return int(value)
+    return DEFAULT_CALLBACK_PORT
+
+
+def _port_is_free(port: int) -> bool:
+    try:
+        sock = _loopback_socket("127.0.0.1", port)
+    except OSError:
+        return False
+    sock.close()
+    return True
+
+
+def _free_port() -> int:
+    sock = _loopback_socket("127.0.0.1", 0)
+    port: int = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+def choose_redirect_uri(entry: ServerEntry, environ: Mapping[str, str]) -> str:
+    """``oauth.redirectUri``; else the callback port (``MCP_OAUTH_CALLBACK_PORT`` or 19876)
+    when it is free, else any free port."""
+    configured = entry.oauth_config.redirect_uri
+    if configured:
+        return configured
+    port = _callback_port(environ)
+    if not _port_is_free(port):
+        port = _free_port()
+    return f"http://127.0.0.1:{port}{CALLBACK_PATH}"
+
+
+class _StoredExpiryMixin:
+    """What every provider of ours adds to the SDK's: persisted expiry, the cross-process
+    refresh lock, the implicit-OAuth rule, a step-up limit and configured scopes."""
+
+    context: Any
+    _initialized: bool
+
+    def _setup(self, server: str, storage: ServerTokenStorage, entry: ServerEntry) -> None:
+        self._server = server
+        self._storage = storage
+        self._entry = entry
+        self._stepped_up: set[frozenset[str]] = set()
+        self._clock: Callable[[], float] = time.time
+        self.refresh_count = 0
+        self.authorization_count = 0
+
+    def _refresh_at(self, record: AuthRecord) -> float | None:
+        if record.expires_at is None:
+            return None
+        lifetime = (
+            record.expires_at - record.obtained_at
+            if record.obtained_at is not None
+            else REFRESH_MARGIN_S * 3
+        )
+        return record.expires_at - min(REFRESH_MARGIN_S, max(0.0, lifetime) / 3)
+
+    async def _initialize(self) -> None:
+        await super()._initialize()  # type: ignore[misc]
+        # The SDK loads tokens but not their expiry: an expired token would be sent, answered
+        # 401 and replaced by a whole new authorization instead of a refresh.
+        self.context.token_expiry_time = self._refresh_at(self._storage.record())
+
+    def _refresh_due(self) -> bool:
+        record = self._storage.record()
+        if record.tokens is None or not record.tokens.refresh_token:
+            return False
+        refresh_at = self._refresh_at(record)
+        return refresh_at is not None and self._clock() >= refresh_at
+
+    async def _acquire_refresh_lock(self) -> filelock.FileLock:
+        lock = filelock.FileLock(
+            self._storage.store.lock_path(self._server),
+            timeout=REFRESH_LOCK_TIMEOUT_S,
+            thread_local=False,
+        )
+        await anyio.to_thread.run_sync(lock.acquire)
+        return lock
+
+    async def _auth_flow(
+        self, request: httpx2.Request
+    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        lock: filelock.FileLock | None = None
+        if self._refresh_due():
+            lock = await self._acquire_refresh_lock()
+            # Another process may have refreshed while this one waited: start from its tokens.
+            self._storage.record(fresh=True)
+            self._initialized = False
+            if self._refresh_due():
+                self.refresh_count += 1
+        inner = super()._auth_flow(request)  # type: ignore[misc]
+        try:
+            outgoing: httpx2.Request = await inner.__anext__()
+            while True:
+                if outgoing is request and lock is not None:
+                    lock.release()
+                    lock = None
+                response = yield outgoing
+                if outgoing is request:
+                    self._check_response(response)
+                outgoing = await inner.asend(response)
+        except StopAsyncIteration:
+            return
+        except _StopFlow:
+            return
+        except (OAuthTokenError, OAuthFlowError) as exc:
+            self._forget_rejected_client(exc)
+            raise
+        finally:
+            await inner.aclose()
+            if lock is not None:
+                lock.release()
+
+    def _check_response(self, response: httpx2.Response) -> None:
+        if (
+            response.status_code == 401
+            and self._entry.oauth_mode == "implicit"
+            and "www-authenticate" not in response.headers
+        ):
+            # Not an OAuth challenge: leave the 401 to the caller (bearer tokens, headers).
+            raise _StopFlow
+        if (
+            response.status_code == 403
+            and extract_field_from_www_auth(response, "error") == "insufficient_scope"
+        ):
+            wanted = frozenset((extract_scope_from_www_auth(response) or "").split())
+            if any(wanted <= granted for granted in self._stepped_up):
+                # Authorized for exactly this once already: asking again would loop.
+                raise _StopFlow
+            self._stepped_up.add(wanted)
+
+    def _forget_rejected_client(self, exc: Exception) -> None:
+        if "invalid_client" in str(exc) and not self._entry.oauth_config.client_id:
+            logger.info(
+                "server %r: the authorization server rejected the stored client registration; "
+                "it is dropped and the next authorization registers again",
+                self._server,
+            )
+            self._storage.forget_client_info()
+            self.context.client_info = None
+
+
+class _StopFlow(Exception):
+    """Internal: hand the current response back to the caller as it is."""
+
+
+class _CodeFlowProvider(_StoredExpiryMixin, OAuthClientProvider):
+    """Authorization code with PKCE (the SDK's), plus the behaviour of the mixin."""
+
+    def __init__(
+        self,
+        server: str,
+        entry: ServerEntry,
+        storage: ServerTokenStorage,
+        prompt: AuthorizationPrompt,
+        redirect_uri: str,
+    ) -> None:
+        oauth = entry.oauth_config
+        assert entry.url is not None
+        metadata = OAuthClientMetadata(
+            redirect_uris=[redirect_uri],  # type: ignore[list-item]
+            token_endpoint_auth_method="client_secret_post" if oauth.client_secret else "none",
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+            scope=oauth.scope,
+            client_name=oauth.client_name or "pi-mcp-adapter",
+            client_uri=oauth.client_uri,  # type: ignore[arg-type]
+            logo_uri=oauth.logo_uri,  # type: ignore[arg-type]
+        )
+        self._prompt = prompt
+        self._redirect_uri = redirect_uri
+        self._pending_url: str | None = None
+        super().__init__(
+            entry.url,
+            metadata,
+            storage,
+            redirect_handler=self._redirect,
+            callback_handler=self._callback,
+            client_metadata_url=oauth.client_metadata_url,
+        )
+        self._setup(server, storage, entry)
+
+    async def _initialize(self) -> None:
+        await super()._initialize()
+        oauth = self._entry.oauth_config
+        if oauth.client_id:
+            self.context.client_info = OAuthClientInformationFull(
+                client_id=oauth.client_id,
+                client_secret=oauth.client_secret,
+                redirect_uris=[self._redirect_uri],  # type: ignore[list-item]
+                token_endpoint_auth_method="client_secret_basic" if oauth.client_secret else "none",
+                grant_types=["authorization_code", "refresh_token"],
+            )
+        elif self.context.client_info is not None:
+            registered = [str(uri) for uri in self.context.client_info.redirect_uris or []]
+            if registered and self._redirect_uri not in registered:
+                # Registered for another callback port; the server would refuse this one.
+                self.context.client_info = None
+        if oauth.auth_server_metadata_url and self.context.auth_server_url is None:
+            self.context.auth_server_url = _issuer_of(oauth.auth_server_metadata_url)
+
+    def _select_authorization_server(self, advertised: list[str]) -> str:
+        configured = self._entry.oauth_config.auth_server_metadata_url
+        if configured:
+            issuer = _issuer_of(configured)
+            for server in advertised:
+                if server.rstrip("/") == issuer.rstrip("/"):
+                    return server
+        return advertised[0]
+
+    def _fit_token_auth_method(self) -> None:
+        """Use a method the authorization server supports for a configured client secret."""
+        info = self.context.client_info
+        metadata = self.context.oauth_metadata
+        if info is None or metadata is None or not self._entry.oauth_config.client_secret:
+            return
+        supported = metadata.token_endpoint_auth_methods_supported or []
+        if supported and info.token_endpoint_auth_method not in supported:
+            for method in ("client_secret_basic", "client_secret_post"):
+                if method in supported:
+                    self.context.client_info = info.model_copy(
+                        update={"token_endpoint_auth_method": method}
+                    )
+                    return
+
+    async def _exchange_token_authorization_code(
+        self, auth_code: str, code_verifier: str
+    ) -> httpx2.Request:
+        self._fit_token_auth_method()
+        return await super()._exchange_token_authorization_code(auth_code, code_verifier)
+
+    async def _refresh_token(self) -> httpx2.Request:
+        self._fit_token_auth_method()
+        return await super()._refresh_token()
+
+    async def _redirect(self, authorization_url: str) -> None:
+        if not _PROMPTS_ALLOWED.get():
+            raise needs_auth_error(self._server)
+        self._pending_url = self._with_configured_params(authorization_url)
+
+    def _with_configured_params(self, url: str) -> str:
+        oauth = self._entry.oauth_config
+        parts = urlsplit(url)
+        params = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        scope = _union_scopes(oauth.scope, params.get("scope"))
+        if scope:
+            params["scope"] = scope
+        for key, value in oauth.authorization_params.items():
+            params.setdefault(key, value)
+        return urlunsplit(parts._replace(query=urlencode(params)))
+
+    async def _callback(self) -> AuthorizationCodeResult:
+        url = self._pending_url
+        if url is None:
+            raise OAuthFlowError("the authorization URL was not prepared")
+        self._pending_url = None
+        self.authorization_count += 1
+        return await self._prompt(self._server, url, self._redirect_uri)
+
+
+class _ClientCredentialsProvider(_StoredExpiryMixin, ClientCredentialsOAuthProvider):
+    """``client_credentials`` (the SDK's extension): no person, no browser."""
+
+    def __init__(self, server: str, entry: ServerEntry, storage: ServerTokenStorage) -> None:
+        oauth = entry.oauth_config
+        assert entry.url is not None
+        assert oauth.client_id
+        assert oauth.client_secret
+        issuer = (
+            _issuer_of(oauth.auth_server_metadata_url) if oauth.auth_server_metadata_url else None
+        )
+        with warnings.catch_warnings():
+            # Without a configured issuer the SDK warns that discovery picks the server; that
+            # is the documented behaviour of a config without authServerMetadataUrl.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            super().__init__(
+                entry.url,
+                storage,
+                client_id=oauth.client_id,
+                client_secret=oauth.client_secret,
+                scope=oauth.scope,
+                issuer=issuer,
+            )
+        self._setup(server, storage, entry)
+
+    async def _exchange_token_client_credentials(self) -> httpx2.Request:
+        # Discovery replaced the scope with the server's challenge; keep the configured one too.
+        self.context.client_metadata.scope = _union_scopes(
+            self._entry.oauth_config.scope, self.context.client_metadata.scope
+        )
+        self.authorization_count += 1
+        metadata = self.context.oauth_metadata
+        supported = (metadata.token_endpoint_auth_methods_supported or []) if metadata else []
+        info = self.context.client_info
+        if (
+            info is not None
+            and info.token_endpoint_auth_method not in supported
+            and "client_secret_post" in supported
+        ):
+            self.context.client_info = info.model_copy(
+                update={"token_endpoint_auth_method": "client_secret_post"}
+            )
+        return await super()._exchange_token_client_credentials()
+
+
+# -- the per-process registry ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OAuthState:
+    """What is stored for one server, without any secret: for status and ``pi-mcp auth``."""
+
+    server: str
+    mode: Literal["explicit", "implicit"] | None
+    grant_type: str
+    store: Literal["file", "keyring"]
+    location: str
+    has_tokens: bool
+    has_refresh_token: bool
+    expires_at: float | None
+    scope: str | None
+    registered_client: bool
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "server": self.server,
+            "oauth": self.mode,
+            "grantType": self.grant_type,
+            "store": self.store,
+            "location": self.location,
+            "hasTokens": self.has_tokens,
+            "hasRefreshToken": self.has_refresh_token,
+            "expiresAt": self.expires_at,
+            "scope": self.scope,
+            "registeredClient": self.registered_client,
+        }
+
+
+class OAuthProviders:
+    """One OAuth provider per server for the life of the process.
+
+    ``auth_for(name)`` is the manager's ``auth_factory``: the ``httpx2.Auth`` to attach to a
+    remote server's HTTP client, or ``None`` when the entry does not use OAuth. ``may_prompt``
+    says whether first use may run a sign-in (``settings.autoAuth`` and a person at hand: stdin
+    is a terminal or ``BROWSER`` is set); callers pass it to :func:`allow_prompts`.
+    """
+
+    def __init__(
+        self,
+        servers: Mapping[str, ServerEntry],
+        *,
+        agent_dir: Path,
+        settings: Settings | None = None,
+        environ: Mapping[str, str] | None = None,
+        prompt: AuthorizationPrompt | None = None,
+        store: TokenStore | None = None,
+    ) -> None:
+        self._servers = dict(servers)
+        self._agent_dir = agent_dir
+        self._settings = settings or Settings()
+        self._environ = dict(os.environ if environ is None else environ)
+        self._prompt = prompt or AuthorizationPrompt(environ=self._environ)
+        self._store = store
+        self._providers: dict[str, _CodeFlowProvider | _ClientCredentialsProvider] = {}
+        self._storages: dict[str, ServerTokenStorage] = {}
+
+    @property
+    def may_prompt(self) -> bool:
+        if not self._settings.auto_auth:
+            return False
+        if self._environ.get("BROWSER"):
+            return True
+        try:
+            return sys.stdin is not None and sys.stdin.isatty()
+        except ValueError:
+            return False
+
+    @property
+    def store(self) -> TokenStore:
+        """The token store (created on first use, so a missing keyring extra only matters to
+        configurations that use OAuth).
+
+        Raises:
+            UsageError: ``oauthStore`` is ``keyring`` and the extra is not installed.
+        """
+        if self._store is None:
+            self._store = create_token_store(self._settings.oauth_store, self._agent_dir)
+        return self._store
+
+    def _entry(self, server: str) -> ServerEntry | None:
+        return self._servers.get(server)
+
+    def storage(self, server: str) -> ServerTokenStorage:
+        storage = self._storages.get(server)
+        if storage is None:
+            entry = self._servers[server]
+            assert entry.url is not None
+            storage = ServerTokenStorage(server, entry.url, self.store)
+            self._storages[server] = storage
+        return storage
+
+    def auth_for(self, server: str) -> httpx2.Auth | None:
+        """The provider for ``server``, created once; ``None`` when OAuth does not apply.
+
+        Raises:
+            ServerStartError: the token store cannot be opened (e.g. no keyring extra).
+        """
+        provider = self._providers.get(server)
+        if provider is not None:
+            return provider
+        entry = self._entry(server)
+        if entry is None or entry.oauth_mode is None:
+            return None
+        try:
+            storage = self.storage(server)
+        except UsageError as exc:
+            raise ServerStartError(server, f"server {server!r}: {exc}") from exc
+        if entry.oauth_config.grant_type == "client_credentials":
+            provider = _ClientCredentialsProvider(server, entry, storage)
+        else:
+            redirect_uri = choose_redirect_uri(entry, self._environ)
+            provider = _CodeFlowProvider(server, entry, storage, self._prompt, redirect_uri)
+        self._providers[server] = provider
+        return provider
+
+    def provider(self, server: str) -> _CodeFlowProvider | _ClientCredentialsProvider | None:
+        """The provider created for ``server`` so far, if any (for counters in tests)."""
+        return self._providers.get(server)
+
+    def state(self, server: str) -> OAuthState | None:
+        """What is stored for ``server`` (no secrets); ``None`` for non-OAuth entries."""
+        entry = self._entry(server)
+        if entry is None or entry.oauth_mode is None:
+            return None
+        record = self.storage(server).record()
+        tokens = record.tokens
+        return OAuthState(
+            server=server,
+            mode=entry.oauth_mode,
+            grant_type=entry.oauth_config.grant_type,
+            store=self.store.kind,
+            location=self.store.location(server),
+            has_tokens=tokens is not None,
+            has_refresh_token=bool(tokens and tokens.refresh_token),
+            expires_at=record.expires_at,
+            scope=tokens.scope if tokens is not None else None,
+            registered_client=record.client_info is not None,
+        )
+
+    def needs_auth(self, server: str) -> bool:
+        """Whether ``server`` certainly cannot connect without a sign-in: it is configured for
+        OAuth with the authorization-code grant and nothing is stored for it."""
+        entry = self._entry(server)
+        if entry is None or entry.oauth_mode != "explicit":
+            return False
+        if entry.oauth_config.grant_type == "client_credentials":
+            return False
+        try:
+            return self.storage(server).record().tokens is None
+        except UsageError:
+            return False
+
+    def logout(self, server: str) -> bool:
+        """Delete ``server``'s stored tokens and client registration; whether any existed.
+
+        Raises:
+            UsageError: ``server`` is not a remote server.
+        """
+        entry = self._entry(server)
+        if entry is None or entry.url is None:
+            raise UsageError(f"{server!r} is not a configured remote server")
+        self._providers.pop(server, None)
+        removed = self.storage(server).forget()
+        self._storages.pop(server, None)
+        return removed
