@@ -56,6 +56,7 @@ _PLAIN_OAUTH_KEYS = frozenset(
         "clientUri",
         "logoUri",
         "authServerMetadataUrl",
+        "skipIssuerMetadataValidation",
     }
 )
 _RANDOM_LOOKING = re.compile(r"^[A-Za-z0-9_\-+=./~]{24,}$")

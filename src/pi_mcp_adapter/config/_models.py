@@ -66,6 +66,9 @@ class OAuthConfig(_Model):
     """The authorization server's issuer URL (or its ``/.well-known/...`` metadata URL), for
     servers whose protected-resource metadata does not say; also pins the issuer that
     ``client_credentials`` secrets may be sent to."""
+    skip_issuer_metadata_validation: bool = False
+    """Accept authorization-server metadata whose ``issuer`` differs from where it was found
+    (RFC 8414 §3.3 forbids that; some older servers do it). Off by default."""
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         extras = self.model_extra or {}

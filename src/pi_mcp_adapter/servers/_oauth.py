@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import json
 import logging
 import os
 import socket
@@ -451,6 +452,8 @@ class _StoredExpiryMixin:
                 response = yield outgoing
                 if outgoing is request:
                     self._check_response(response)
+                elif self._entry.oauth_config.skip_issuer_metadata_validation:
+                    response = await self._with_expected_issuer(outgoing, response)
                 outgoing = await inner.asend(response)
         except StopAsyncIteration:
             return
@@ -463,6 +466,41 @@ class _StoredExpiryMixin:
             await inner.aclose()
             if lock is not None:
                 lock.release()
+
+    async def _with_expected_issuer(
+        self, request: httpx2.Request, response: httpx2.Response
+    ) -> httpx2.Response:
+        """Authorization-server metadata with its ``issuer`` replaced by the one the SDK
+        expects, for servers configured with ``skipIssuerMetadataValidation``."""
+        path = request.url.path
+        if response.status_code != 200 or not (
+            "/.well-known/oauth-authorization-server" in path
+            or "/.well-known/openid-configuration" in path
+        ):
+            return response
+        body = await response.aread()
+        try:
+            metadata = json.loads(body)
+        except ValueError:
+            return response
+        if not isinstance(metadata, dict):
+            return response
+        expected = self._expected_issuer()  # type: ignore[attr-defined]
+        if metadata.get("issuer") != expected:
+            logger.info(
+                "server %r: authorization server metadata names issuer %r, not %r; accepted "
+                "because skipIssuerMetadataValidation is set",
+                self._server,
+                metadata.get("issuer"),
+                expected,
+            )
+            metadata["issuer"] = expected
+        return httpx2.Response(
+            response.status_code,
+            headers={"content-type": "application/json"},
+            content=json.dumps(metadata).encode(),
+            request=request,
+        )
 
     def _check_response(self, response: httpx2.Response) -> None:
         if (
