@@ -32,6 +32,7 @@ from pi_mcp_adapter._errors import ConnectionLostError, ServerUnavailableError
 from pi_mcp_adapter.catalog._metadata import ServerMetadata
 from pi_mcp_adapter.config._models import ServerEntry
 
+from ._oauth import take_auth_denial
 from ._state import TransportKind
 from ._stderr import StderrCapture, terminal
 from ._stdio import ProcessRecord
@@ -122,6 +123,7 @@ class ServerConnection:
         self._stdout_noise = ""
         self._capture: StderrCapture | None = None
         self._process: ProcessRecord | None = None
+        self._auth: object = None
 
     # -- state ------------------------------------------------------------------------------
 
@@ -236,6 +238,7 @@ class ServerConnection:
             raise ConnectionLostError(self.server, f"server {self.server!r} has no `url`")
         headers = http_headers(self.server, self.entry, self._environ)
         auth = self._auth_factory(self.server) if self._auth_factory is not None else None
+        self._auth = auth
         opener = open_streamable_http if kind == "streamable-http" else open_sse
         return opener(url, headers=headers, auth=auth, observation=observation, on_eof=self._on_eof)
 
@@ -331,6 +334,9 @@ class ServerConnection:
                 request, result_type, request_read_timeout_seconds=timeout_s
             )
         except Exception as exc:
+            denial = take_auth_denial(self._auth)
+            if denial is not None:
+                raise denial from exc
             error = request_error(self.server, exc, what=what, timeout_s=timeout_s)
             if isinstance(error, ConnectionLostError):
                 self._note_end(error.message)

@@ -42,7 +42,7 @@ import anyio.abc
 import filelock
 import httpx2
 import uvicorn
-from mcp.client.auth import OAuthClientProvider, OAuthFlowError, OAuthTokenError
+from mcp.client.auth import OAuthClientProvider, OAuthFlowError
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.auth.utils import extract_field_from_www_auth, extract_scope_from_www_auth
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata
@@ -101,15 +101,16 @@ def allow_prompts(allowed: bool = True) -> Iterator[None]:
         _PROMPTS_ALLOWED.reset(token)
 
 
-class _HideExpectedFlowErrors(logging.Filter):
-    """The SDK logs every aborted flow with a traceback; a missing authorization is expected."""
+class _HideReportedFlowErrors(logging.Filter):
+    """The SDK logs every aborted flow with a traceback; these errors reach the caller as our
+    own (``NeedsAuthError`` with the next step), so the traceback would only be noise."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        return not isinstance(exc, NeedsAuthError)
+        return not isinstance(exc, NeedsAuthError | OAuthFlowError)
 
 
-logging.getLogger("mcp.client.auth.oauth2").addFilter(_HideExpectedFlowErrors())
+logging.getLogger("mcp.client.auth.oauth2").addFilter(_HideReportedFlowErrors())
 
 
 def needs_auth_error(server: str, reason: str = "") -> NeedsAuthError:
@@ -147,6 +148,10 @@ def parse_pasted_redirect(text: str, expected_state: str | None) -> Authorizatio
     return AuthorizationCodeResult(
         code=params["code"], state=params.get("state", expected_state), iss=params.get("iss")
     )
+
+
+class _CallbackPortBusy(OAuthFlowError):
+    """The loopback callback port is taken by another program."""
 
 
 @dataclass(slots=True)
@@ -261,7 +266,7 @@ class AuthorizationPrompt:
         try:
             sock = _loopback_socket(host, port)
         except OSError as exc:
-            raise OAuthFlowError(
+            raise _CallbackPortBusy(
                 f"cannot listen on {redirect_uri} for the authorization callback "
                 f"({exc.strerror or exc}); set MCP_OAUTH_CALLBACK_PORT or oauth.redirectUri"
             ) from exc
@@ -371,12 +376,25 @@ def _free_port() -> int:
     return port
 
 
-def choose_redirect_uri(entry: ServerEntry, environ: Mapping[str, str]) -> str:
-    """``oauth.redirectUri``; else the callback port (``MCP_OAUTH_CALLBACK_PORT`` or 19876)
-    when it is free, else any free port."""
+def choose_redirect_uri(
+    entry: ServerEntry,
+    environ: Mapping[str, str],
+    registered: OAuthClientInformationFull | None = None,
+) -> str:
+    """The loopback redirect URI for ``entry``.
+
+    ``oauth.redirectUri`` when set; else the one the stored dynamic registration was made with
+    (the authorization server accepts no other); else the callback port
+    (``MCP_OAUTH_CALLBACK_PORT`` or 19876) when it is free, else any free port.
+    """
     configured = entry.oauth_config.redirect_uri
     if configured:
         return configured
+    if registered is not None and not entry.oauth_config.client_id:
+        for uri in registered.redirect_uris or []:
+            parts = urlsplit(str(uri))
+            if parts.scheme == "http" and parts.hostname in ("127.0.0.1", "localhost", "::1"):
+                return str(uri)
     port = _callback_port(environ)
     if not _port_is_free(port):
         port = _free_port()
@@ -396,6 +414,7 @@ class _StoredExpiryMixin:
         self._entry = entry
         self._stepped_up: set[frozenset[str]] = set()
         self._clock: Callable[[], float] = time.time
+        self.denial: NeedsAuthError | OAuthFlowError | None = None
         self.refresh_count = 0
         self.authorization_count = 0
 
@@ -443,6 +462,7 @@ class _StoredExpiryMixin:
             if self._refresh_due():
                 self.refresh_count += 1
         inner = super()._auth_flow(request)  # type: ignore[misc]
+        failure: NeedsAuthError | OAuthFlowError | None = None
         try:
             outgoing: httpx2.Request = await inner.__anext__()
             while True:
@@ -459,13 +479,25 @@ class _StoredExpiryMixin:
             return
         except _StopFlow:
             return
-        except (OAuthTokenError, OAuthFlowError) as exc:
-            self._forget_rejected_client(exc)
-            raise
+        except (NeedsAuthError, OAuthFlowError) as exc:
+            if isinstance(exc, OAuthFlowError):
+                self._forget_rejected_client(exc)
+            if _is_initialize(request):
+                raise  # the connect fails and reports it (see ``connect_error``)
+            failure = exc
         finally:
             await inner.aclose()
             if lock is not None:
                 lock.release()
+        # An exception here would end the whole connection (the SDK runs each request in the
+        # transport's task group): note why, and let the server refuse this one request.
+        self.denial = failure
+        yield request
+
+    def take_denial(self) -> NeedsAuthError | OAuthFlowError | None:
+        """Why the last request was sent without the authorization it needed (once)."""
+        denial, self.denial = self.denial, None
+        return denial
 
     async def _with_expected_issuer(
         self, request: httpx2.Request, response: httpx2.Response
@@ -517,6 +549,12 @@ class _StoredExpiryMixin:
             wanted = frozenset((extract_scope_from_www_auth(response) or "").split())
             if any(wanted <= granted for granted in self._stepped_up):
                 # Authorized for exactly this once already: asking again would loop.
+                self.denial = NeedsAuthError(
+                    self._server,
+                    f"server {self._server!r} still answers 403 insufficient_scope after "
+                    f"authorizing scope {' '.join(sorted(wanted))!r}: the authorization server "
+                    "did not grant it to this account",
+                )
                 raise _StopFlow
             self._stepped_up.add(wanted)
 
@@ -529,6 +567,31 @@ class _StoredExpiryMixin:
             )
             self._storage.forget_client_info()
             self.context.client_info = None
+
+
+def _is_initialize(request: httpx2.Request) -> bool:
+    try:
+        body = json.loads(request.content or b"{}")
+    except ValueError:
+        return False
+    return isinstance(body, dict) and body.get("method") == "initialize"
+
+
+def take_auth_denial(auth: object) -> NeedsAuthError | None:
+    """If ``auth`` is one of our providers and it let a request go out unauthorized, why (as
+    the error to raise instead of the server's bare refusal)."""
+    take = getattr(auth, "take_denial", None)
+    if take is None:
+        return None
+    denial = take()
+    if denial is None or isinstance(denial, NeedsAuthError):
+        return denial
+    server: str = getattr(auth, "_server", "?")
+    return NeedsAuthError(
+        server,
+        f"server {server!r}: OAuth authorization failed: {str(denial)[:300]}; "
+        f"run `pi-mcp auth {server}` to try again",
+    )
 
 
 class _StopFlow(Exception):
@@ -582,11 +645,6 @@ class _CodeFlowProvider(_StoredExpiryMixin, OAuthClientProvider):
                 token_endpoint_auth_method="client_secret_basic" if oauth.client_secret else "none",
                 grant_types=["authorization_code", "refresh_token"],
             )
-        elif self.context.client_info is not None:
-            registered = [str(uri) for uri in self.context.client_info.redirect_uris or []]
-            if registered and self._redirect_uri not in registered:
-                # Registered for another callback port; the server would refuse this one.
-                self.context.client_info = None
         if oauth.auth_server_metadata_url and self.context.auth_server_url is None:
             self.context.auth_server_url = _issuer_of(oauth.auth_server_metadata_url)
 
@@ -646,7 +704,15 @@ class _CodeFlowProvider(_StoredExpiryMixin, OAuthClientProvider):
             raise OAuthFlowError("the authorization URL was not prepared")
         self._pending_url = None
         self.authorization_count += 1
-        return await self._prompt(self._server, url, self._redirect_uri)
+        try:
+            return await self._prompt(self._server, url, self._redirect_uri)
+        except _CallbackPortBusy as exc:
+            if not self._entry.oauth_config.client_id and not self._entry.oauth_config.redirect_uri:
+                # The registration is tied to that port: register afresh (and pick a free
+                # port) on the next try.
+                self._storage.forget_client_info()
+                raise OAuthFlowError(f"{exc}; the next `pi-mcp auth` uses another port") from exc
+            raise
 
 
 class _ClientCredentialsProvider(_StoredExpiryMixin, ClientCredentialsOAuthProvider):
@@ -809,7 +875,8 @@ class OAuthProviders:
         if entry.oauth_config.grant_type == "client_credentials":
             provider = _ClientCredentialsProvider(server, entry, storage)
         else:
-            redirect_uri = choose_redirect_uri(entry, self._environ)
+            registered = storage.record().client_info
+            redirect_uri = choose_redirect_uri(entry, self._environ, registered)
             provider = _CodeFlowProvider(server, entry, storage, self._prompt, redirect_uri)
         self._providers[server] = provider
         return provider
