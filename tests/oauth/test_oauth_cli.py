@@ -12,8 +12,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
+
+from pi_mcp_adapter._errors import NeedsAuthError
+from pi_mcp_adapter.surface._engine import McpAdapter
 
 from .conftest import SERVER, Machine, OAuthServer
 
@@ -316,3 +320,30 @@ def test_no_token_code_or_secret_appears_in_any_output_file_or_log(
             texts.append(path.read_text(errors="replace"))
     leaks = [(secret, text[:2000]) for secret in issued for text in texts if secret in text]
     assert leaks == []
+
+
+async def test_a_running_adapter_uses_a_sign_in_made_by_another_process_at_once(
+    machine: Machine, oauth_server: OAuthServer
+) -> None:
+    config = machine.configure({SERVER: {"url": oauth_server.url, "auth": "oauth"}})
+    adapter = McpAdapter(
+        config_path=config,
+        agent_dir=machine.agent_dir,
+        project_dir=machine.project,
+        connect_missing=False,
+        environ=machine.base_env(),
+    )
+    async with adapter:
+        with anyio.fail_after(NEEDS_AUTH_BUDGET_S):
+            with pytest.raises(NeedsAuthError, match=r"run `pi-mcp auth remote`"):
+                await adapter.connect(SERVER)
+        assert adapter.status().rows[0].status == "needs-auth"
+        signed_in = await anyio.to_thread.run_sync(lambda: sign_in(machine))
+        assert signed_in.returncode == 0
+        # No 60 s failure backoff for needs-auth: the stored tokens are used right away.
+        with anyio.fail_after(NEEDS_AUTH_BUDGET_S):
+            metadata = await adapter.connect(SERVER)
+        assert len(metadata.tools) == 3
+        result = await adapter.call(f"{SERVER}_echo", {"message": "after"})
+    assert result.text_content == "Echo: after"
+    assert oauth_server.count("authorize") == 1

@@ -454,6 +454,7 @@ class _StoredExpiryMixin:
         self, request: httpx2.Request
     ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         lock: filelock.FileLock | None = None
+        self._adopt_tokens_stored_elsewhere()
         if self._refresh_due():
             lock = await self._acquire_refresh_lock()
             # Another process may have refreshed while this one waited: start from its tokens.
@@ -533,6 +534,21 @@ class _StoredExpiryMixin:
             content=json.dumps(metadata).encode(),
             request=request,
         )
+
+    def _adopt_tokens_stored_elsewhere(self) -> None:
+        """Without usable tokens, look at the store again: a sign-in in another process
+        (``pi-mcp auth``) then takes effect in a running gateway with its next request. Only
+        for files; the keyring is read once per process."""
+        if not self._initialized or self._storage.store.kind != "file":
+            return
+        if self.context.is_token_valid() or self.context.can_refresh_token():
+            return
+        known = self._storage.record()
+        fresh = self._storage.record(fresh=True)
+        if fresh.tokens is not None and (
+            known.tokens is None or fresh.tokens.access_token != known.tokens.access_token
+        ):
+            self._initialized = False
 
     def _check_response(self, response: httpx2.Response) -> None:
         if (
