@@ -17,7 +17,7 @@ import httpx2
 import pytest
 
 from pi_mcp_adapter._errors import NeedsAuthError
-from pi_mcp_adapter.surface._engine import McpAdapter
+from pi_mcp_adapter.engine import McpAdapter
 
 from .conftest import SERVER, Machine, OAuthServer
 
@@ -337,13 +337,14 @@ async def test_a_running_adapter_uses_a_sign_in_made_by_another_process_at_once(
         with anyio.fail_after(NEEDS_AUTH_BUDGET_S):
             with pytest.raises(NeedsAuthError, match=r"run `pi-mcp auth remote`"):
                 await adapter.connect(SERVER)
-        assert adapter.status().rows[0].status == "needs-auth"
+        assert adapter.status().servers[0].status == "needs-auth"
         signed_in = await anyio.to_thread.run_sync(lambda: sign_in(machine))
         assert signed_in.returncode == 0
         # No 60 s failure backoff for needs-auth: the stored tokens are used right away.
         with anyio.fail_after(NEEDS_AUTH_BUDGET_S):
             metadata = await adapter.connect(SERVER)
         assert len(metadata.tools) == 3
-        result = await adapter.call(f"{SERVER}_echo", {"message": "after"})
-    assert result.text_content == "Echo: after"
+        outcome = await adapter.call(f"{SERVER}_echo", {"message": "after"})
+    assert not outcome.is_error
+    assert outcome.result.content[0].text == "Echo: after"
     assert oauth_server.count("authorize") == 1

@@ -19,8 +19,9 @@ import typer
 
 from pi_mcp_adapter._errors import McpAdapterError
 from pi_mcp_adapter.config import load_config
+from pi_mcp_adapter.engine import McpAdapter
 from pi_mcp_adapter.servers._oauth import OAuthState, allow_prompts
-from pi_mcp_adapter.surface._engine import McpAdapter, auth_help
+from pi_mcp_adapter.surface._commands import auth_help
 
 from ._app import JsonOption, app, fail, get_context, print_json
 

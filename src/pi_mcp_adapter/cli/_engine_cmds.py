@@ -15,8 +15,9 @@ from rich.console import Console
 from rich.table import Table
 
 from pi_mcp_adapter._errors import McpAdapterError
-from pi_mcp_adapter.surface._engine import McpAdapter
-from pi_mcp_adapter.surface._host import AudioPart, ImagePart, TextPart, ToolResult
+from pi_mcp_adapter.engine import AudioPart, ImagePart, McpAdapter, TextPart, ToolResult
+from pi_mcp_adapter.surface import ProxyTool, call_tool
+from pi_mcp_adapter.surface._render import render_status
 from pi_mcp_adapter.surface._tokens_report import TokenReport, measure_tokens
 
 from ._app import CliContext, JsonOption, app, fail, get_context, print_json
@@ -139,7 +140,7 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
         if as_json:
             print_json(
                 {
-                    "servers": [asdict(r) for r in view.rows],
+                    "servers": [asdict(r) for r in view.servers],
                     "connected": view.connected,
                     "enabled": view.enabled,
                     "tools": view.tool_count,
@@ -147,7 +148,7 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
                 }
             )
         else:
-            sys.stdout.write(view.render() + "\n")
+            sys.stdout.write(render_status(view) + "\n")
 
     run(ctx, body, connect_missing=False, quiet=as_json)
 
@@ -203,7 +204,7 @@ def search(
     """Search tools by words, ranked, from the metadata cache."""
 
     async def body(adapter: McpAdapter) -> ToolResult:
-        return adapter.search_result(
+        return ProxyTool(adapter).search_result(
             query,
             server=server,
             regex=regex,
@@ -224,7 +225,7 @@ def describe(
     """Show a tool's description and parameters."""
 
     async def body(adapter: McpAdapter) -> ToolResult:
-        result = adapter.describe_result(name)
+        result = ProxyTool(adapter).describe_result(name)
         if as_json and not result.is_error:
             tool = adapter.lookup(name)
             details = {
@@ -256,7 +257,7 @@ def call(
         raise fail(str(exc)) from None
 
     async def body(adapter: McpAdapter) -> ToolResult:
-        return await adapter.call(name, arguments)
+        return await call_tool(adapter, name, arguments)
 
     emit_result(run(ctx, body, quiet=as_json), as_json=as_json)
 
@@ -270,7 +271,7 @@ def connect(
     """Connect a server, refresh its tools and update the cache."""
 
     async def body(adapter: McpAdapter) -> ToolResult:
-        return await adapter.connect_result(server)
+        return await ProxyTool(adapter).connect_result(server)
 
     emit_result(run(ctx, body, connect_missing=False, quiet=as_json), as_json=as_json)
 

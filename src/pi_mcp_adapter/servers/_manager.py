@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import mcp_types as types
+from mcp.shared.dispatcher import ProgressFnT
 
 from pi_mcp_adapter._errors import (
     ConnectionLostError,
@@ -340,6 +341,7 @@ class ServerManager:
         arguments: Mapping[str, Any] | None = None,
         *,
         timeout_s: float | None = None,
+        progress: ProgressFnT | None = None,
     ) -> types.CallToolResult:
         """Call ``tool`` on server ``name`` (connecting if needed) and return its raw result.
 
@@ -357,7 +359,7 @@ class ServerManager:
         try:
             connection = await self._ensure(slot, respect_backoff=True)
             limit = timeout_s if timeout_s is not None else slot.entry.request_timeout_s
-            return await connection.call_tool(tool, arguments, timeout_s=limit)
+            return await connection.call_tool(tool, arguments, timeout_s=limit, progress=progress)
         finally:
             self._release(slot)
 
@@ -371,6 +373,24 @@ class ServerManager:
             connection = await self._ensure(slot, respect_backoff=True)
             limit = timeout_s if timeout_s is not None else slot.entry.request_timeout_s
             return await connection.read_resource(uri, timeout_s=limit)
+        finally:
+            self._release(slot)
+
+    async def get_prompt(
+        self,
+        name: str,
+        prompt: str,
+        arguments: Mapping[str, str] | None = None,
+        *,
+        timeout_s: float | None = None,
+    ) -> types.GetPromptResult:
+        """Render ``prompt`` of server ``name``; raises like :meth:`call_tool`."""
+        slot = self._slot(name)
+        slot.in_flight += 1
+        try:
+            connection = await self._ensure(slot, respect_backoff=True)
+            limit = timeout_s if timeout_s is not None else slot.entry.request_timeout_s
+            return await connection.get_prompt(prompt, arguments, timeout_s=limit)
         finally:
             self._release(slot)
 

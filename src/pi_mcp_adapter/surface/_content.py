@@ -29,7 +29,8 @@ from mcp.types import (
     TextResourceContents,
 )
 
-from ._host import AudioPart, ContentPart, ImagePart, TextPart, ToolResult
+from pi_mcp_adapter.engine import AudioPart, ContentPart, ImagePart, TextPart, ToolResult
+
 from ._output_guard import format_size, write_private_file
 
 __all__ = [
