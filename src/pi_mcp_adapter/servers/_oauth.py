@@ -165,7 +165,10 @@ def _loopback_socket(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
-        # Not SO_REUSEADDR: a port another process listens on must be seen as taken.
+        if os.name == "posix":
+            # The last sign-in's connections linger in TIME_WAIT; on POSIX this still refuses
+            # a port another socket listens on (on Windows it would not, so not there).
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         sock.listen(8)
     except OSError:
