@@ -348,3 +348,27 @@ async def test_a_running_adapter_uses_a_sign_in_made_by_another_process_at_once(
     assert not outcome.is_error
     assert outcome.result.content[0].text == "Echo: after"
     assert oauth_server.count("authorize") == 1
+
+
+def test_a_person_may_take_longer_than_the_connect_deadline(
+    machine: Machine, oauth_server: OAuthServer
+) -> None:
+    machine.configure(
+        {SERVER: {"url": oauth_server.url, "auth": "oauth", "startupTimeoutMs": 1500}}
+    )
+    process = machine.popen("auth", SERVER)
+    try:
+        location = _redirect_location(_authorization_url(process))
+        # The person reads, signs in, copies: slower than the server's startup budget. This
+        # models their delay; nothing is being waited for.
+        time.sleep(2.5)
+        assert process.stdin is not None
+        process.stdin.write(location + "\n")
+        process.stdin.close()
+        out = process.stdout.read() if process.stdout is not None else ""
+        process.wait(timeout=60)
+    finally:
+        process.kill()
+        process.wait()
+    assert process.returncode == 0
+    assert "Signed in to remote" in out

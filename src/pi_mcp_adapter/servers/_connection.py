@@ -33,7 +33,7 @@ from pi_mcp_adapter._errors import ConnectionLostError, ServerUnavailableError
 from pi_mcp_adapter.catalog._metadata import ServerMetadata
 from pi_mcp_adapter.config._models import ServerEntry
 
-from ._oauth import take_auth_denial
+from ._oauth import connect_deadline, take_auth_denial
 from ._state import TransportKind
 from ._stderr import StderrCapture, terminal
 from ._stdio import ProcessRecord
@@ -150,7 +150,7 @@ class ServerConnection:
         """
         timeout_s = self.entry.startup_timeout_s
         try:
-            with anyio.CancelScope() as scope:
+            with anyio.CancelScope() as scope, connect_deadline(scope):
                 self._scope = scope
                 scope.deadline = anyio.current_time() + timeout_s
                 if self.entry.command is not None:

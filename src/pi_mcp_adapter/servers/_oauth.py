@@ -25,6 +25,7 @@ import contextlib
 import contextvars
 import json
 import logging
+import math
 import os
 import socket
 import sys
@@ -99,6 +100,37 @@ def allow_prompts(allowed: bool = True) -> Iterator[None]:
         yield
     finally:
         _PROMPTS_ALLOWED.reset(token)
+
+
+_CONNECT_DEADLINE: contextvars.ContextVar[anyio.CancelScope | None] = contextvars.ContextVar(
+    "pi_mcp_adapter_connect_deadline", default=None
+)
+
+
+@contextlib.contextmanager
+def connect_deadline(scope: anyio.CancelScope) -> Iterator[None]:
+    """Mark ``scope`` as the connect deadline of the flows started inside the block: a sign-in
+    pauses it while a person is at work (``startupTimeoutMs`` is for servers, not people)."""
+    token = _CONNECT_DEADLINE.set(scope)
+    try:
+        yield
+    finally:
+        _CONNECT_DEADLINE.reset(token)
+
+
+@contextlib.contextmanager
+def _connect_deadline_paused() -> Iterator[None]:
+    scope = _CONNECT_DEADLINE.get()
+    if scope is None or math.isinf(scope.deadline):
+        yield
+        return
+    remaining = max(0.0, scope.deadline - anyio.current_time())
+    scope.deadline = math.inf
+    try:
+        yield
+    finally:
+        if math.isinf(scope.deadline):
+            scope.deadline = anyio.current_time() + remaining
 
 
 class _HideReportedFlowErrors(logging.Filter):
@@ -273,8 +305,9 @@ class AuthorizationPrompt:
                 f"cannot listen on {redirect_uri} for the authorization callback "
                 f"({exc.strerror or exc}); set MCP_OAUTH_CALLBACK_PORT or oauth.redirectUri"
             ) from exc
-        async with open_callback_server(sock, path) as callback:
-            return await self._wait(server, authorization_url, callback, expected_state)
+        with _connect_deadline_paused():
+            async with open_callback_server(sock, path) as callback:
+                return await self._wait(server, authorization_url, callback, expected_state)
 
     async def _wait(
         self,
