@@ -267,17 +267,24 @@ def test_step_up_reauthorizes_once_with_the_larger_scope(
     assert "admin" in stats["scopes"][1].split()
 
 
-def test_a_step_up_is_not_repeated_when_the_denial_persists(
+def test_a_step_up_nobody_can_approve_fails_at_once_and_names_the_scope(
     machine: Machine, start_oauth_server: Any
 ) -> None:
     server: OAuthServer = start_oauth_server("--step-up", "admin")
     machine.configure({SERVER: {"url": server.url, "auth": "oauth"}})
     sign_in(machine)
-    # Without autoAuth nobody can approve the larger scope: the call fails at once.
+    # Without autoAuth nobody can approve the larger scope: the call fails at once and says
+    # how to get it.
     called = machine.run("call", f"{SERVER}_admin", "{}")
     assert called.returncode != 0
-    assert "pi-mcp auth" in called.stdout + called.stderr
+    assert "needs the larger scope 'admin'" in called.stdout + called.stderr
     assert server.count("authorize") == 1
+    # Doing what the message says works.
+    machine.configure({SERVER: {"url": server.url, "auth": "oauth", "oauth": {"scope": "admin"}}})
+    sign_in(machine)
+    assert "admin" in server.stats()["scopes"][-1].split()
+    called = machine.run("call", f"{SERVER}_admin", "{}")
+    assert "admin ok" in called.stdout
 
 
 def test_no_token_code_or_secret_appears_in_any_output_file_or_log(

@@ -81,6 +81,10 @@ def auth(
     if not entry.is_enabled:
         raise fail(f"server {server!r} is disabled in the configuration")
     before = adapter.oauth.state(server)
+    wanted = set((entry.oauth_config.scope or "").split())
+    if before is not None and before.has_tokens and wanted - set((before.scope or "").split()):
+        # The configured scope grew since the last sign-in: sign in again to get it.
+        adapter.oauth.forget_tokens(server)
 
     async def main() -> int:
         async with adapter:

@@ -451,6 +451,7 @@ class _StoredExpiryMixin:
         self._stepped_up: set[frozenset[str]] = set()
         self._clock: Callable[[], float] = time.time
         self.denial: NeedsAuthError | OAuthFlowError | None = None
+        self._pending_step_up: frozenset[str] | None = None
         self.refresh_count = 0
         self.authorization_count = 0
 
@@ -500,6 +501,7 @@ class _StoredExpiryMixin:
                 self.refresh_count += 1
         inner = super()._auth_flow(request)  # type: ignore[misc]
         failure: NeedsAuthError | OAuthFlowError | None = None
+        self._pending_step_up = None
         try:
             outgoing: httpx2.Request = await inner.__anext__()
             while True:
@@ -513,6 +515,9 @@ class _StoredExpiryMixin:
                     response = await self._with_expected_issuer(outgoing, response)
                 outgoing = await inner.asend(response)
         except StopAsyncIteration:
+            granted = self._take_pending_step_up()
+            if granted is not None:
+                self._stepped_up.add(granted)
             return
         except _StopFlow:
             return
@@ -522,6 +527,15 @@ class _StoredExpiryMixin:
             if _is_initialize(request):
                 raise  # the connect fails and reports it (see ``connect_error``)
             failure = exc
+            wanted = self._take_pending_step_up()
+            if isinstance(exc, NeedsAuthError) and wanted is not None:
+                scope = " ".join(sorted(wanted))
+                failure = NeedsAuthError(
+                    self._server,
+                    f"server {self._server!r} needs the larger scope {scope!r} for this request "
+                    "and nobody can approve it now: add it to `oauth.scope` and run "
+                    f"`pi-mcp auth {self._server}`, or set `settings.autoAuth`",
+                )
         finally:
             await inner.aclose()
             if lock is not None:
@@ -571,6 +585,10 @@ class _StoredExpiryMixin:
             request=request,
         )
 
+    def _take_pending_step_up(self) -> frozenset[str] | None:
+        pending, self._pending_step_up = self._pending_step_up, None
+        return pending
+
     def _adopt_tokens_stored_elsewhere(self) -> None:
         """Without usable tokens, look at the store again: a sign-in in another process
         (``pi-mcp auth``) then takes effect in a running gateway with its next request. Only
@@ -608,7 +626,7 @@ class _StoredExpiryMixin:
                     "did not grant it to this account",
                 )
                 raise _StopFlow
-            self._stepped_up.add(wanted)
+            self._pending_step_up = wanted
 
     def _forget_rejected_client(self, exc: Exception) -> None:
         if "invalid_client" in str(exc) and not self._entry.oauth_config.client_id:
@@ -969,6 +987,11 @@ class OAuthProviders:
             return self.storage(server).record().tokens is None
         except UsageError:
             return False
+
+    def forget_tokens(self, server: str) -> None:
+        """Drop ``server``'s tokens but keep its client registration (a new sign-in follows)."""
+        self._providers.pop(server, None)
+        self.storage(server).forget_tokens()
 
     def logout(self, server: str) -> bool:
         """Delete ``server``'s stored tokens and client registration; whether any existed.

@@ -501,6 +501,11 @@ class ServerTokenStorage:
         self.store.save(self.server, record)
         self._record = record
 
+    def forget_tokens(self) -> None:
+        record = replace(self.record(), tokens=None, expires_at=None, obtained_at=None)
+        self.store.save(self.server, record)
+        self._record = record
+
     def forget_client_info(self) -> None:
         record = replace(self.record(), client_info=None)
         self.store.save(self.server, record)
