@@ -3,15 +3,18 @@ from __future__ import annotations
 import io
 import socket
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 import anyio
 import httpx2
 import pytest
+import uvicorn
 from mcp.client.auth import OAuthFlowError
 
 from pi_mcp_adapter._errors import NeedsAuthError
-from pi_mcp_adapter.config._models import ServerEntry
+from pi_mcp_adapter.config._models import ServerEntry, Settings
+from pi_mcp_adapter.servers import ServerManager
 from pi_mcp_adapter.servers._oauth import (
     AuthorizationPrompt,
     OAuthProviders,
@@ -124,3 +127,49 @@ async def test_a_flow_outside_allow_prompts_fails_with_needs_auth(tmp_path: Path
     assert providers.auth_for("s") is provider  # one provider per server for the process
     bearer = ServerEntry(url="https://x", bearer_token="t")
     assert OAuthProviders({"b": bearer}, agent_dir=tmp_path, environ={}).auth_for("b") is None
+
+
+@pytest.mark.parametrize(
+    ("challenge", "discovers"),
+    [
+        pytest.param(None, False, id="401-without-challenge"),
+        pytest.param(b'Bearer realm="x"', True, id="401-with-challenge"),
+    ],
+)
+async def test_implicit_oauth_starts_only_on_a_www_authenticate_challenge(
+    tmp_path: Path, challenge: bytes | None, discovers: bool
+) -> None:
+    paths: list[str] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        paths.append(scope["path"])
+        headers = [(b"content-type", b"text/plain")]
+        if challenge is not None and scope["path"] == "/mcp":
+            headers.append((b"www-authenticate", challenge))
+        status = 401 if scope["path"] == "/mcp" else 404
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": b"no"})
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, lifespan="off"))
+    entry = ServerEntry(url=url)
+    oauth = OAuthProviders({"s": entry}, agent_dir=tmp_path, environ={})
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server.serve, [sock])
+        manager = ServerManager(
+            {"s": entry},
+            Settings(health_check_interval_ms=0),
+            log_dir=tmp_path / "logs",
+            auth_factory=oauth.auth_for,
+        )
+        with anyio.fail_after(20):
+            async with manager:
+                with pytest.raises(NeedsAuthError):
+                    await manager.connect("s")
+        server.should_exit = True
+    assert any(p.startswith("/.well-known/") for p in paths) is discovers
