@@ -60,7 +60,9 @@ class Surfaces:
         # what disappeared, plus new direct tools.
         active = [n for n in active_before if n in known and n not in removed]
         active += [n for n in added if n not in active]
-        if active != active_before:
+        # Compared with the set after registering: a host that activated a new deferred tool
+        # on registration must be corrected even when the wanted set did not change.
+        if active != list(host.get_active_tools()):
             host.set_active_tools(active)
 
     def _known(self) -> set[str]:
