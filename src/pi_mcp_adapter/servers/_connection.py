@@ -33,7 +33,8 @@ from pi_mcp_adapter._errors import ConnectionLostError, ServerUnavailableError
 from pi_mcp_adapter.catalog._metadata import ServerMetadata
 from pi_mcp_adapter.config._models import ServerEntry
 
-from ._oauth import connect_deadline, take_auth_denial
+from ._oauth import take_auth_denial
+from ._oauth_prompt import connect_deadline
 from ._state import TransportKind
 from ._stderr import StderrCapture, terminal
 from ._stdio import ProcessRecord
