@@ -47,7 +47,7 @@ from ._errors import (
 )
 from .catalog._metadata import ToolInfo
 from .config._models import ServerEntry, Settings
-from .engine import Host, McpAdapter, ToolDefinition, ToolResult
+from .engine import Host, McpAdapter, Question, ToolDefinition, ToolResult
 
 __version__ = "0.1.0"
 
@@ -62,6 +62,7 @@ __all__ = [
     "McpAdapterError",
     "NeedsAuthError",
     "NotMcpError",
+    "Question",
     "RequestTimeoutError",
     "ServerBackoffError",
     "ServerDisabledError",

@@ -7,6 +7,7 @@ register themselves on :data:`app`; ``cli/__init__`` imports them all.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,15 @@ class CliContext:
     config_path: Path | None
     agent_dir: Path
     project_dir: Path
+    exclusive: bool = False
+
+    @property
+    def environ(self) -> dict[str, str]:
+        """This process's environment, with ``--exclusive`` as the config layer reads it."""
+        environ = dict(os.environ)
+        if self.exclusive:
+            environ["PI_MCP_CONFIG_MODE"] = "exclusive"
+        return environ
 
     @property
     def console(self) -> Console:
@@ -60,8 +70,17 @@ def _global_options(
         Path | None,
         typer.Option("--project", help="Project directory (default: the current directory)."),
     ] = None,
+    exclusive: Annotated[
+        bool,
+        typer.Option(
+            "--exclusive",
+            help="Read only the --config file (or the agent-dir file): no shared, project or "
+            "other files. Same as PI_MCP_CONFIG_MODE=exclusive.",
+        ),
+    ] = False,
 ) -> None:
     ctx.obj = CliContext(
+        exclusive=exclusive,
         config_path=config.expanduser().resolve() if config else None,
         agent_dir=(agent_dir.expanduser() if agent_dir else default_agent_dir()).resolve(),
         project_dir=(project or Path.cwd()).expanduser().resolve(),

@@ -10,7 +10,6 @@ printed here contains a token, code or secret.
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from typing import Annotated, Any
 
@@ -32,7 +31,7 @@ def _adapter_for(ctx: typer.Context, server: str) -> McpAdapter:
         agent_dir=cli.agent_dir,
         project_dir=cli.project_dir,
         config_path=cli.config_path,
-        environ=os.environ,
+        environ=cli.environ,
     )
     if server not in loaded.servers:
         invalid = loaded.invalid_servers.get(server)
@@ -47,6 +46,7 @@ def _adapter_for(ctx: typer.Context, server: str) -> McpAdapter:
         agent_dir=cli.agent_dir,
         project_dir=cli.project_dir,
         connect_missing=False,
+        environ=cli.environ,
     )
 
 

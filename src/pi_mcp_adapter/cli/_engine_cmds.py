@@ -21,6 +21,7 @@ from pi_mcp_adapter.surface._render import render_status
 from pi_mcp_adapter.surface._tokens_report import TokenReport, measure_tokens
 
 from ._app import CliContext, JsonOption, app, fail, get_context, print_json
+from ._ask import ask_on_terminal
 
 T = TypeVar("T")
 
@@ -75,6 +76,8 @@ async def open_adapter(
         config_path=cli.config_path,
         connect_missing=connect_missing,
         on_progress=progress,
+        environ=cli.environ,
+        ask=ask_on_terminal,
     )
     for error in adapter.config.errors:
         if not quiet:

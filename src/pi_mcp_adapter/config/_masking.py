@@ -171,6 +171,12 @@ def mask_secrets(entry: ServerEntry) -> dict[str, Any]:
         data["url"] = mask_url(data["url"])
     if "args" in data:
         data["args"] = mask_args(data["args"])
+    command = data.get("requestHeadersCommand")
+    if isinstance(command, dict):
+        if isinstance(command.get("env"), dict):
+            command["env"] = {k: _hide(v) for k, v in command["env"].items()}
+        if isinstance(command.get("args"), list):
+            command["args"] = mask_args(command["args"])
     for key in entry.model_extra or {}:
         if key in data:
             data[key] = mask_extra(key, data[key])
