@@ -108,7 +108,7 @@ async def test_without_a_browser_the_url_is_printed_and_the_paste_read() -> None
     port = free_port()
     out = io.StringIO()
     stdin = io.StringIO("http://127.0.0.1/callback?code=pasted&state=s1\n")
-    prompt = AuthorizationPrompt(environ={}, stdin=stdin, out=out)
+    prompt = AuthorizationPrompt(environ={}, stdin=stdin, out=out, read_paste="always")
     url = "https://as.example/authorize?state=s1"
     with anyio.fail_after(20):
         result = await prompt("srv", url, f"http://127.0.0.1:{port}/callback")
@@ -173,3 +173,30 @@ async def test_implicit_oauth_starts_only_on_a_www_authenticate_challenge(
                     await manager.connect("s")
         server.should_exit = True
     assert any(p.startswith("/.well-known/") for p in paths) is discovers
+
+
+async def test_stdin_that_is_not_a_terminal_is_left_alone_outside_pi_mcp_auth() -> None:
+    # A gateway serving MCP over stdio must not lose a line of its stream to a sign-in.
+    port = free_port()
+    redirect_uri = f"http://127.0.0.1:{port}/callback"
+    stdin = io.StringIO('{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}\n')
+    out = io.StringIO()
+    prompt = AuthorizationPrompt(environ={}, stdin=stdin, out=out)
+
+    async def person_on_this_machine() -> None:
+        async with httpx2.AsyncClient() as client:
+            for _ in range(100):
+                try:
+                    await client.get(f"{redirect_uri}?code=c&state=s")
+                except httpx2.ConnectError:
+                    await anyio.sleep(0.05)
+                    continue
+                return
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(person_on_this_machine)
+            result = await prompt("srv", "https://as.example/authorize?state=s", redirect_uri)
+    assert result.code == "c"
+    assert stdin.read().startswith('{"jsonrpc"')
+    assert "https://as.example/authorize" in out.getvalue()

@@ -7,7 +7,7 @@ import importlib
 from ._app import app
 
 # Each module registers its commands on ``app`` when imported.
-for _module in ("_config_cmds", "_engine_cmds", "_eval_cmds", "_auth_cmds"):
+for _module in ("_config_cmds", "_engine_cmds", "_eval_cmds", "_serve_cmd", "_auth_cmds"):
     try:
         importlib.import_module(f"{__name__}.{_module}")
     except ModuleNotFoundError as exc:  # a command group not present in this build

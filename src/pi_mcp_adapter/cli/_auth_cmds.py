@@ -19,7 +19,8 @@ import typer
 from pi_mcp_adapter._errors import McpAdapterError
 from pi_mcp_adapter.config import load_config
 from pi_mcp_adapter.engine import McpAdapter
-from pi_mcp_adapter.servers._oauth import OAuthState, allow_prompts
+from pi_mcp_adapter.servers._oauth import OAuthProviders, OAuthState, allow_prompts
+from pi_mcp_adapter.servers._oauth_prompt import AuthorizationPrompt
 from pi_mcp_adapter.surface._commands import auth_help
 
 from ._app import JsonOption, app, fail, get_context, print_json
@@ -41,12 +42,22 @@ def _adapter_for(ctx: typer.Context, server: str) -> McpAdapter:
         raise fail(f"unknown MCP server {server!r} (configured: {known})")
     # Only this server: signing in must not start every other eager server too.
     only = dataclasses.replace(loaded, servers={server: loaded.servers[server]})
+    environ = cli.environ
+    # This command is the one place a pasted redirect is always read from stdin.
+    oauth = OAuthProviders(
+        only.servers,
+        agent_dir=cli.agent_dir,
+        settings=only.settings,
+        environ=environ,
+        prompt=AuthorizationPrompt(environ=environ, read_paste="always"),
+    )
     return McpAdapter(
         config=only,
         agent_dir=cli.agent_dir,
         project_dir=cli.project_dir,
         connect_missing=False,
-        environ=cli.environ,
+        environ=environ,
+        oauth=oauth,
     )
 
 

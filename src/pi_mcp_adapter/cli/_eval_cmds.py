@@ -20,7 +20,7 @@ from pi_mcp_adapter.catalog._search_rankings import RANKINGS
 
 from ._app import JsonOption, app, fail, get_context, print_json
 
-_RANKING_NAMES = ", ".join(sorted(RANKINGS))
+_RANKING_NAMES = ", ".join(["default", *sorted(RANKINGS)])
 
 
 def _fmt(value: float | None) -> str:
@@ -34,7 +34,9 @@ def _table(report: EvalReport) -> Table:
             f"{report.tools:,} tools ({report.mean_query_ms:.2f} ms per query)"
         )
     )
-    for column in ("level", "queries", "hit@1", "hit@5", "MRR", "sets@5", "none answered"):
+    columns = ["level", "queries", "hit@1", "hit@5", "MRR", "sets@5", "none flagged"]
+    columns += ["weak", "empty"]
+    for column in columns:
         table.add_column(column, justify="left" if column == "level" else "right")
     for metrics in (*report.levels, report.overall):
         if metrics is report.overall:
@@ -46,8 +48,15 @@ def _table(report: EvalReport) -> Table:
             _fmt(metrics.hit_at_5),
             _fmt(metrics.mrr),
             _fmt(metrics.sets_at_5),
-            _fmt(metrics.none_answered),
+            _fmt(metrics.none_flagged),
+            _fmt(metrics.feasible_flagged),
+            _fmt(metrics.feasible_answered_nothing),
         )
+    table.caption = (
+        "none flagged: infeasible queries answered with nothing or marked not confident; "
+        "weak: feasible queries marked not confident; empty: feasible queries answered with "
+        "nothing"
+    )
     return table
 
 
@@ -65,7 +74,14 @@ def eval_search(
         ),
     ],
     ranking: Annotated[
-        str, typer.Option("--ranking", help=f"Ranking to measure: {_RANKING_NAMES}.")
+        str,
+        typer.Option(
+            "--ranking",
+            help=(
+                f"Ranking to measure: {_RANKING_NAMES}. lexical and hybrid are the values of "
+                "settings.searchRanking; default is hybrid when the semantic extra is installed."
+            ),
+        ),
     ] = "default",
     rankings_out: Annotated[
         Path | None,
@@ -77,9 +93,9 @@ def eval_search(
     as_json: JsonOption = False,
 ) -> None:
     """Measure tool search on a labelled set: hit@1, hit@5, MRR, gold sets in the top 5, and
-    queries with no fitting tool answered with nothing. No server is started."""
+    how often queries with no fitting tool are flagged as weak. No server is started."""
     cli = get_context(ctx)
-    if ranking not in RANKINGS:
+    if ranking != "default" and ranking not in RANKINGS:
         raise fail(f"unknown ranking {ranking!r}; choose one of: {_RANKING_NAMES}", code=2)
     try:
         labelled = load_labelled_set(set_path.expanduser())

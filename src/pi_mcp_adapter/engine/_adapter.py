@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, Literal
@@ -38,7 +38,9 @@ from pi_mcp_adapter._errors import (
 )
 from pi_mcp_adapter.catalog import Catalog, MetadataCache
 from pi_mcp_adapter.catalog._metadata import ServerMetadata, ToolInfo
+from pi_mcp_adapter.catalog._naming import format_tool_name
 from pi_mcp_adapter.catalog._search import SearchIndex
+from pi_mcp_adapter.catalog._search_semantic import search_vector_cache_path
 from pi_mcp_adapter.config import LoadedConfig, load_config
 from pi_mcp_adapter.config._locations import default_agent_dir
 from pi_mcp_adapter.config._models import ServerEntry, Settings
@@ -70,6 +72,9 @@ class McpAdapter:
         connect_missing: connect, at start, every enabled server whose tools are not in the
             metadata cache yet (the first run), so search and describe have something to show.
         clock: wall clock in seconds (``time.time``), injectable for tests.
+        relay_server_requests: tell servers this client can sample and elicit, and route
+            their sampling, elicitation and log messages to the caller of the call they belong
+            to (see :func:`pi_mcp_adapter.servers.relay_calls`); the MCP gateway turns it on.
         ask: answers the questions the engine asks the user (tool approval, see
             ``approveTools``): ``async ask(question) -> option id | None``. Without it the host
             answers if it implements :class:`AsksQuestions`; with neither, calls that need an
@@ -90,6 +95,7 @@ class McpAdapter:
         on_progress: ProgressCallback | None = None,
         environ: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.time,
+        relay_server_requests: bool = False,
         ask: Ask | None = None,
         oauth: OAuthProviders | None = None,
     ) -> None:
@@ -122,6 +128,8 @@ class McpAdapter:
             self.settings, self.servers, project_dir=self.project_dir, environ=self._environ
         )
         self._listeners: list[Callable[[], None]] = []
+        self._relay_server_requests = relay_server_requests
+        self._resource_listeners: list[Callable[[str, str], Awaitable[None]]] = []
 
     def _load_config(self) -> LoadedConfig:
         return load_config(
@@ -175,9 +183,11 @@ class McpAdapter:
                 resolve_npx=self._resolve_npx,
                 auth_factory=self.oauth.auth_for,
                 environ=self._environ,
+                relay_requests=self._relay_server_requests,
             )
             self._manager = await stack.enter_async_context(manager)
             manager.on_tools_changed(self._server_connected)
+            manager.on_resource_updated(self._resource_updated)
             self._load_cache()
             if self.settings.capture_stats:
                 stats = CallStats.from_setting(self.settings.capture_stats, self.agent_dir)
@@ -304,7 +314,14 @@ class McpAdapter:
     @property
     def index(self) -> SearchIndex:
         if self._index is None:
-            self._index = SearchIndex(self.catalog.tools(), ranking=self._ranking)
+            ranking = self._ranking
+            if ranking == "default":
+                ranking = self.settings.search_ranking or "default"
+            self._index = SearchIndex(
+                self.catalog.tools(),
+                ranking=ranking,
+                vector_cache=search_vector_cache_path(self.agent_dir),
+            )
         return self._index
 
     def tools(self, server: str | None = None) -> Sequence[ToolInfo]:
@@ -613,6 +630,69 @@ class McpAdapter:
         self.require_server(server)
         result = await self._require_manager().get_prompt(server, name, arguments)
         return PromptMessages(server, name, result.description, tuple(result.messages))
+
+    # ------------------------------------------------------------------ resources and prompts
+
+    def public_name(self, server: str, name: str) -> str:
+        """``name`` (a server's prompt or resource name) as the catalog names that server's
+        tools: with the server's prefix under ``toolPrefix``, unchanged under ``none``."""
+        entry = self.require_server(server)
+        mode = entry.tool_prefix or self.settings.tool_prefix
+        return format_tool_name(name, server, mode=mode, separator=self.settings.tool_separator)
+
+    async def list_resource_templates(self, server: str) -> list[types.ResourceTemplate]:
+        """The resource templates of ``server`` (connecting it if needed).
+
+        Raises:
+            ServerNotConfiguredError: no server of that name.
+            ServerUnavailableError: the server could not be reached.
+            ServerReportedError: the server answered with an error.
+        """
+        self.require_server(server)
+        return await self._require_manager().list_resource_templates(server)
+
+    async def complete(
+        self, server: str, params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        """Completions for an argument of ``server``'s prompt or resource template (``params``
+        names them as the server does).
+
+        Raises:
+            ServerNotConfiguredError: no server of that name.
+            ServerUnavailableError: the server could not be reached.
+            ServerReportedError: the server answered with an error (no completion support).
+        """
+        self.require_server(server)
+        return await self._require_manager().complete(server, params)
+
+    async def subscribe_resource(self, server: str, uri: str, *, subscribe: bool = True) -> None:
+        """Ask ``server`` for (or, with ``subscribe=False``, to stop) updates of ``uri``;
+        :meth:`on_resource_updated` listeners hear of them.
+
+        Raises:
+            ServerNotConfiguredError: no server of that name.
+            ServerUnavailableError: the server could not be reached.
+            ServerReportedError: the server refused (it does not support subscriptions).
+        """
+        self.require_server(server)
+        await self._require_manager().subscribe_resource(server, uri, subscribe=subscribe)
+
+    def on_resource_updated(
+        self, listener: Callable[[str, str], Awaitable[None]]
+    ) -> Callable[[], None]:
+        """Call ``listener(server, uri)`` when a subscribed resource changes; returns a
+        function that unsubscribes."""
+        self._resource_listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._resource_listeners:
+                self._resource_listeners.remove(listener)
+
+        return unsubscribe
+
+    async def _resource_updated(self, server: str, uri: str) -> None:
+        for listener in list(self._resource_listeners):
+            await listener(server, uri)
 
 
 def _elapsed_ms(since: float) -> float:

@@ -11,6 +11,8 @@
 - ``_token_store`` OAuth tokens and registrations in files (0600) or the OS keyring.
 - ``_manager``     ``ServerManager``: dedupe, in-flight counts, idle, backoff, generations.
 - ``_lifecycle``   the policy: lazy / eager / keep-alive, idle timeouts, retry schedule.
+- ``_relay``      per-call routing of a server's sampling, elicitation and log messages to the
+                   caller that made the call (the gateway's clients).
 - ``_npx``         ``npx``/``npm exec`` commands resolved to the package's own binary.
 
 See the package docstring of pi_mcp_adapter for how this layer fits.
@@ -21,9 +23,11 @@ from __future__ import annotations
 from ._connection import ServerConnection
 from ._manager import MetadataListener, ServerManager
 from ._npx import ResolvedCommand, resolve_npx_command
+from ._relay import CallRelay, current_relay, relay_calls
 from ._state import ServerState, ServerStatus, TransportKind
 
 __all__ = [
+    "CallRelay",
     "MetadataListener",
     "ResolvedCommand",
     "ServerConnection",
@@ -31,5 +35,7 @@ __all__ = [
     "ServerState",
     "ServerStatus",
     "TransportKind",
+    "current_relay",
+    "relay_calls",
     "resolve_npx_command",
 ]

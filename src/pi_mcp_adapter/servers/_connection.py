@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
+import anyio.lowlevel
 import mcp_types as types
 from mcp import Client, MCPError
 from mcp.shared.dispatcher import ProgressFnT
@@ -36,6 +37,7 @@ from pi_mcp_adapter.config._models import ServerEntry
 from ._http_extras import open_unix_socket
 from ._oauth import take_auth_denial
 from ._oauth_prompt import connect_deadline
+from ._relay import AmbiguousCallerError, RelayBoard, current_relay
 from ._state import TransportKind
 from ._stderr import StderrCapture, terminal
 from ._stdio import ProcessRecord
@@ -67,10 +69,17 @@ MAX_LIST_PAGES = 1000
 """A server whose cursors never end must not hang a connect: 1,000 pages is far beyond any
 real catalog (the 5,000-tool fixture needs 50)."""
 
+_NOTIFICATION_DRAIN_CHECKPOINTS = 4
+"""Scheduler turns given to the SDK's notification consumer after a relayed call returns, so a
+log message sent just before the result is relayed before it (a few turns suffice; each is
+microseconds)."""
+
 _T = TypeVar("_T", bound=BaseModel)
 
 MetadataCallback = Callable[["ServerConnection", ServerMetadata], Awaitable[None]]
 EndCallback = Callable[["ServerConnection"], None]
+ResourceUpdatedCallback = Callable[[str, str], Awaitable[None]]
+"""``(server, uri)``: the server said a resource a client subscribed to changed."""
 
 
 def _client_info() -> types.Implementation:
@@ -101,6 +110,8 @@ class ServerConnection:
         clock: Callable[[], float] = anyio.current_time,
         on_metadata: MetadataCallback | None = None,
         on_end: EndCallback | None = None,
+        relay_requests: bool = False,
+        on_resource_updated: ResourceUpdatedCallback | None = None,
     ) -> None:
         self.server = server
         self.entry = entry
@@ -128,6 +139,10 @@ class ServerConnection:
         self._capture: StderrCapture | None = None
         self._process: ProcessRecord | None = None
         self._auth: object = None
+        self._relay_requests = relay_requests
+        self._relays = RelayBoard()
+        self._logs_relayed = 0
+        self._on_resource_updated = on_resource_updated
         self._observation: HttpObservation | None = None
 
     # -- state ------------------------------------------------------------------------------
@@ -218,12 +233,21 @@ class ServerConnection:
         task_status: anyio.abc.TaskStatus[ServerConnection],
     ) -> None:
         transport = await self._open_transport(kind, observation)
+        relayed: dict[str, Any] = {}
+        if self._relay_requests:
+            # Passing the callbacks is what advertises sampling and elicitation to the server.
+            relayed = {
+                "sampling_callback": self._relay_sampling,
+                "elicitation_callback": self._relay_elicitation,
+                "logging_callback": self._relay_log,
+            }
         async with Client(
             transport,
             mode="legacy",  # pushed notifications/tools/list_changed only arrive in legacy mode
             cache=None,  # results must reflect the server now, not a TTL the server chose
             message_handler=self._on_message,
             client_info=_client_info(),
+            **relayed,
         ) as client:
             self.metadata = await _fetch_metadata(client)
             self._observation = observation
@@ -331,6 +355,53 @@ class ServerConnection:
             | types.PromptListChangedNotification,
         ):
             self._changed.set()
+        elif (
+            isinstance(message, types.ResourceUpdatedNotification)
+            and self._on_resource_updated is not None
+        ):
+            await self._on_resource_updated(self.server, str(message.params.uri))
+
+    async def _relay_sampling(
+        self, context: Any, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
+        try:
+            relay = self._relays.route()
+        except AmbiguousCallerError as exc:
+            return types.ErrorData(code=types.INVALID_REQUEST, message=f"Sampling refused: {exc}")
+        if relay is None or relay.sampling is None:
+            return types.ErrorData(
+                code=types.INVALID_REQUEST,
+                message="Sampling not supported: the client that made this call cannot sample",
+            )
+        return await relay.sampling(params)
+
+    async def _relay_elicitation(
+        self, context: Any, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        try:
+            relay = self._relays.route()
+        except AmbiguousCallerError as exc:
+            return types.ErrorData(
+                code=types.INVALID_REQUEST, message=f"Elicitation refused: {exc}"
+            )
+        if relay is None or relay.elicitation is None:
+            return types.ErrorData(
+                code=types.INVALID_REQUEST,
+                message="Elicitation not supported: the client that made this call cannot "
+                "ask its user",
+            )
+        return await relay.elicitation(params)
+
+    async def _relay_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        self._logs_relayed += 1
+        try:
+            relay = self._relays.route()
+        except AmbiguousCallerError:
+            relay = None
+        if relay is not None and relay.log is not None:
+            await relay.log(params)
+            return
+        logger.info("server %r logged (%s): %s", self.server, params.level, params.data)
 
     async def _refresh_on_change(self) -> None:
         while True:
@@ -366,13 +437,23 @@ class ServerConnection:
         progress: ProgressFnT | None = None,
     ) -> _T:
         client = self._require_client(what)
+        relay = current_relay()
+        if progress is None and relay is not None:
+            progress = relay.progress
         try:
-            result: _T = await client.session.send_request(
-                request,
-                result_type,
-                request_read_timeout_seconds=timeout_s,
-                progress_callback=progress,
-            )
+            with self._relays.calling(relay):
+                result: _T = await client.session.send_request(
+                    request,
+                    result_type,
+                    request_read_timeout_seconds=timeout_s,
+                    progress_callback=progress,
+                )
+                if relay is not None and self._logs_relayed:
+                    # Log notifications travel through the SDK's notification queue while the
+                    # result goes straight to this task: let queued ones reach the caller first
+                    # (only for servers that log at all; the turns cost a little on every call).
+                    for _ in range(_NOTIFICATION_DRAIN_CHECKPOINTS):
+                        await anyio.lowlevel.checkpoint()
         except Exception as exc:
             denial = take_auth_denial(self._auth)
             if denial is not None:
@@ -428,6 +509,51 @@ class ServerConnection:
             )
         )
         return await self._request(f"prompt {name!r}", request, types.GetPromptResult, timeout_s)
+
+    async def list_resource_templates(
+        self, *, timeout_s: float | None
+    ) -> list[types.ResourceTemplate]:
+        """Every resource template of the server (none when it has no resources).
+
+        Raises like :meth:`call_tool`.
+        """
+        client = self._require_client("a resource template listing")
+        capabilities = client.session.server_capabilities or types.ServerCapabilities()
+        if capabilities.resources is None:
+            return []
+        try:
+            with anyio.fail_after(timeout_s if timeout_s is not None else math.inf):
+                return await _list_all(client.session.list_resource_templates, "resource_templates")
+        except TimeoutError as exc:
+            raise request_error(
+                self.server,
+                MCPError(code=types.REQUEST_TIMEOUT, message="listing timed out"),
+                what="the resource template listing",
+                timeout_s=timeout_s,
+            ) from exc
+        except Exception as exc:
+            raise request_error(self.server, exc, what="the resource template listing") from exc
+
+    async def complete(
+        self, params: types.CompleteRequestParams, *, timeout_s: float | None
+    ) -> types.CompleteResult:
+        """Ask for completions of a prompt or resource template argument (``params`` in the
+        server's own names). Raises like :meth:`call_tool`."""
+        request = types.CompleteRequest(params=params)
+        return await self._request("a completion", request, types.CompleteResult, timeout_s)
+
+    async def subscribe_resource(
+        self, uri: str, *, subscribe: bool, timeout_s: float | None
+    ) -> None:
+        """Subscribe to (or, with ``subscribe=False``, unsubscribe from) updates of ``uri``.
+        Raises like :meth:`call_tool`."""
+        request: Any
+        if subscribe:
+            request = types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri))
+        else:
+            request = types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri))
+        what = f"a {'' if subscribe else 'un'}subscription to {uri!r}"
+        await self._request(what, request, types.EmptyResult, timeout_s)
 
     async def ping(self, *, timeout_s: float) -> None:
         """Check that the server answers (raises like :meth:`call_tool`)."""

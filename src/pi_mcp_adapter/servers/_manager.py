@@ -120,6 +120,7 @@ class ServerManager:
         environ: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
         backoff_s: float = DEFAULT_BACKOFF_S,
+        relay_requests: bool = False,
     ) -> None:
         if backoff_s < 0:
             raise ValueError("backoff_s cannot be negative")
@@ -132,8 +133,10 @@ class ServerManager:
         self._environ = environ
         self._clock = clock
         self._backoff_s = backoff_s
+        self._relay_requests = relay_requests
         self._tools_changed: list[MetadataListener] = []
         self._reconnected: list[MetadataListener] = []
+        self._resource_listeners: list[Callable[[str, str], Awaitable[None]]] = []
         self._tg: anyio.abc.TaskGroup | None = None
         self._health_scope: anyio.CancelScope | None = None
         self._entered = False
@@ -199,6 +202,21 @@ class ServerManager:
         """
         self._reconnected.append(listener)
         return lambda: self._reconnected.remove(listener)
+
+    def on_resource_updated(
+        self, listener: Callable[[str, str], Awaitable[None]]
+    ) -> Callable[[], None]:
+        """Call ``listener(server, uri)`` when a server says a subscribed resource changed.
+        Returns a function that unsubscribes."""
+        self._resource_listeners.append(listener)
+        return lambda: self._resource_listeners.remove(listener)
+
+    async def _resource_updated(self, server: str, uri: str) -> None:
+        for listener in list(self._resource_listeners):
+            try:
+                await listener(server, uri)
+            except Exception:
+                logger.exception("resource listener %r failed for server %r", listener, server)
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -430,6 +448,46 @@ class ServerManager:
         finally:
             self._release(slot)
 
+    async def list_resource_templates(
+        self, name: str, *, timeout_s: float | None = None
+    ) -> list[types.ResourceTemplate]:
+        """Every resource template of server ``name``; raises like :meth:`call_tool`."""
+        slot = self._slot(name)
+        slot.in_flight += 1
+        try:
+            connection = await self._ensure(slot, respect_backoff=True)
+            limit = timeout_s if timeout_s is not None else slot.entry.request_timeout_s
+            return await connection.list_resource_templates(timeout_s=limit)
+        finally:
+            self._release(slot)
+
+    async def complete(
+        self, name: str, params: types.CompleteRequestParams, *, timeout_s: float | None = None
+    ) -> types.CompleteResult:
+        """Argument completions from server ``name``; raises like :meth:`call_tool`."""
+        slot = self._slot(name)
+        slot.in_flight += 1
+        try:
+            connection = await self._ensure(slot, respect_backoff=True)
+            limit = timeout_s if timeout_s is not None else slot.entry.request_timeout_s
+            return await connection.complete(params, timeout_s=limit)
+        finally:
+            self._release(slot)
+
+    async def subscribe_resource(
+        self, name: str, uri: str, *, subscribe: bool = True, timeout_s: float | None = None
+    ) -> None:
+        """(Un)subscribe to updates of ``uri`` on server ``name``; raises like
+        :meth:`call_tool`."""
+        slot = self._slot(name)
+        slot.in_flight += 1
+        try:
+            connection = await self._ensure(slot, respect_backoff=True)
+            limit = timeout_s if timeout_s is not None else slot.entry.request_timeout_s
+            await connection.subscribe_resource(uri, subscribe=subscribe, timeout_s=limit)
+        finally:
+            self._release(slot)
+
     # -- closing ----------------------------------------------------------------------------
 
     async def close(self, name: str) -> None:
@@ -596,6 +654,8 @@ class ServerManager:
             clock=self._clock,
             on_metadata=self._connection_metadata,
             on_end=self._connection_ended,
+            relay_requests=self._relay_requests,
+            on_resource_updated=self._resource_updated,
         )
         attempt = _Attempt(slot.generation, connection)
         slot.attempt = attempt

@@ -20,7 +20,7 @@ import sys
 import webbrowser
 from collections.abc import AsyncGenerator, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Literal
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
@@ -191,6 +191,13 @@ def _open_browser(url: str) -> bool:
         return False
 
 
+def _is_terminal(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (ValueError, OSError):
+        return False
+
+
 def _should_try_browser(environ: Mapping[str, str]) -> bool:
     if environ.get("BROWSER"):
         return True
@@ -212,6 +219,9 @@ class AuthorizationPrompt:
     stdin: IO[str] | None = None
     out: IO[str] | None = None
     timeout_s: float = AUTHORIZATION_TIMEOUT_S
+    read_paste: Literal["terminal", "always"] = "terminal"
+    """When no browser opens, read a pasted redirect from stdin only if it is a terminal
+    (default: a gateway's stdin may be its MCP stream), or ``always`` (``pi-mcp auth``)."""
 
     def _say(self, text: str) -> None:
         out = self.out or sys.stderr
@@ -246,13 +256,18 @@ class AuthorizationPrompt:
             self._say(f"Opening a browser to authorize MCP server {server!r}…")
             opened = await anyio.to_thread.run_sync(_open_browser, authorization_url)
         stdin = self.stdin or sys.stdin
-        read_paste = not opened
+        read_paste = not opened and (self.read_paste == "always" or _is_terminal(stdin))
         if read_paste:
             self._say(
                 f"Open this URL in a browser to authorize MCP server {server!r}:\n\n"
                 f"  {authorization_url}\n\n"
                 "Then paste the URL the browser was sent to (or just the code) here and press "
                 "Enter:"
+            )
+        elif not opened:
+            self._say(
+                f"Open this URL in a browser on this machine to authorize MCP server "
+                f"{server!r}:\n\n  {authorization_url}\n"
             )
         pasted: list[AuthorizationCodeResult | BaseException] = []
         done = anyio.Event()

@@ -1,0 +1,205 @@
+"""``pi-mcp serve``: the MCP gateway, and the client entries that run it (``--print-config``)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import anyio
+import typer
+
+from pi_mcp_adapter._errors import McpAdapterError
+from pi_mcp_adapter.config import load_config
+from pi_mcp_adapter.config._locations import default_agent_dir
+from pi_mcp_adapter.engine import McpAdapter
+from pi_mcp_adapter.hosts import TOKEN_ENV, GatewayOptions, serve_gateway
+from pi_mcp_adapter.hosts._gateway_serve import configure_logging, without_gateway_itself
+
+from ._app import CliContext, app, fail, get_context
+
+ClientName = Literal["claude-code", "cursor", "vscode", "codex", "claude-desktop", "opencode"]
+CLIENTS: tuple[ClientName, ...] = (
+    "claude-code",
+    "cursor",
+    "vscode",
+    "codex",
+    "claude-desktop",
+    "opencode",
+)
+ENTRY_NAME = "pi-mcp"
+logger = logging.getLogger("pi_mcp_adapter.gateway")
+_TOKEN_PLACEHOLDER = "${" + TOKEN_ENV + "}"
+
+
+@app.command()
+def serve(
+    ctx: typer.Context,
+    transport: Annotated[
+        str, typer.Option("--transport", help="stdio (default) or http (Streamable HTTP).")
+    ] = "stdio",
+    host: Annotated[
+        str, typer.Option("--host", help="HTTP address to bind; not loopback needs a token.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="HTTP port (0: any free port).")] = 8765,
+    path: Annotated[str, typer.Option("--path", help="HTTP path of the MCP endpoint.")] = "/mcp",
+    surface: Annotated[
+        str | None,
+        typer.Option("--surface", help="proxy (one `mcp` tool) or toolsearch (default: config)."),
+    ] = None,
+    stateless: Annotated[
+        bool,
+        typer.Option(
+            "--stateless",
+            help="Stateless HTTP (for replicas behind a load balancer): no server-initiated "
+            "messages, ToolSearch activations shared by all clients.",
+        ),
+    ] = False,
+    auth_token: Annotated[
+        str | None,
+        typer.Option(
+            "--auth-token",
+            help=f"Bearer token every HTTP request must carry (or set {TOKEN_ENV}).",
+            show_default=False,
+        ),
+    ] = None,
+    print_config: Annotated[
+        str | None,
+        typer.Option(
+            "--print-config",
+            metavar="CLIENT",
+            help="Print the entry that runs this gateway from CLIENT: " + ", ".join(CLIENTS),
+        ),
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", help="Log more (to stderr).")] = False,
+) -> None:
+    """Serve every configured MCP server as one MCP server (the gateway).
+
+    Over stdio nothing but the protocol is written to stdout; logs go to stderr. SIGINT and
+    SIGTERM close every upstream server.
+    """
+    context = get_context(ctx)
+    if transport not in ("stdio", "http"):
+        raise fail(f"--transport must be stdio or http, got {transport!r}", code=2)
+    if surface not in (None, "proxy", "toolsearch"):
+        raise fail(f"--surface must be proxy or toolsearch, got {surface!r}", code=2)
+    token = auth_token or os.environ.get(TOKEN_ENV) or None
+    try:
+        options = GatewayOptions(
+            transport="http" if transport == "http" else "stdio",
+            host=host,
+            port=port,
+            path=path,
+            surface="toolsearch" if surface == "toolsearch" else "proxy" if surface else None,
+            stateless=stateless,
+            auth_token=token,
+        )
+    except McpAdapterError as exc:
+        raise fail(str(exc), code=2) from None
+    if print_config is not None:
+        if print_config not in CLIENTS:
+            raise fail(
+                f"unknown client {print_config!r}; choose one of: {', '.join(CLIENTS)}", code=2
+            )
+        sys.stdout.write(client_entry(print_config, options, context) + "\n")
+        return
+    configure_logging(verbose=verbose)
+    loaded = load_config(
+        agent_dir=context.agent_dir,
+        project_dir=context.project_dir,
+        config_path=context.config_path,
+    )
+    loaded, skipped = without_gateway_itself(loaded)
+    for name in skipped:
+        logger.warning("server %r runs `pi-mcp serve` itself; the gateway skips it", name)
+    adapter = McpAdapter(
+        config=loaded,
+        agent_dir=context.agent_dir,
+        project_dir=context.project_dir,
+        config_path=context.config_path,
+        connect_missing=False,  # the gateway lists new servers in the background instead
+        relay_server_requests=True,
+    )
+    try:
+        anyio.run(serve_gateway, adapter, options)
+    except McpAdapterError as exc:
+        raise fail(str(exc), code=2) from None
+    except KeyboardInterrupt:
+        pass
+
+
+def client_entry(client: ClientName, options: GatewayOptions, context: CliContext) -> str:
+    """The text to paste into ``client``'s configuration to use this gateway.
+
+    A token is never printed: HTTP entries refer to ``$PI_MCP_GATEWAY_TOKEN`` instead.
+    """
+    if options.transport == "http" and client != "claude-desktop":
+        return _http_entry(client, options)
+    command, args = _command_line(options, context)
+    if client == "codex":
+        quoted = ", ".join(json.dumps(a) for a in args)
+        return f"[mcp_servers.{ENTRY_NAME}]\ncommand = {json.dumps(command)}\nargs = [{quoted}]"
+    if client == "vscode":
+        body: dict[str, Any] = {
+            "servers": {ENTRY_NAME: {"type": "stdio", "command": command, "args": args}}
+        }
+    elif client == "opencode":
+        body = {
+            "$schema": "https://opencode.ai/config.json",
+            "mcp": {ENTRY_NAME: {"type": "local", "command": [command, *args], "enabled": True}},
+        }
+    else:
+        entry: dict[str, Any] = {"command": command, "args": args}
+        if client == "claude-code":
+            entry = {"type": "stdio", **entry}
+        body = {"mcpServers": {ENTRY_NAME: entry}}
+    return json.dumps(body, indent=2)
+
+
+def _http_entry(client: ClientName, options: GatewayOptions) -> str:
+    host = "127.0.0.1" if options.host in ("0.0.0.0", "::") else options.host
+    host = f"[{host}]" if ":" in host else host
+    url = f"http://{host}:{options.port}{options.path}"
+    headers = {"Authorization": f"Bearer {_TOKEN_PLACEHOLDER}"} if options.auth_token else None
+    if client == "codex":
+        lines = [f"[mcp_servers.{ENTRY_NAME}]", f"url = {json.dumps(url)}"]
+        if headers:
+            lines.append(f'bearer_token_env_var = "{TOKEN_ENV}"')
+        return "\n".join(lines)
+    entry: dict[str, Any]
+    if client == "opencode":
+        entry = {"type": "remote", "url": url, "enabled": True}
+        if headers:
+            entry["headers"] = {"Authorization": "Bearer {env:" + TOKEN_ENV + "}"}
+        return json.dumps(
+            {"$schema": "https://opencode.ai/config.json", "mcp": {ENTRY_NAME: entry}}, indent=2
+        )
+    entry = {"type": "http", "url": url} if client in ("claude-code", "vscode") else {"url": url}
+    if headers:
+        entry["headers"] = headers
+    key = "servers" if client == "vscode" else "mcpServers"
+    return json.dumps({key: {ENTRY_NAME: entry}}, indent=2)
+
+
+def _command_line(options: GatewayOptions, context: CliContext) -> tuple[str, list[str]]:
+    """An absolute ``pi-mcp`` and the arguments that reproduce this configuration."""
+    running = Path(sys.argv[0])
+    if running.name == ENTRY_NAME and running.exists():
+        command = str(running.absolute())
+    else:
+        command = shutil.which(ENTRY_NAME) or ENTRY_NAME
+    args: list[str] = []
+    if context.config_path is not None:
+        args += ["--config", str(context.config_path)]
+    if context.agent_dir != default_agent_dir().resolve():
+        args += ["--agent-dir", str(context.agent_dir)]
+    if context.project_dir != Path.cwd().resolve():
+        args += ["--project", str(context.project_dir)]
+    args.append("serve")
+    if options.surface is not None:
+        args += ["--surface", options.surface]
+    return command, args

@@ -1,0 +1,918 @@
+"""The MCP gateway: the adapter served as one MCP server to any number of MCP clients.
+
+One :class:`~pi_mcp_adapter.engine.McpAdapter` owns every upstream connection for the life of
+the process; each client connection gets its own :class:`GatewayHost`, on which
+:func:`~pi_mcp_adapter.surface.register_surfaces` installs the ``mcp`` proxy tool (or
+``ToolSearch`` with its deferred tools) and the direct tools. The tools a client lists are
+exactly its host's active tools, so one client's ToolSearch activations never show up in
+another's list.
+
+What crosses the gateway unchanged:
+
+- Direct and activated tools are called through the engine and answer with the upstream
+  server's own result (images, audio, embedded resources, structured content, ``isError``).
+  The ``mcp`` proxy and ``ToolSearch`` answer with their rendered results.
+- Upstream progress notifications reach the calling client; a client's cancellation cancels
+  the handler task, and with it the upstream request (the SDK sends ``notifications/cancelled``).
+- Upstream sampling and elicitation requests made during a call go to the client that made the
+  call, and are refused when that client lacks the capability (see
+  :mod:`pi_mcp_adapter.servers._relay`); upstream log messages go to the same client.
+- Upstream resources and prompts are listed and readable; prompt and resource names carry the
+  server prefix the catalog gives tools, resource URIs are the upstream's own.
+- A change of a client's tool list (an activation, an upstream tool change, a reconnect) is
+  announced with ``notifications/tools/list_changed`` on the client's connection (handshake
+  era) and on ``subscriptions/listen`` streams (2026-07-28 era).
+
+Sessionless requests (stateless HTTP, and the 2026-07-28 era, which has no connection to keep
+state on) share one host, so ToolSearch activations made that way are seen by every such
+client.
+
+Resource handling: ``async with gateway.running():`` around serving; it owns the task group
+that sends notifications and follows catalog changes; leaving it stops both. The adapter is
+the caller's to open and close.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import warnings
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from importlib import metadata as importlib_metadata
+from typing import Any
+
+import anyio
+import anyio.abc
+import mcp_types as types
+from mcp import MCPError
+from mcp.server import Server
+from mcp.server.connection import Connection, allowed_log_levels
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.models import InitializationOptions
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.message import ServerMessageMetadata
+from mcp.shared.subscriptions import (
+    PromptsListChanged,
+    ResourcesListChanged,
+    ResourceUpdated,
+    ToolsListChanged,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from pi_mcp_adapter._errors import McpAdapterError, ServerReportedError
+from pi_mcp_adapter.catalog._metadata import ToolInfo
+from pi_mcp_adapter.engine import (
+    AudioPart,
+    CommandHandler,
+    EventHandler,
+    HostEvent,
+    ImagePart,
+    McpAdapter,
+    NotifyLevel,
+    Question,
+    TextPart,
+    ToolDefinition,
+    ToolResult,
+)
+from pi_mcp_adapter.servers import CallRelay, current_relay, relay_calls
+from pi_mcp_adapter.surface import SurfaceKind, Surfaces, register_surfaces, render_outcome
+
+logger = logging.getLogger("pi_mcp_adapter.gateway")
+
+GATEWAY_NAME = "pi-mcp-adapter"
+_HOST_STATE_KEY = "pi_mcp_adapter.gateway.host"
+_LOG_LEVELS: tuple[types.LoggingLevel, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+_NOTIFY_LEVELS: Mapping[NotifyLevel, types.LoggingLevel] = {
+    "info": "info",
+    "warning": "warning",
+    "error": "error",
+}
+_INSTRUCTIONS = (
+    "This server is a gateway to many MCP servers. Call the `mcp` tool (or `ToolSearch`) to "
+    "find tools by what they do, then call them; servers start when first used."
+)
+
+
+def _version() -> str:
+    try:
+        return importlib_metadata.version("pi-mcp-adapter")
+    except importlib_metadata.PackageNotFoundError:
+        return "0"
+
+
+class GatewayHost:
+    """One client's host: its registered tools and active set.
+
+    ``on_tools_changed`` is called (synchronously, from whichever task changed the host) when
+    the list of tools the client sees may have changed; ``on_notice`` when the engine or a
+    surface wants to tell the user something.
+    """
+
+    def __init__(
+        self,
+        *,
+        on_tools_changed: Callable[[GatewayHost], None],
+        on_notice: Callable[[GatewayHost, str, NotifyLevel], None],
+    ) -> None:
+        self.tools: dict[str, ToolDefinition] = {}
+        self.active: list[str] = []
+        self.commands: dict[str, tuple[str, CommandHandler]] = {}
+        self.handlers: dict[HostEvent, list[EventHandler]] = {}
+        self.surfaces: Surfaces | None = None
+        self.log_level: types.LoggingLevel = "debug"
+        self.subscriptions: set[str] = set()
+        """Resource URIs this client subscribed to."""
+        self._on_tools_changed = on_tools_changed
+        self._on_notice = on_notice
+
+    # Host protocol -------------------------------------------------------------------
+    def register_tool(self, tool: ToolDefinition) -> None:
+        previous = self.tools.get(tool.name)
+        self.tools[tool.name] = tool
+        if tool.name in self.active and previous != tool:
+            self._on_tools_changed(self)
+
+    def unregister_tool(self, name: str) -> None:
+        self.tools.pop(name, None)
+        if name in self.active:
+            self.active = [n for n in self.active if n != name]
+            self._on_tools_changed(self)
+
+    def get_active_tools(self) -> Sequence[str]:
+        return list(self.active)
+
+    def set_active_tools(self, names: Sequence[str]) -> None:
+        active = list(dict.fromkeys(n for n in names if n in self.tools))
+        if active != self.active:
+            self.active = active
+            self._on_tools_changed(self)
+
+    def host_tool_names(self) -> Sequence[str]:
+        return ()
+
+    def register_command(self, name: str, description: str, handler: CommandHandler) -> None:
+        self.commands[name] = (description, handler)
+
+    def on(self, event: HostEvent, handler: EventHandler) -> None:
+        self.handlers.setdefault(event, []).append(handler)
+
+    def notify(self, message: str, level: NotifyLevel = "info") -> None:
+        self._on_notice(self, message, level)
+
+    def set_status(self, text: str | None) -> None:
+        """MCP has no status line; the gateway's status is the ``mcp`` tool's status mode."""
+
+    # Gateway side --------------------------------------------------------------------
+    def visible_tools(self) -> list[ToolDefinition]:
+        """The tools this client lists, in activation order."""
+        return [self.tools[n] for n in self.active if n in self.tools]
+
+    def is_catalog_tool(self, name: str) -> bool:
+        """An upstream tool registered under its own name (direct, or deferred by ToolSearch)."""
+        surfaces = self.surfaces
+        if surfaces is None:
+            return False
+        if name in surfaces.direct.names:
+            return True
+        return surfaces.toolsearch is not None and name in surfaces.toolsearch.deferred
+
+    def close(self) -> None:
+        if self.surfaces is not None:
+            self.surfaces.close()
+            self.surfaces = None
+
+
+@dataclass(frozen=True, slots=True)
+class _PromptRoute:
+    server: str
+    name: str
+
+
+class _GatewayServer(Server[Any]):
+    """The SDK's low-level server, advertising ``listChanged`` in the handshake era too.
+
+    The SDK derives handshake-era ``listChanged`` flags from options passed at run time; every
+    transport calls this method, so overriding it covers stdio and HTTP alike.
+    """
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        options = notification_options or NotificationOptions(
+            tools_changed=True, resources_changed=True, prompts_changed=True
+        )
+        return super().create_initialization_options(options, experimental_capabilities, extensions)
+
+
+class McpGateway:
+    """The adapter as an MCP server (see the module docstring).
+
+    Args:
+        adapter: a started adapter, created with ``relay_server_requests=True`` so upstream
+            sampling, elicitation and logs can reach clients.
+        surface: ``proxy`` or ``toolsearch``; defaults to ``settings.surface``.
+        stateless: the HTTP transport runs stateless; every request shares one host.
+    """
+
+    def __init__(
+        self,
+        adapter: McpAdapter,
+        *,
+        surface: SurfaceKind | None = None,
+        stateless: bool = False,
+    ) -> None:
+        self.adapter = adapter
+        if adapter.ask is None:
+            # Tool approval (approveTools) asks the user of the client making the call.
+            adapter.ask = ask_calling_client
+        self.surface: SurfaceKind = surface or adapter.settings.surface
+        self.stateless = stateless
+        self.bus = InMemorySubscriptionBus()
+        self._listen = ListenHandler(self.bus)
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._shared: GatewayHost | None = None
+        # Each host with the connection it notifies (None: the shared host, which publishes on
+        # the subscription bus). A connection's teardown removes its host.
+        self._hosts: dict[GatewayHost, Connection | None] = {}
+        self._pending: set[GatewayHost] = set()
+        self._registering: set[GatewayHost] = set()
+        self._resource_servers: dict[str, str] = {}
+        self._templates: dict[str, list[types.ResourceTemplate]] = {}
+        self._prompt_routes: dict[str, _PromptRoute] = {}
+        self._listing_signature: tuple[Any, ...] = ()
+        self._upstream_subscriptions: dict[tuple[str, str], int] = {}
+        """(server, uri): how many clients are subscribed; the upstream subscription is held
+        while any is."""
+        self.server = self._build_server()
+
+    # ------------------------------------------------------------------ server
+
+    def _build_server(self) -> _GatewayServer:
+        server = _GatewayServer(
+            GATEWAY_NAME,
+            version=_version(),
+            instructions=_INSTRUCTIONS,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_list_resources=self._list_resources,
+            on_list_resource_templates=self._list_resource_templates,
+            on_read_resource=self._read_resource,
+            on_list_prompts=self._list_prompts,
+            on_get_prompt=self._get_prompt,
+            on_completion=self._complete,
+            on_subscribe_resource=self._subscribe,
+            on_unsubscribe_resource=self._unsubscribe,
+            on_subscriptions_listen=self._listen,
+        )
+        # The SDK wraps every request in an OpenTelemetry span by default; a gateway forwards
+        # each call to a server that records its own, and the wrapper is a measurable share of
+        # the hop's cost. Tracing the gateway itself is opt-in (PI_MCP_GATEWAY_OTEL=1).
+        if os.environ.get("PI_MCP_GATEWAY_OTEL") != "1":
+            server.middleware = [m for m in server.middleware if not _is_otel(m)]
+        # logging/setLevel is deprecated in the 2026-07-28 era but is how handshake-era clients
+        # choose which forwarded upstream log messages they get.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            server.add_request_handler(
+                "logging/setLevel", types.SetLevelRequestParams, self._set_logging_level
+            )
+        return server
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[McpGateway]:
+        """Follow catalog changes and send notifications while the block runs."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            self._listing_signature = self._signature()
+            unsubscribe = self.adapter.on_catalog_changed(self._catalog_changed)
+            stop_updates = self.adapter.on_resource_updated(self._resource_updated)
+            tg.start_soon(self._connect_uncached)
+            try:
+                yield self
+            finally:
+                unsubscribe()
+                stop_updates()
+                self._listen.close()
+                for host in list(self._hosts):
+                    host.close()
+                self._tg = None
+                tg.cancel_scope.cancel()
+
+    async def _connect_uncached(self) -> None:
+        """List servers never seen before in the background, so serving starts at once."""
+        names = [s.name for s in self.adapter.status().servers if s.status == "not-cached"]
+        limiter = anyio.CapacityLimiter(max(1, self.adapter.settings.startup_concurrency))
+
+        async def one(name: str) -> None:
+            try:
+                async with limiter:
+                    await self.adapter.connect(name)
+            except McpAdapterError as exc:
+                logger.warning("server %r: %s", name, exc)
+
+        async with anyio.create_task_group() as tg:
+            for name in names:
+                tg.start_soon(one, name)
+
+    # ------------------------------------------------------------------ hosts
+
+    def _new_host(self, connection: Connection | None) -> GatewayHost:
+        host = GatewayHost(on_tools_changed=self._tools_changed, on_notice=self._notice)
+        self._hosts[host] = connection
+        # Its first tools are not announced as a change: the client has not listed anything.
+        self._registering.add(host)
+        try:
+            host.surfaces = register_surfaces(self.adapter, host, surface=self.surface)
+        finally:
+            self._registering.discard(host)
+        return host
+
+    def host_for(self, ctx: ServerRequestContext[Any, Any]) -> GatewayHost:
+        """The host of the client connection ``ctx`` came from (shared when sessionless)."""
+        if self.stateless or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return self._shared_host()
+        # The SDK hands low-level handlers a per-request ServerSession; the per-connection
+        # Connection behind it (with its state and teardown stack) is what identifies a client.
+        connection = getattr(ctx.session, "_connection", None)
+        if not isinstance(connection, Connection):
+            return self._shared_host()
+        host = connection.state.get(_HOST_STATE_KEY)
+        if isinstance(host, GatewayHost):
+            return host
+        host = self._new_host(connection)
+        connection.state[_HOST_STATE_KEY] = host
+        connection.exit_stack.callback(self._forget, host)
+        return host
+
+    def _shared_host(self) -> GatewayHost:
+        if self._shared is None:
+            self._shared = self._new_host(None)
+        return self._shared
+
+    def _forget(self, host: GatewayHost) -> None:
+        host.close()
+        self._hosts.pop(host, None)
+        self._pending.discard(host)
+        if host.subscriptions and self._tg is not None:
+            for uri in host.subscriptions:
+                self._tg.start_soon(self._release_upstream, uri)
+            host.subscriptions = set()
+
+    def _tools_changed(self, host: GatewayHost) -> None:
+        tg = self._tg
+        if tg is None or host in self._pending or host in self._registering:
+            return
+        # Coalesce: an activation or a catalog rebuild changes several tools in one go.
+        self._pending.add(host)
+        tg.start_soon(self._send_tools_changed, host)
+
+    async def _send_tools_changed(self, host: GatewayHost) -> None:
+        await anyio.lowlevel.checkpoint()
+        self._pending.discard(host)
+        connection = self._hosts.get(host)
+        if connection is not None:
+            await connection.send_tool_list_changed()  # best effort: never raises
+        elif host is self._shared:
+            await self.bus.publish(ToolsListChanged())
+
+    def _notice(self, host: GatewayHost, message: str, level: NotifyLevel) -> None:
+        """A notice for the user: the gateway's log, and a log message to the client."""
+        logger.log(
+            logging.WARNING if level != "info" else logging.INFO, "%s", message.splitlines()[0]
+        )
+        connection = self._hosts.get(host)
+        wire_level = _NOTIFY_LEVELS[level]
+        if (
+            connection is not None
+            and self._tg is not None
+            and _at_least(wire_level, host.log_level)
+        ):
+            self._tg.start_soon(_send_log, connection, wire_level, message)
+
+    def _catalog_changed(self) -> None:
+        """Resources or prompts may have changed: tell every client when they did."""
+        if self._upstream_subscriptions and self._tg is not None:
+            # A rebuild follows every (re)connect, and a reconnected server has forgotten
+            # its subscriptions; subscribing again is harmless where it has not.
+            self._tg.start_soon(self._resubscribe)
+        signature = self._signature()
+        if signature == self._listing_signature or self._tg is None:
+            return
+        old, self._listing_signature = self._listing_signature, signature
+        self._tg.start_soon(self._send_listings_changed, old[0] != signature[0])
+
+    async def _send_listings_changed(self, resources_changed: bool) -> None:
+        for connection in list(self._hosts.values()):
+            if connection is None:
+                continue
+            if resources_changed:
+                await connection.send_resource_list_changed()
+            else:
+                await connection.send_prompt_list_changed()
+        await self.bus.publish(
+            ResourcesListChanged() if resources_changed else PromptsListChanged()
+        )
+
+    def _signature(self) -> tuple[Any, ...]:
+        resources: list[Any] = []
+        prompts: list[Any] = []
+        for server in self.adapter.enabled_servers():
+            meta = self.adapter.metadata(server)
+            if meta is None:
+                continue
+            resources.extend((server, r.get("uri"), r.get("name")) for r in meta.resources)
+            prompts.extend((server, p.get("name")) for p in meta.prompts)
+        return (tuple(resources), tuple(prompts))
+
+    # ------------------------------------------------------------------ tools
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        host = self.host_for(ctx)
+        return types.ListToolsResult(tools=[self._wire_tool(host, d) for d in host.visible_tools()])
+
+    def _wire_tool(self, host: GatewayHost, definition: ToolDefinition) -> types.Tool:
+        info = self._catalog_info(host, definition.name)
+        return types.Tool(
+            name=definition.name,
+            description=definition.description,
+            input_schema=dict(definition.parameters),
+            output_schema=dict(info.output_schema) if info and info.output_schema else None,
+            annotations=(
+                types.ToolAnnotations.model_validate(dict(info.annotations))
+                if info and info.annotations
+                else None
+            ),
+        )
+
+    def _catalog_info(self, host: GatewayHost, name: str) -> ToolInfo | None:
+        if not host.is_catalog_tool(name):
+            return None
+        try:
+            info = self.adapter.lookup(name)
+        except McpAdapterError:
+            return None
+        return info if info.name == name else None
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        host = self.host_for(ctx)
+        name = params.name
+        arguments = dict(params.arguments or {})
+        try:
+            with relay_calls(self._relay(ctx, host)):
+                if name in host.active and host.is_catalog_tool(name):
+                    return await self._call_upstream(name, arguments)
+                definition = host.tools.get(name) if name in host.active else None
+                if definition is None:
+                    return _error_result(self._unknown_tool_text(host, name))
+                return _wire_result(await definition.execute(arguments))
+        except McpAdapterError as exc:
+            return _error_result(str(exc))
+
+    async def _call_upstream(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        outcome = await self.adapter.call(name, arguments)
+        if outcome.error_kind is None and isinstance(outcome.result, types.CallToolResult):
+            return outcome.result
+        # Errors, and resources exposed as tools, in the words every surface uses.
+        return _wire_result(render_outcome(self.adapter, outcome))
+
+    def _unknown_tool_text(self, host: GatewayHost, name: str) -> str:
+        if name in host.tools and host.surfaces is not None and host.surfaces.toolsearch:
+            return (
+                f"Tool {name!r} is not loaded: call ToolSearch with "
+                f'{{"query": "select:{name}"}} first.'
+            )
+        listed = ", ".join(host.active) or "none"
+        return f"Unknown tool {name!r}. This gateway lists: {listed}."
+
+    def _relay(self, ctx: ServerRequestContext[Any, Any], host: GatewayHost) -> CallRelay:
+        session = ctx.session
+        capabilities = session.client_capabilities or types.ClientCapabilities()
+        related = ServerMessageMetadata(related_request_id=ctx.request_id)
+        meta: Mapping[str, Any] = ctx.meta or {}
+        progress_token = meta.get("progress_token", meta.get("progressToken"))
+        log_levels = allowed_log_levels(ctx.protocol_version, ctx.meta)
+        # Sessionless requests share a host but not a caller: each request is its own.
+        caller: object = host if host is not self._shared else session
+
+        async def report(progress: float, total: float | None, message: str | None) -> None:
+            await session.report_progress(progress, total, message)
+
+        async def sampling(
+            params: types.CreateMessageRequestParams,
+        ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
+            request = types.CreateMessageRequest(params=params)
+            try:
+                if params.tools or params.tool_choice:
+                    return await session.send_request(
+                        request, types.CreateMessageResultWithTools, metadata=related
+                    )
+                return await session.send_request(
+                    request, types.CreateMessageResult, metadata=related
+                )
+            except MCPError as exc:
+                return types.ErrorData(code=exc.code, message=exc.message, data=exc.data)
+
+        async def elicitation(
+            params: types.ElicitRequestParams,
+        ) -> types.ElicitResult | types.ErrorData:
+            try:
+                return await session.send_request(
+                    types.ElicitRequest(params=params), types.ElicitResult, metadata=related
+                )
+            except MCPError as exc:
+                return types.ErrorData(code=exc.code, message=exc.message, data=exc.data)
+
+        async def log(params: types.LoggingMessageNotificationParams) -> None:
+            if params.level not in log_levels or not _at_least(params.level, host.log_level):
+                return
+            await session.send_notification(
+                types.LoggingMessageNotification(params=params),
+                related_request_id=ctx.request_id,
+            )
+
+        if self.stateless:
+            # No session: the client's answer to a server request could reach another replica.
+            return CallRelay(
+                caller=caller,
+                progress=report if progress_token is not None else None,
+                sampling=_refuse_sampling,
+                elicitation=_refuse_elicitation,
+                log=log,
+            )
+        return CallRelay(
+            caller=caller,
+            progress=report if progress_token is not None else None,
+            sampling=sampling if capabilities.sampling is not None else None,
+            elicitation=elicitation if capabilities.elicitation is not None else None,
+            log=log,
+        )
+
+    async def _set_logging_level(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        self.host_for(ctx).log_level = params.level
+        return types.EmptyResult()
+
+    # ------------------------------------------------------------------ resources
+
+    async def _list_resources(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        resources: list[types.Resource] = []
+        owners: dict[str, str] = {}
+        for server in self.adapter.enabled_servers():
+            meta = self.adapter.metadata(server)
+            if meta is None:
+                continue
+            for raw in meta.resources:
+                uri = raw.get("uri")
+                if not isinstance(uri, str) or uri in owners:
+                    continue  # the first configured server owns a URI two servers share
+                owners[uri] = server
+                data = dict(raw)
+                data["name"] = self.adapter.public_name(server, str(raw.get("name") or uri))
+                try:
+                    resources.append(types.Resource.model_validate(data))
+                except ValueError:
+                    logger.warning("server %r: skipping malformed resource %r", server, uri)
+        self._resource_servers = owners
+        return types.ListResourcesResult(resources=resources)
+
+    async def _list_resource_templates(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        templates: list[types.ResourceTemplate] = []
+        for server in self._resource_capable_servers():
+            try:
+                found = await self.adapter.list_resource_templates(server)
+            except McpAdapterError as exc:
+                logger.warning("server %r: listing resource templates failed: %s", server, exc)
+                continue
+            self._templates[server] = found
+            for template in found:
+                name = self.adapter.public_name(server, template.name)
+                templates.append(template.model_copy(update={"name": name}))
+        return types.ListResourceTemplatesResult(resource_templates=templates)
+
+    def _resource_capable_servers(self) -> list[str]:
+        servers = []
+        for server in self.adapter.enabled_servers():
+            meta = self.adapter.metadata(server)
+            connected = self.adapter.server_status(server).status == "connected"
+            if (meta is not None and meta.resources) or server in self._templates or connected:
+                servers.append(server)
+        return servers
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        # A client may read a template's URI without listing templates first.
+        server = await self._owner_or_raise(ctx, uri)
+        try:
+            with relay_calls(self._relay(ctx, self.host_for(ctx))):
+                return await self.adapter.read_resource(server, uri)
+        except ServerReportedError as exc:
+            raise MCPError(code=exc.code or types.INTERNAL_ERROR, message=exc.message) from exc
+        except McpAdapterError as exc:
+            raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from exc
+
+    def _resource_owner(self, uri: str) -> str | None:
+        if not self._resource_servers:
+            for server in self.adapter.enabled_servers():
+                meta = self.adapter.metadata(server)
+                for raw in meta.resources if meta is not None else ():
+                    self._resource_servers.setdefault(str(raw.get("uri")), server)
+        owner = self._resource_servers.get(uri)
+        if owner is not None:
+            return owner
+        for server, templates in self._templates.items():
+            if any(_template_matches(t.uri_template, uri) for t in templates):
+                return server
+        return None
+
+    # ------------------------------------------------------------------ subscriptions
+
+    async def _subscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        uri = str(params.uri)
+        host = self.host_for(ctx)
+        if uri in host.subscriptions:
+            return types.EmptyResult()
+        server = await self._owner_or_raise(ctx, uri)
+        key = (server, uri)
+        if self._upstream_subscriptions.get(key, 0) == 0:
+            try:
+                await self.adapter.subscribe_resource(server, uri)
+            except ServerReportedError as exc:
+                raise MCPError(code=exc.code or types.INTERNAL_ERROR, message=exc.message) from exc
+            except McpAdapterError as exc:
+                raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from exc
+        self._upstream_subscriptions[key] = self._upstream_subscriptions.get(key, 0) + 1
+        host.subscriptions.add(uri)
+        return types.EmptyResult()
+
+    async def _unsubscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        uri = str(params.uri)
+        host = self.host_for(ctx)
+        if uri in host.subscriptions:
+            host.subscriptions.discard(uri)
+            await self._release_upstream(uri)
+        return types.EmptyResult()
+
+    async def _release_upstream(self, uri: str) -> None:
+        for key, count in list(self._upstream_subscriptions.items()):
+            if key[1] != uri:
+                continue
+            if count > 1:
+                self._upstream_subscriptions[key] = count - 1
+                continue
+            del self._upstream_subscriptions[key]
+            try:
+                await self.adapter.subscribe_resource(key[0], uri, subscribe=False)
+            except McpAdapterError as exc:
+                logger.info("server %r: unsubscribing from %s failed: %s", key[0], uri, exc)
+
+    async def _resubscribe(self) -> None:
+        for server, uri in list(self._upstream_subscriptions):
+            try:
+                await self.adapter.subscribe_resource(server, uri)
+            except McpAdapterError as exc:
+                logger.info("server %r: subscribing again to %s failed: %s", server, uri, exc)
+
+    async def _resource_updated(self, server: str, uri: str) -> None:
+        for host, connection in list(self._hosts.items()):
+            if uri not in host.subscriptions:
+                continue
+            if connection is not None:
+                await connection.send_resource_updated(uri)
+        if self._shared is not None and uri in self._shared.subscriptions:
+            await self.bus.publish(ResourceUpdated(uri=uri))
+
+    async def _owner_or_raise(self, ctx: ServerRequestContext[Any, Any], uri: str) -> str:
+        server = self._resource_owner(uri)
+        if server is None:
+            await self._list_resource_templates(ctx, None)
+            server = self._resource_owner(uri)
+        if server is None:
+            # A URI no listing names (a server may serve more than it lists): unambiguous only
+            # when a single server offers resources.
+            candidates = self._resource_capable_servers()
+            if len(candidates) == 1:
+                return candidates[0]
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message=f"Unknown resource {uri!r}: no configured server lists it",
+            )
+        return server
+
+    # ------------------------------------------------------------------ completions
+
+    async def _complete(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        target = _completion_target(self, params.ref)
+        if target is None:
+            # The reference may name something this client has not listed yet.
+            await self._list_prompts(ctx, None)
+            await self._list_resource_templates(ctx, None)
+            target = _completion_target(self, params.ref)
+        if target is None:
+            return types.CompleteResult(completion=types.Completion(values=[]))
+        server, ref = target
+        try:
+            return await self.adapter.complete(server, params.model_copy(update={"ref": ref}))
+        except ServerReportedError as exc:
+            if exc.code == types.METHOD_NOT_FOUND:  # the server offers no completions
+                return types.CompleteResult(completion=types.Completion(values=[]))
+            raise MCPError(code=exc.code or types.INTERNAL_ERROR, message=exc.message) from exc
+        except McpAdapterError as exc:
+            raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from exc
+
+    # ------------------------------------------------------------------ prompts
+
+    async def _list_prompts(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        prompts: list[types.Prompt] = []
+        routes: dict[str, _PromptRoute] = {}
+        for server in self.adapter.enabled_servers():
+            meta = self.adapter.metadata(server)
+            if meta is None:
+                continue
+            for raw in meta.prompts:
+                original = raw.get("name")
+                if not isinstance(original, str):
+                    continue
+                name = self.adapter.public_name(server, original)
+                if name in routes:
+                    continue
+                routes[name] = _PromptRoute(server, original)
+                try:
+                    prompts.append(types.Prompt.model_validate({**raw, "name": name}))
+                except ValueError:
+                    logger.warning("server %r: skipping malformed prompt %r", server, original)
+        self._prompt_routes = routes
+        return types.ListPromptsResult(prompts=prompts)
+
+    async def _get_prompt(
+        self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        if not self._prompt_routes:
+            await self._list_prompts(ctx, None)
+        route = self._prompt_routes.get(params.name)
+        if route is None:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown prompt {params.name!r}")
+        try:
+            with relay_calls(self._relay(ctx, self.host_for(ctx))):
+                rendered = await self.adapter.get_prompt(
+                    route.server, route.name, params.arguments or {}
+                )
+        except ServerReportedError as exc:
+            raise MCPError(code=exc.code or types.INTERNAL_ERROR, message=exc.message) from exc
+        except McpAdapterError as exc:
+            raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from exc
+        return types.GetPromptResult(
+            description=rendered.description, messages=list(rendered.messages)
+        )
+
+
+_STATELESS_REFUSAL = "a stateless gateway has no channel for requests to its clients"
+
+
+async def _refuse_sampling(
+    params: types.CreateMessageRequestParams,
+) -> types.ErrorData:
+    return types.ErrorData(
+        code=types.INVALID_REQUEST, message=f"Sampling not supported: {_STATELESS_REFUSAL}"
+    )
+
+
+async def _refuse_elicitation(params: types.ElicitRequestParams) -> types.ErrorData:
+    return types.ErrorData(
+        code=types.INVALID_REQUEST, message=f"Elicitation not supported: {_STATELESS_REFUSAL}"
+    )
+
+
+async def ask_calling_client(question: Question) -> str | None:
+    """Ask the user of the client whose request is calling the tool, through elicitation.
+
+    The form has one required string ``decision`` whose ``enum`` is the options' ids (and
+    ``enumNames`` their labels). ``accept`` answers the chosen id, ``decline`` answers
+    ``deny``; a cancel, a client without elicitation and a request without a session answer
+    None, so the engine refuses the call.
+    """
+    relay = current_relay()
+    if relay is None or relay.elicitation is None:
+        return None
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "decision": {
+                "type": "string",
+                "title": "Decision",
+                "enum": [o.id for o in question.options],
+                "enumNames": [o.label for o in question.options],
+            }
+        },
+        "required": ["decision"],
+    }
+    params = types.ElicitRequestFormParams(
+        message=f"{question.title}\n\n{question.text}", requested_schema=schema
+    )
+    answer = await relay.elicitation(params)
+    if not isinstance(answer, types.ElicitResult):
+        return None
+    if answer.action == "decline":
+        return "deny"
+    if answer.action == "accept" and answer.content is not None:
+        decision = answer.content.get("decision")
+        return decision if isinstance(decision, str) else None
+    return None
+
+
+def _completion_target(
+    gateway: McpGateway, ref: types.PromptReference | types.ResourceTemplateReference
+) -> tuple[str, types.PromptReference | types.ResourceTemplateReference] | None:
+    """The server a completion reference belongs to, and the reference in its own names."""
+    if isinstance(ref, types.PromptReference):
+        route = gateway._prompt_routes.get(ref.name)
+        if route is None:
+            return None
+        return route.server, ref.model_copy(update={"name": route.name})
+    for server, templates in gateway._templates.items():
+        if any(t.uri_template == ref.uri for t in templates):
+            return server, ref
+    return None
+
+
+def _is_otel(middleware: object) -> bool:
+    return type(middleware).__name__ == "OpenTelemetryMiddleware"
+
+
+async def _send_log(connection: Connection, level: types.LoggingLevel, message: str) -> None:
+    # Handshake-era connections only (hosts of the 2026-07-28 era have no connection here), for
+    # which logging is not deprecated; the SDK marks the method for the new era.
+    with warnings.catch_warnings():  # warns when called; the coroutine runs outside
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        sending = connection.log(level, message, logger=GATEWAY_NAME)
+    await sending
+
+
+def _at_least(level: types.LoggingLevel, threshold: types.LoggingLevel) -> bool:
+    return _LOG_LEVELS.index(level) >= _LOG_LEVELS.index(threshold)
+
+
+def _template_matches(template: str, uri: str) -> bool:
+    """Whether ``uri`` is an instance of the RFC 6570 level-1 ``template``."""
+    pattern = "".join(
+        "[^/]+" if part.startswith("{") else re.escape(part)
+        for part in re.split(r"(\{[^}]*\})", template)
+        if part
+    )
+    return re.fullmatch(pattern, uri) is not None
+
+
+def _error_result(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def _wire_result(result: ToolResult) -> types.CallToolResult:
+    """A surface's :class:`ToolResult` as an MCP tool result."""
+    content: list[types.ContentBlock] = []
+    for part in result.content:
+        if isinstance(part, TextPart):
+            content.append(types.TextContent(type="text", text=part.text))
+        elif isinstance(part, ImagePart):
+            content.append(
+                types.ImageContent(type="image", data=part.data, mime_type=part.mime_type)
+            )
+        elif isinstance(part, AudioPart):
+            content.append(
+                types.AudioContent(type="audio", data=part.data, mime_type=part.mime_type)
+            )
+    return types.CallToolResult(content=content, is_error=result.is_error)

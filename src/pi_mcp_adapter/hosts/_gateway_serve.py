@@ -1,0 +1,376 @@
+"""Running the gateway over stdio or Streamable HTTP, with its security checks and signals.
+
+Resource handling: :func:`serve_gateway` opens the adapter (every upstream connection), serves
+until the client goes away (stdio: end of input) or SIGINT/SIGTERM arrives, then closes every
+upstream connection; stdio children get the manager's bounded shutdown (close stdin, SIGTERM to
+the process group, SIGKILL), so none outlive the gateway.
+
+Security: HTTP binds loopback by default, where the SDK's DNS-rebinding protection checks Host
+and Origin. Binding anything else requires a bearer token; with a token every HTTP request
+without ``Authorization: Bearer <token>`` gets 401. The token is compared in constant time and
+never printed or logged.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+import math
+import os
+import signal
+import socket
+import stat
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal, TextIO, cast
+
+import anyio
+import anyio.abc
+import uvicorn
+from mcp.server.stdio import stdio_server
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from pi_mcp_adapter._errors import UsageError
+from pi_mcp_adapter.config import LoadedConfig
+from pi_mcp_adapter.config._models import ServerEntry
+from pi_mcp_adapter.engine import McpAdapter
+from pi_mcp_adapter.surface import SurfaceKind
+
+from ._gateway import McpGateway
+
+logger = logging.getLogger("pi_mcp_adapter.gateway")
+
+GatewayTransport = Literal["stdio", "http"]
+TOKEN_ENV = "PI_MCP_GATEWAY_TOKEN"
+HTTP_GRACE_S = 2.0
+"""After a signal, how long open HTTP streams (SSE) get to finish before they are cut: a
+client's GET stream never ends by itself, and the upstream servers must close within a few
+seconds of the signal."""
+_READ_CHUNK_BYTES = 1 << 16
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayOptions:
+    """How to serve. ``port`` 0 picks a free port (it is printed)."""
+
+    transport: GatewayTransport = "stdio"
+    host: str = "127.0.0.1"
+    port: int = 8765
+    path: str = "/mcp"
+    surface: SurfaceKind | None = None
+    stateless: bool = False
+    auth_token: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.path.startswith("/"):
+            raise UsageError(f"--path must start with '/', got {self.path!r}")
+        if self.auth_token is not None and not self.auth_token.strip():
+            raise UsageError("the gateway token is empty")
+        if self.transport == "http" and not is_loopback(self.host) and not self.auth_token:
+            raise UsageError(
+                f"refusing to serve on {self.host!r} without a token: anyone who can reach it "
+                f"could use every configured server. Set --auth-token or {TOKEN_ENV}, or bind "
+                "127.0.0.1."
+            )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts connections from this machine."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class BearerTokenGuard:
+    """ASGI middleware: HTTP requests must carry ``Authorization: Bearer <token>``."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self._app = app
+        self._token = token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not self._authorized(scope):
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"www-authenticate", b'Bearer realm="pi-mcp-gateway"'),
+                    ],
+                }
+            )
+            await send(
+                {
+                    "type": "http.response.body",
+                    "body": b'{"error": "unauthorized", "error_description": '
+                    b'"missing or wrong bearer token"}',
+                }
+            )
+            return
+        await self._app(scope, receive, send)
+
+    def _authorized(self, scope: Scope) -> bool:
+        supplied = b""
+        for key, value in scope.get("headers", ()):
+            if key == b"authorization":
+                scheme, _, credentials = bytes(value).partition(b" ")
+                if scheme.lower() == b"bearer":
+                    supplied = credentials.strip()
+                break
+        # compare_digest takes the same time wherever the first difference is.
+        return hmac.compare_digest(supplied, self._token)
+
+
+def create_http_app(gateway: McpGateway, options: GatewayOptions) -> ASGIApp:
+    """The gateway's Starlette app (Streamable HTTP at ``options.path``), guarded by a token
+    when one is set."""
+    app: ASGIApp = gateway.server.streamable_http_app(
+        streamable_http_path=options.path,
+        stateless_http=options.stateless,
+        host=options.host,
+    )
+    if options.auth_token:
+        app = BearerTokenGuard(app, options.auth_token)
+    return app
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn without its own signal handlers: the gateway handles SIGINT/SIGTERM itself."""
+
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def serve_gateway(
+    adapter: McpAdapter,
+    options: GatewayOptions,
+    *,
+    announce: Callable[[str], None] | None = None,
+) -> None:
+    """Open ``adapter``, serve it as an MCP gateway until the end, close it.
+
+    ``announce`` receives the URL an HTTP gateway listens on (default: printed to stdout).
+
+    Raises:
+        UsageError: the options are unsafe or the port is taken.
+    """
+    async with (
+        adapter,
+        McpGateway(
+            adapter, surface=options.surface, stateless=options.stateless
+        ).running() as gateway,
+    ):
+        if options.transport == "stdio":
+            await _serve_stdio(gateway)
+        else:
+            await _serve_http(gateway, options, announce or _print_url)
+
+
+async def _serve_stdio(gateway: McpGateway) -> None:
+    server = gateway.server
+    with _claim_stdio() as (stdin_fd, stdout_fd):
+        lines = _NonBlockingLines(stdin_fd)
+        writer = _NonBlockingWriter(stdout_fd)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_cancel_on_signal, tg.cancel_scope.cancel)
+            async with stdio_server(
+                stdin=cast("anyio.AsyncFile[str]", lines),
+                stdout=cast("anyio.AsyncFile[str]", writer),
+            ) as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+            tg.cancel_scope.cancel()
+
+
+@contextmanager
+def _claim_stdio() -> Iterator[tuple[int, int]]:
+    """Private copies of fd 0 and 1 for the protocol; fd 0 reads the null device and fd 1
+    writes to stderr meanwhile, so nothing else (a library's print) can reach the wire."""
+    stdin_fd = os.dup(0)
+    stdout_fd = os.dup(1)
+    blocking = (os.get_blocking(stdin_fd), os.get_blocking(stdout_fd))
+    null_fd = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null_fd, 0)
+    os.close(null_fd)
+    os.dup2(2, 1)
+    try:
+        yield stdin_fd, stdout_fd
+    finally:
+        # The flags belong to the open file, which the client's terminal may share.
+        with suppress(OSError):
+            os.set_blocking(stdin_fd, blocking[0])
+            os.set_blocking(stdout_fd, blocking[1])
+        os.dup2(stdin_fd, 0)
+        os.dup2(stdout_fd, 1)
+        os.close(stdin_fd)
+        os.close(stdout_fd)
+
+
+class _NonBlockingWriter:
+    """Writes protocol lines to a pipe from the event loop.
+
+    The SDK writes stdout through a worker thread, two thread hand-offs per message; on the
+    gateway's hot path (every response) writing directly is measurably faster.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        os.set_blocking(fd, False)
+
+    async def write(self, text: str) -> None:
+        data = memoryview(text.encode("utf-8"))
+        while data:
+            try:
+                written = os.write(self._fd, data)
+            except BlockingIOError:
+                await anyio.wait_writable(self._fd)
+                continue
+            data = data[written:]
+
+    async def flush(self) -> None:
+        """Nothing is buffered."""
+
+
+class _NonBlockingLines:
+    """Lines from a pipe read without a worker thread.
+
+    The SDK reads stdin in a thread, which a signal cannot interrupt: a gateway told to stop
+    would wait for the client's next message before it could close its upstream servers.
+    Waiting for readability in the event loop is cancellable at once.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._buffer = b""
+        self._eof = False
+        # A regular file (input redirected from one) never blocks, and epoll refuses it.
+        self._pollable = not stat.S_ISREG(os.fstat(fd).st_mode)
+        os.set_blocking(fd, False)
+
+    def __aiter__(self) -> _NonBlockingLines:
+        return self
+
+    async def __anext__(self) -> str:
+        while True:
+            end = self._buffer.find(b"\n")
+            if end >= 0:
+                line, self._buffer = self._buffer[: end + 1], self._buffer[end + 1 :]
+                return line.decode("utf-8", errors="replace")
+            if self._eof:
+                if self._buffer:
+                    line, self._buffer = self._buffer, b""
+                    return line.decode("utf-8", errors="replace")
+                raise StopAsyncIteration
+            if self._pollable:
+                await anyio.wait_readable(self._fd)
+            try:
+                chunk = os.read(self._fd, _READ_CHUNK_BYTES)
+            except BlockingIOError:
+                continue
+            if chunk:
+                self._buffer += chunk
+            else:
+                self._eof = True
+
+
+async def _serve_http(
+    gateway: McpGateway, options: GatewayOptions, announce: Callable[[str], None]
+) -> None:
+    sock = _bind(options.host, options.port)
+    bound_port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        create_http_app(gateway, options),
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=math.ceil(HTTP_GRACE_S),
+    )
+    server = _Uvicorn(config)
+
+    def stop() -> None:
+        server.should_exit = True
+
+    host = f"[{options.host}]" if ":" in options.host else options.host
+    # The socket already listens: clients that connect now wait in its backlog until uvicorn
+    # has started, so the address can be announced before serving begins.
+    announce(f"http://{host}:{bound_port}{options.path}")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_cancel_on_signal, stop)
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            sock.close()
+        tg.cancel_scope.cancel()
+
+
+def _print_url(url: str) -> None:
+    sys.stdout.write(f"pi-mcp gateway listening on {url}\n")
+    sys.stdout.flush()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+async def _cancel_on_signal(stop: Callable[[], None]) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            logger.info("received %s: closing every upstream server", signal.Signals(signum).name)
+            stop()
+            return
+
+
+def without_gateway_itself(config: LoadedConfig) -> tuple[LoadedConfig, list[str]]:
+    """``config`` minus servers that would start this gateway again, and their names.
+
+    A client config that runs ``pi-mcp serve`` is exactly what ``pi-mcp init`` imports from
+    that client: serving it would start a gateway that starts a gateway, without end.
+    """
+    skipped = [name for name, entry in config.servers.items() if _runs_the_gateway(entry)]
+    if not skipped:
+        return config, []
+    servers = {n: e for n, e in config.servers.items() if n not in skipped}
+    return replace(config, servers=servers), skipped
+
+
+def _runs_the_gateway(entry: ServerEntry) -> bool:
+    if entry.command is None:
+        return False
+    words = [Path(entry.command).name, *entry.args]
+    launches = any(w in ("pi-mcp", "pi_mcp_adapter", "pi_mcp_adapter.cli") for w in words)
+    return launches and "serve" in entry.args
+
+
+def configure_logging(stream: TextIO | None = None, *, verbose: bool = False) -> None:
+    """Log to stderr only: in stdio mode stdout carries nothing but the protocol."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(logging.Formatter("pi-mcp: %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO if verbose else logging.WARNING)
+
+
+@asynccontextmanager
+async def open_gateway(
+    adapter: McpAdapter, *, surface: SurfaceKind | None = None, stateless: bool = False
+) -> AsyncIterator[McpGateway]:
+    """A running gateway over an adapter the caller has opened (for in-process use)."""
+    async with McpGateway(adapter, surface=surface, stateless=stateless).running() as gateway:
+        yield gateway

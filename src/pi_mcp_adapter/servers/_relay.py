@@ -1,0 +1,112 @@
+"""Relaying a server's requests and notifications to whoever made the call they belong to.
+
+While a server handles a tool call it may ask its client for things (an LLM completion via
+``sampling/createMessage``, user input via ``elicitation/create``) and send log messages. A
+gateway serving many clients must send those to the client that made the call, not to every
+client and not to none. The caller states where they go by entering :func:`relay_calls` around
+the call; the connection notes each relayed call while it is in flight and routes what the
+server sends during it.
+
+MCP over stdio does not say which request a server-initiated message belongs to. The rule is
+therefore: while every relayed call in flight on a connection comes from the same caller, that
+caller gets the message; while calls from several callers are in flight, sampling and
+elicitation are refused with an error that says why (sending one client's prompt to another
+client would leak it), and log messages go to the gateway's own log.
+
+The relay is carried in a context variable so that the engine and the server manager between
+the caller and the connection need no extra parameters: the call runs in the caller's task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+import mcp_types as types
+from mcp.shared.dispatcher import ProgressFnT
+
+SamplingRelay = Callable[
+    [types.CreateMessageRequestParams],
+    Awaitable[types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData],
+]
+ElicitationRelay = Callable[
+    [types.ElicitRequestParams], Awaitable[types.ElicitResult | types.ErrorData]
+]
+LogRelay = Callable[[types.LoggingMessageNotificationParams], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CallRelay:
+    """Where the server-initiated traffic of the calls made under it goes.
+
+    ``caller`` identifies the downstream peer (one client connection); two relays with the
+    same caller may share a connection's messages. ``progress`` is used for calls made without
+    their own progress callback. A missing function means the caller cannot take that kind of
+    request: the server gets an error saying so.
+    """
+
+    caller: object
+    progress: ProgressFnT | None = None
+    sampling: SamplingRelay | None = None
+    elicitation: ElicitationRelay | None = None
+    log: LogRelay | None = None
+
+
+_current_relay: ContextVar[CallRelay | None] = ContextVar("pi_mcp_call_relay", default=None)
+
+
+@contextmanager
+def relay_calls(relay: CallRelay) -> Iterator[CallRelay]:
+    """Route the server-initiated traffic of every call made in this block to ``relay``."""
+    token = _current_relay.set(relay)
+    try:
+        yield relay
+    finally:
+        _current_relay.reset(token)
+
+
+def current_relay() -> CallRelay | None:
+    """The relay the calling task entered, if any."""
+    return _current_relay.get()
+
+
+class AmbiguousCallerError(Exception):
+    """Calls from several callers are in flight: a server request cannot be attributed."""
+
+
+class RelayBoard:
+    """The relayed calls in flight on one connection."""
+
+    def __init__(self) -> None:
+        self._in_flight: list[CallRelay] = []
+
+    @contextmanager
+    def calling(self, relay: CallRelay | None) -> Iterator[None]:
+        """Note ``relay`` as in flight for the duration of the block."""
+        if relay is None:
+            yield
+            return
+        self._in_flight.append(relay)
+        try:
+            yield
+        finally:
+            self._in_flight.remove(relay)
+
+    def route(self) -> CallRelay | None:
+        """The relay of the one caller with calls in flight; ``None`` when there is none.
+
+        Raises:
+            AmbiguousCallerError: calls from more than one caller are in flight.
+        """
+        if not self._in_flight:
+            return None
+        caller = self._in_flight[0].caller
+        if any(r.caller is not caller for r in self._in_flight[1:]):
+            raise AmbiguousCallerError(
+                f"calls from {len({id(r.caller) for r in self._in_flight})} different clients "
+                "are in flight on this server, so the request cannot be attributed to one"
+            )
+        # The newest call's relay: it carries the freshest functions of that caller.
+        return self._in_flight[-1]
