@@ -101,8 +101,8 @@ def test_masked_views_keep_what_is_not_secret(canary_machine: Machine) -> None:
         "X-Trace": MASK,
     }
     assert http["url"] == f"https://user:{MASK}@api.example/mcp?access_token={MASK}&v=1"
-    # A credential-sounding key hides its whole value, objects included.
-    assert http["oauth"] == MASK
+    # The oauth object shows its public fields and hides the client secret.
+    assert http["oauth"] == {"clientId": "app", "clientSecret": MASK}
     assert http["bearerToken"] == MASK
     extras = mask_secrets(config.servers["extras"])
     assert extras["tuning"] == {"depth": 2, "clientSecret": MASK}

@@ -15,6 +15,7 @@ _MODULES = (
     "_trust_cmds",
     "_prompt_cmds",
     "_serve_cmd",
+    "_auth_cmds",
 )
 for _module in _MODULES:
     try:

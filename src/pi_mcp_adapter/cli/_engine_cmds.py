@@ -1,5 +1,5 @@
 """Commands that run the engine: status, tools, search, describe, call, connect, reconnect,
-tokens, auth and demo."""
+tokens and demo."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from rich.table import Table
 from pi_mcp_adapter._errors import McpAdapterError
 from pi_mcp_adapter.engine import AudioPart, ImagePart, McpAdapter, TextPart, ToolResult
 from pi_mcp_adapter.surface import ProxyTool, call_tool
-from pi_mcp_adapter.surface._commands import auth_help
 from pi_mcp_adapter.surface._render import render_status
 from pi_mcp_adapter.surface._tokens_report import TokenReport, measure_tokens
 
@@ -323,19 +322,6 @@ def tokens(ctx: typer.Context, as_json: JsonOption = False) -> None:
     table.add_row(f"direct tools ({report.direct_tool_count})", str(report.direct_tokens), "")
     table.add_row(f"every tool registered ({report.tool_count})", str(every), "1x")
     Console(soft_wrap=False).print(table)
-
-
-@app.command()
-def auth(ctx: typer.Context, server: Annotated[str, typer.Argument()]) -> None:
-    """How to authenticate a remote server."""
-    cli = get_context(ctx)
-    adapter = McpAdapter(
-        agent_dir=cli.agent_dir,
-        project_dir=cli.project_dir,
-        config_path=cli.config_path,
-        environ=cli.environ,
-    )
-    sys.stdout.write(auth_help(adapter, server) + "\n")
 
 
 @app.command()

@@ -33,7 +33,7 @@ from ._locations import (
     is_exclusive_mode,
 )
 from ._merge import DroppedFields, LayerContribution, MergedEntry, merge_entries
-from ._models import WRITTEN_KEYS, RequestHeadersCommand, ServerEntry, Settings
+from ._models import WRITTEN_KEYS, OAuthConfig, RequestHeadersCommand, ServerEntry, Settings
 from ._validate import (
     RawEntry,
     ValidEntry,
@@ -505,6 +505,15 @@ def _finish_server(
     token = fields.get("bearer_token")
     if isinstance(token, str):
         fields["bearer_token"] = resolve_secret(token, "bearerToken")
+    oauth = fields.get("oauth")
+    if isinstance(oauth, OAuthConfig):
+        credentials = {
+            name: resolve(value, f"oauth.{json_name(OAuthConfig, name)}")
+            for name in ("client_id", "client_secret")
+            if isinstance(value := getattr(oauth, name), str)
+        }
+        if credentials:
+            fields["oauth"] = oauth.model_copy(update=credentials)
 
     for field_name, unset in missing_by_field.items():
         listed = ", ".join(unset)

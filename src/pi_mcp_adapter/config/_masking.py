@@ -44,6 +44,21 @@ _SCHEME_PREFIX = re.compile(r"^(bearer|basic|token|digest|apikey)\s", re.IGNOREC
 _KNOWN_TOKEN = re.compile(
     r"^(?:sk|pk|rk)[-_]|^gh[pousr]_|^github_pat_|^xox[abprse]-|^glpat-|^AKIA|^AIza|^ya29\.|^eyJ"
 )
+# Keys of the ``oauth`` object that are public by nature; the rest are masked by name and content.
+_PLAIN_OAUTH_KEYS = frozenset(
+    {
+        "grantType",
+        "clientId",
+        "clientMetadataUrl",
+        "scope",
+        "redirectUri",
+        "clientName",
+        "clientUri",
+        "logoUri",
+        "authServerMetadataUrl",
+        "skipIssuerMetadataValidation",
+    }
+)
 _RANDOM_LOOKING = re.compile(r"^[A-Za-z0-9_\-+=./~]{24,}$")
 
 
@@ -149,6 +164,9 @@ def mask_secrets(entry: ServerEntry) -> dict[str, Any]:
         data["headers"] = mask_headers(data["headers"])
     if data.get("bearerToken"):
         data["bearerToken"] = MASK
+    oauth = data.get("oauth")
+    if isinstance(oauth, dict):
+        data["oauth"] = {key: _mask_oauth_value(key, value) for key, value in oauth.items()}
     if data.get("url"):
         data["url"] = mask_url(data["url"])
     if "args" in data:
@@ -163,3 +181,13 @@ def mask_secrets(entry: ServerEntry) -> dict[str, Any]:
         if key in data:
             data[key] = mask_extra(key, data[key])
     return data
+
+
+def _mask_oauth_value(key: str, value: object) -> object:
+    if key == "clientSecret":
+        return _hide(value) if isinstance(value, str) else MASK
+    if key == "authorizationParams" and isinstance(value, Mapping):
+        return {str(k): mask_extra(str(k), v) for k, v in value.items()}
+    if key in _PLAIN_OAUTH_KEYS:
+        return value
+    return mask_extra(key, value)

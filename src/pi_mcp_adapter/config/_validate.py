@@ -14,18 +14,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
+from urllib.parse import SplitResult, urlsplit
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from pi_mcp_adapter._errors import ConfigError
 
 from ._jsonc import JsonPath
-from ._models import ServerEntry, Settings
+from ._models import OAuthConfig, ServerEntry, Settings
 
 __all__ = [
     "RawEntry",
     "ValidEntry",
     "format_json_path",
+    "json_name",
     "json_type",
     "validate_server_entry",
     "validate_settings",
@@ -82,6 +84,8 @@ def _field_tables(model: type[BaseModel]) -> tuple[dict[str, str], dict[str, Typ
 
 
 _SERVER_KEYS, _SERVER_ADAPTERS = _field_tables(ServerEntry)
+_OAUTH_KEYS, _OAUTH_ADAPTERS = _field_tables(OAuthConfig)
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 _SETTINGS_KEYS, _SETTINGS_ADAPTERS = _field_tables(Settings)
 
 
@@ -205,6 +209,12 @@ def validate_server_entry(raw: RawEntry) -> tuple[ValidEntry | None, list[Config
                 f"{location}: server {raw.name!r}: unknown key {key!r} is kept but not used"
             )
             continue
+        if name == "oauth" and isinstance(value, dict):
+            oauth, oauth_errors = _validate_oauth(raw, value, key_path, warnings)
+            errors.extend(oauth_errors)
+            if oauth is not None:
+                fields[name] = oauth
+            continue
         if name in ("disabled", "enabled") and not isinstance(value, bool):
             # The TypeScript adapter disables a server only for the boolean true; "true" as a
             # string leaves it running there, so it does here too, with a warning.
@@ -235,6 +245,108 @@ def validate_server_entry(raw: RawEntry) -> tuple[ValidEntry | None, list[Config
     if errors:
         return None, errors, warnings
     return ValidEntry(fields=fields, extras=extras, line=raw.line), [], warnings
+
+
+def _validate_oauth(
+    raw: RawEntry, value: dict[str, object], json_path: JsonPath, warnings: list[str]
+) -> tuple[OAuthConfig | None, list[ConfigError]]:
+    """Check the ``oauth`` object key by key, so an error names e.g. ``oauth.grantType``."""
+    fields: dict[str, object] = {}
+    extras: dict[str, object] = {}
+    errors: list[ConfigError] = []
+    consequence = (
+        "this entry is ignored in this file; the server's entries in other files still apply"
+    )
+
+    def error(message: str, key: str) -> ConfigError:
+        key_path = (*json_path, key)
+        return ConfigError(
+            f"server {raw.name!r}: {message}; {consequence}",
+            path=str(raw.path),
+            line=raw.line_of(key_path),
+            field=format_json_path(key_path),
+        )
+
+    for key, item in value.items():
+        key_path = (*json_path, key)
+        name = _OAUTH_KEYS.get(key)
+        if name is None:
+            extras[key] = item
+            line = raw.line_of(key_path)
+            location = f"{raw.path}:{line}" if line is not None else str(raw.path)
+            warnings.append(
+                f"{location}: server {raw.name!r}: unknown oauth key {key!r} is kept but not used"
+            )
+            continue
+        try:
+            fields[name] = _OAUTH_ADAPTERS[name].validate_python(item)
+        except ValidationError:
+            errors.append(
+                _type_error(
+                    f"server {raw.name!r}: 'oauth.{key}'",
+                    OAuthConfig.model_fields[name].annotation,
+                    item,
+                    path=raw.path,
+                    line=raw.line_of(key_path),
+                    field=format_json_path(key_path),
+                    consequence=consequence,
+                )
+            )
+    if errors:
+        return None, errors
+    config = OAuthConfig.model_validate({**fields, **extras})
+    if config.grant_type == "client_credentials":
+        for key, present in (
+            ("clientId", config.client_id),
+            ("clientSecret", config.client_secret),
+        ):
+            if not present:
+                errors.append(
+                    error(f"'oauth.{key}' is required with grantType client_credentials", key)
+                )
+    metadata_url = config.client_metadata_url
+    if metadata_url is not None:
+        parts = _split_url(metadata_url)
+        if parts is None or parts.scheme != "https" or parts.path in ("", "/"):
+            errors.append(
+                error(
+                    "'oauth.clientMetadataUrl' must be an https URL with a path "
+                    "(where the client ID metadata document is served)",
+                    "clientMetadataUrl",
+                )
+            )
+    if config.redirect_uri is not None:
+        parts = _split_url(config.redirect_uri)
+        if (
+            parts is None
+            or parts.scheme != "http"
+            or parts.netloc.rsplit(":", 1)[0] not in _LOOPBACK_HOSTS
+            or _port_of(parts) is None
+        ):
+            errors.append(
+                error(
+                    "'oauth.redirectUri' must be a loopback http URL with a port, "
+                    "e.g. http://127.0.0.1:19876/callback",
+                    "redirectUri",
+                )
+            )
+    return (None, errors) if errors else (config, [])
+
+
+def _split_url(url: str) -> SplitResult | None:
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a malformed port
+    except ValueError:
+        return None
+    return parts
+
+
+def _port_of(parts: SplitResult) -> int | None:
+    try:
+        return parts.port
+    except ValueError:
+        return None
 
 
 def validate_settings(

@@ -47,6 +47,7 @@ from pi_mcp_adapter.config import LoadedConfig, load_config
 from pi_mcp_adapter.config._locations import default_agent_dir
 from pi_mcp_adapter.config._models import ServerEntry, Settings
 from pi_mcp_adapter.servers import ServerManager, ServerState
+from pi_mcp_adapter.servers._oauth import OAuthProviders, allow_prompts
 
 from ._approval import Ask, AsksQuestions, ToolApprovals
 from ._host import Host, NotifyLevel
@@ -122,6 +123,7 @@ class McpAdapter:
         relay_server_requests: bool = False,
         status_debounce_s: float = DEFAULT_STATUS_DEBOUNCE_S,
         ask: Ask | None = None,
+        oauth: OAuthProviders | None = None,
     ) -> None:
         self.agent_dir = (agent_dir or default_agent_dir()).expanduser()
         self.project_dir = (project_dir or Path.cwd()).expanduser()
@@ -133,6 +135,9 @@ class McpAdapter:
         self._config_given = config is not None and config_loader is None
         self.config = config or self._load_config()
         self.host = host
+        self.oauth = oauth or OAuthProviders(
+            self.servers, agent_dir=self.agent_dir, settings=self.settings, environ=self._environ
+        )
         self._connect_missing = connect_missing
         self._ranking = ranking
         self._resolve_npx = resolve_npx
@@ -221,6 +226,7 @@ class McpAdapter:
                 log_dir=self.agent_dir / "logs",
                 npx_cache_path=self.agent_dir / "mcp-npx-cache.json",
                 resolve_npx=self._resolve_npx,
+                auth_factory=self.oauth.auth_for,
                 environ=self._environ,
                 relay_requests=self._relay_server_requests,
             )
@@ -573,6 +579,8 @@ class McpAdapter:
         state = self._manager.state(name) if self._manager is not None else None
         if state is None or state.status in ("closed", "idle", "new"):
             status = "cached" if name in self._metadata else "not-cached"
+            if self.oauth.needs_auth(name):
+                status = "needs-auth"
             return ServerStatus(
                 name,
                 status,
@@ -676,7 +684,8 @@ class McpAdapter:
         manager = self._require_manager()
         self._progress(server, "connecting", None)
         try:
-            metadata = await manager.refresh(server)
+            with allow_prompts(self.oauth.may_prompt):
+                metadata = await manager.refresh(server)
         except McpAdapterError as exc:
             self._progress(server, "failed", str(exc))
             raise
@@ -752,7 +761,8 @@ class McpAdapter:
         )
         if refusal is not None:
             return CallOutcome(name, tool, error_kind="approval_denied", message=refusal)
-        outcome = await self._call_server(name, tool, arguments, progress)
+        with allow_prompts(self.oauth.may_prompt):
+            outcome = await self._call_server(name, tool, arguments, progress)
         if self._stats is not None and outcome.error_kind != "definition_changed":
             self._stats.record(
                 tool.server,

@@ -5,6 +5,10 @@
 - ``_transports``  stdio (full environment, captured stderr), Streamable HTTP, SSE fallback,
                    headers and bearer tokens, the end-of-stream watcher.
 - ``_translate``   SDK/httpx2/OS failures into the package's exception tree.
+- ``_oauth``       OAuth on the SDK's client: one provider per server, stored expiry, the
+                   cross-process refresh lock, when a person may be asked.
+- ``_oauth_prompt`` the person's part: loopback callback, browser, headless paste.
+- ``_token_store`` OAuth tokens and registrations in files (0600) or the OS keyring.
 - ``_manager``     ``ServerManager``: dedupe, in-flight counts, idle, backoff, generations.
 - ``_lifecycle``   the policy: lazy / eager / keep-alive, idle timeouts, retry schedule.
 - ``_relay``      per-call routing of a server's sampling, elicitation and log messages to the

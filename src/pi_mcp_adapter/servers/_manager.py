@@ -716,6 +716,10 @@ class ServerManager:
         now = self._clock()
         if slot.backoff_until is None or now >= slot.backoff_until:
             return
+        if slot.status == "needs-auth":
+            # Failing again costs a few quick requests, and a sign-in in another process
+            # (`pi-mcp auth`) must take effect at once, not after the backoff.
+            return
         failed_ago = now - (slot.failed_at if slot.failed_at is not None else now)
         reason = (slot.error or "unknown error").splitlines()[0]
         raise ServerBackoffError(

@@ -81,8 +81,14 @@ def auth_help(adapter: McpAdapter, server: str | None) -> str:
         return f"Unknown MCP server {server!r}."
     if entry.url is None:
         return f"{server} is a local (stdio) server; it needs no sign-in."
+    if entry.oauth_mode is None:
+        return (
+            f"{server} authenticates with a bearer token or headers: set `bearerTokenEnv` (or "
+            "`bearerToken`, or an `Authorization` header with ${VAR}) in its config entry, then "
+            f"`pi-mcp reconnect {server}`."
+        )
     return (
-        f"{server} authenticates with a bearer token or headers: set `bearerTokenEnv` (or "
-        "`bearerToken`, or an `Authorization` header with ${VAR}) in its config entry, then "
-        f"`pi-mcp reconnect {server}`. Interactive OAuth sign-in is not available in this version."
+        f"{server} signs in with OAuth: run `pi-mcp auth {server}` in a terminal (it opens a "
+        "browser, or prints a URL to open elsewhere and reads the redirect URL back), then "
+        f"`pi-mcp reconnect {server}`. `pi-mcp logout {server}` forgets the tokens."
     )
