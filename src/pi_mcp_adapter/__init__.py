@@ -19,6 +19,9 @@ above it):
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._errors import (
     AmbiguousToolError,
     ConfigError,
@@ -39,11 +42,40 @@ from ._errors import (
     ToolNotFoundError,
     UsageError,
 )
-from .catalog._metadata import ToolInfo
-from .config._models import ServerEntry, Settings
-from .surface import Host, McpAdapter, ToolDefinition, ToolResult
+
+if TYPE_CHECKING:
+    from .catalog._metadata import ToolInfo
+    from .config._models import ServerEntry, Settings
+    from .surface import Host, McpAdapter, ToolDefinition, ToolResult
 
 __version__ = "0.1.0"
+
+# Loaded on first access (PEP 562): `pi-mcp --help` and `--version` import this package and
+# must not pay for pydantic models, the engine or the MCP SDK.
+_LAZY = {
+    "Host": ".surface",
+    "McpAdapter": ".surface",
+    "ServerEntry": ".config._models",
+    "Settings": ".config._models",
+    "ToolDefinition": ".surface",
+    "ToolInfo": ".catalog._metadata",
+    "ToolResult": ".surface",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    # The public names are __all__; helpers imported here (importlib, typing) are not API.
+    return sorted({*__all__, *(name for name in globals() if name.startswith("_"))})
+
 
 __all__ = [
     "AmbiguousToolError",

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from pydantic.alias_generators import to_camel
 
 from ._masking import MASK, mask_args, mask_extra, mask_url
@@ -67,6 +67,20 @@ class ServerEntry(_Model):
     exclude_tools: tuple[str, ...] | None = None
     tool_prefix: ToolPrefixMode | None = None
     debug: bool = False
+    _env_templates: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @property
+    def env_templates(self) -> dict[str, str]:
+        """Fields whose value came from environment variables, as written: ``{"args[2]":
+        "postgresql://app:${PASS}@db/x"}``. Shown instead of the value wherever the entry is
+        displayed (keys: ``url``, ``command``, ``cwd``, ``args[i]``, ``env.K``, ``headers.K``,
+        ``bearerToken``)."""
+        return self._env_templates
+
+    def with_env_templates(self, templates: dict[str, str]) -> ServerEntry:
+        """Record where ``templates`` came from (the loader calls this); returns ``self``."""
+        self._env_templates = dict(templates)
+        return self
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         # repr() and str() end up in logs and tracebacks, so secrets never reach them.

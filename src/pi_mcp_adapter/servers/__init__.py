@@ -14,10 +14,24 @@ See the package docstring of pi_mcp_adapter for how this layer fits.
 
 from __future__ import annotations
 
-from ._connection import ServerConnection
+from typing import TYPE_CHECKING, Any
+
 from ._manager import MetadataListener, ServerManager
 from ._npx import ResolvedCommand, resolve_npx_command
 from ._state import ServerState, ServerStatus, TransportKind
+
+if TYPE_CHECKING:
+    from ._connection import ServerConnection
+
+
+def __getattr__(name: str) -> Any:
+    # ServerConnection imports the MCP SDK; load it only when it is asked for.
+    if name == "ServerConnection":
+        from ._connection import ServerConnection
+
+        return ServerConnection
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "MetadataListener",

@@ -42,6 +42,7 @@ from pi_mcp_adapter.config import LoadedConfig, load_config
 from pi_mcp_adapter.config._locations import default_agent_dir
 from pi_mcp_adapter.config._models import ServerEntry, Settings
 from pi_mcp_adapter.servers import ServerManager
+from pi_mcp_adapter.servers._failures import FAILURES_FILE_NAME, FailureMemory
 
 from ._content import convert_call_result, convert_read_resource_result
 from ._direct import DirectTools
@@ -86,6 +87,10 @@ class McpAdapter:
         host: the binding to register surfaces with; ``None`` for library/CLI use.
         connect_missing: connect, at start, every enabled server whose tools are not in the
             metadata cache yet (the first run), so search and describe have something to show.
+        connect_eager: connect eager and keep-alive servers at start (a one-shot command
+            that needs none of them passes False).
+        start_deadline_s: one overall deadline for the connects at start; servers still
+            connecting then are abandoned, reported as failed and back off.
         clock: wall clock in seconds (``time.time``), injectable for tests.
     """
 
@@ -98,6 +103,8 @@ class McpAdapter:
         config_path: Path | None = None,
         host: Host | None = None,
         connect_missing: bool = True,
+        connect_eager: bool = True,
+        start_deadline_s: float | None = None,
         ranking: str = "default",
         resolve_npx: bool = True,
         on_progress: ProgressCallback | None = None,
@@ -115,6 +122,8 @@ class McpAdapter:
         )
         self.host = host
         self._connect_missing = connect_missing
+        self._connect_eager = connect_eager
+        self._start_deadline_s = start_deadline_s
         self._ranking = ranking
         self._resolve_npx = resolve_npx
         self._on_progress = on_progress
@@ -171,6 +180,7 @@ class McpAdapter:
                 npx_cache_path=self.agent_dir / "mcp-npx-cache.json",
                 resolve_npx=self._resolve_npx,
                 environ=self._environ,
+                failures=FailureMemory(self.agent_dir / FAILURES_FILE_NAME),
             )
             self._manager = await stack.enter_async_context(manager)
             manager.on_tools_changed(self._server_connected)
@@ -219,26 +229,16 @@ class McpAdapter:
         wanted = [
             name
             for name in self.enabled_servers()
-            if self.servers[name].lifecycle in ("eager", "keep-alive")
+            if (self._connect_eager and self.servers[name].lifecycle in ("eager", "keep-alive"))
             or (self._connect_missing and name not in self._metadata)
         ]
         if not wanted:
             return
-        limiter = anyio.CapacityLimiter(max(1, self.settings.startup_concurrency))
-
-        async def connect_one(name: str) -> None:
-            async with limiter:
-                self._progress(name, "connecting", None)
-                try:
-                    await manager.connect(name)
-                except McpAdapterError as exc:
-                    self._progress(name, "failed", str(exc))
-                else:
-                    self._progress(name, "connected", None)
-
-        async with anyio.create_task_group() as tg:
-            for name in wanted:
-                tg.start_soon(connect_one, name)
+        for name in wanted:
+            self._progress(name, "connecting", None)
+        results = await manager.connect_many(wanted, deadline_s=self._start_deadline_s)
+        for name, error in results.items():
+            self._progress(name, "failed" if error else "connected", str(error) if error else None)
 
     def _progress(self, server: str, phase: str, detail: str | None) -> None:
         if self._on_progress is not None:
