@@ -87,16 +87,15 @@ ENTRY_IGNORED = (
         ),
         pytest.param(
             '"command": "x",\n      "env": {"A": 1}',
-            "mcpServers.s.env",
-            "server 's': 'env' must be an object whose values are strings, not object; "
-            + ENTRY_IGNORED,
+            "mcpServers.s.env.A",
+            "server 's': 'env.A' must be a string, not number; " + ENTRY_IGNORED,
             id="env-number-value",
         ),
         pytest.param(
             '"command": "x",\n      "lifecycle": "sometimes"',
             "mcpServers.s.lifecycle",
             'server \'s\': \'lifecycle\' must be one of "lazy", "eager", "keep-alive", '
-            f"not string; {ENTRY_IGNORED}",
+            f"got 'sometimes'; {ENTRY_IGNORED}",
             id="lifecycle-unknown",
         ),
         pytest.param(
@@ -200,7 +199,7 @@ def test_a_wrong_setting_is_dropped_and_the_others_kept(machine: Machine) -> Non
     (error,) = config.errors
     assert (error.path, error.line, error.field) == (str(path), 4, "settings.toolPrefix")
     assert error.message == (
-        'setting \'toolPrefix\' must be one of "server", "short", "none", not string; '
+        'setting \'toolPrefix\' must be one of "server", "short", "none", got \'weird\'; '
         "this setting is ignored in this file"
     )
     assert config.settings.idle_timeout == 3

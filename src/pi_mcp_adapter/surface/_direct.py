@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pi_mcp_adapter.catalog._metadata import ToolInfo
 from pi_mcp_adapter.config._models import ServerEntry
 
+from ._guard import guard_execute
 from ._host import Host, ToolDefinition, ToolResult
 
 if TYPE_CHECKING:
@@ -131,7 +132,7 @@ class DirectTools:
             name=tool.name,
             description=f"{description}\n[MCP server: {tool.server}]",
             parameters=dict(tool.input_schema) or {"type": "object", "properties": {}},
-            execute=execute,
+            execute=guard_execute(tool.name, execute),
         )
 
     def register(self, host: Host) -> list[str]:

@@ -46,6 +46,7 @@ from pi_mcp_adapter.servers._failures import FAILURES_FILE_NAME, FailureMemory
 
 from ._content import convert_call_result, convert_read_resource_result
 from ._direct import DirectTools
+from ._guard import argument_problems
 from ._host import ContentPart, Host, TextPart, ToolResult
 from ._output_guard import guard_output
 from ._proxy import ProxyTool
@@ -225,19 +226,32 @@ class McpAdapter:
                 self._changed_tools[name] = self.cache.changed_tools(name)
 
     async def _connect_at_start(self) -> None:
-        manager = self._require_manager()
         wanted = [
             name
             for name in self.enabled_servers()
             if (self._connect_eager and self.servers[name].lifecycle in ("eager", "keep-alive"))
             or (self._connect_missing and name not in self._metadata)
         ]
+        await self.connect_uncached(wanted, only_uncached=False)
+
+    async def connect_uncached(
+        self, names: Sequence[str] | None = None, *, only_uncached: bool = True
+    ) -> None:
+        """Connect ``names`` (default: every enabled server whose tools are not cached) in
+        parallel, under the start deadline; failures are reported through ``on_progress``."""
+        manager = self._require_manager()
+        wanted = list(names if names is not None else self.enabled_servers())
+        if only_uncached:
+            wanted = [n for n in wanted if n in self.servers and n not in self._metadata]
         if not wanted:
             return
         for name in wanted:
             self._progress(name, "connecting", None)
         results = await manager.connect_many(wanted, deadline_s=self._start_deadline_s)
         for name, error in results.items():
+            metadata = manager.metadata(name)
+            if error is None and metadata is not None and name not in self._metadata:
+                self._server_connected(name, metadata)  # before the caller reads the catalog
             self._progress(name, "failed" if error else "connected", str(error) if error else None)
 
     def _progress(self, server: str, phase: str, detail: str | None) -> None:
@@ -462,6 +476,9 @@ class McpAdapter:
                     "candidates": list(exc.candidates),
                 },
             )
+        unsendable = argument_problems(arguments)
+        if unsendable:
+            return self._bad_arguments_result(tool, unsendable)
         if self.settings.validate_args and not tool.is_resource:
             problems = validate_arguments(tool.input_schema, arguments)
             if problems:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pi_mcp_adapter._errors import McpAdapterError, UsageError
 from pi_mcp_adapter.config._validate import json_type
 
+from ._guard import guard_execute
 from ._host import ToolDefinition, ToolResult
 
 if TYPE_CHECKING:
@@ -75,6 +76,10 @@ def parse_args(raw: object) -> dict[str, Any]:
                 f"Invalid args: not valid JSON ({exc.msg} at column {exc.colno}); "
                 'pass an object, e.g. args: {"query": "..."}'
             ) from exc
+        except RecursionError:
+            raise UsageError(
+                "Invalid args: the JSON is nested too deeply to read; pass a flatter object"
+            ) from None
         if isinstance(value, dict):
             return value
         raise UsageError(f"Invalid args: expected a JSON object, got {json_type(value)}")
@@ -127,7 +132,7 @@ class ProxyTool:
             name=PROXY_TOOL_NAME,
             description=PROXY_DESCRIPTION,
             parameters=PROXY_PARAMETERS,
-            execute=self.execute,
+            execute=guard_execute(PROXY_TOOL_NAME, self.execute),
         )
 
     async def execute(self, params: object) -> ToolResult:

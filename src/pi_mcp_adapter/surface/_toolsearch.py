@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pi_mcp_adapter._errors import McpAdapterError
 from pi_mcp_adapter.catalog._metadata import ToolInfo
 
+from ._guard import guard_execute
 from ._host import Host, ToolDefinition, ToolResult
 from ._render import truncate_words
 from ._tokens import count_tokens
@@ -112,7 +113,7 @@ class ToolSearchSurface:
                 self._adapter, budget_tokens=settings.tool_search_budget_tokens, limit=self.limit
             ),
             parameters=TOOL_SEARCH_PARAMETERS,
-            execute=self.execute,
+            execute=guard_execute(TOOL_SEARCH_NAME, self.execute),
         )
 
     def register(self, host: Host) -> ToolDefinition:
