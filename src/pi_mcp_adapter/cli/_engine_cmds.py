@@ -131,7 +131,9 @@ def run(
     cli = get_context(ctx)
     received: list[int] = []
 
-    async def main() -> T:
+    outcome: list[T] = []
+
+    async def main() -> None:
         async with anyio.create_task_group() as tg:
 
             async def watch_signals() -> None:
@@ -143,21 +145,21 @@ def run(
 
             tg.start_soon(watch_signals)
             async with open_adapter(cli, connect_missing=connect_missing, quiet=quiet) as adapter:
-                result = await body(adapter)
+                outcome.append(await body(adapter))
             tg.cancel_scope.cancel()
-        return result
 
     try:
-        outcome = anyio.run(main)
+        anyio.run(main)
     except UsageError as exc:
         raise fail(cli_wording(str(exc)), code=EXIT_USAGE) from None
     except McpAdapterError as exc:
         raise fail(cli_wording(str(exc))) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
-    if received:
-        raise typer.Exit(_EXIT_ON_SIGNAL[signal.Signals(received[0])])
-    return outcome
+    if received or not outcome:
+        signum = signal.Signals(received[0]) if received else signal.SIGINT
+        raise typer.Exit(_EXIT_ON_SIGNAL[signum])
+    return outcome[0]
 
 
 def result_json(result: ToolResult) -> dict[str, Any]:
