@@ -149,7 +149,11 @@ def run(
             tg.cancel_scope.cancel()
 
     try:
-        anyio.run(main)
+        try:
+            anyio.run(main)
+        except BaseExceptionGroup as group:
+            # The signal watcher's task group wraps what the body raised; unwrap a lone error.
+            raise _only_error(group) from None
     except UsageError as exc:
         raise fail(cli_wording(str(exc)), code=EXIT_USAGE) from None
     except McpAdapterError as exc:
@@ -160,6 +164,18 @@ def run(
         signum = signal.Signals(received[0]) if received else signal.SIGINT
         raise typer.Exit(_EXIT_ON_SIGNAL[signum])
     return outcome[0]
+
+
+def _only_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    errors: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        else:
+            errors.append(current)
+    return errors[0] if len(errors) == 1 else group
 
 
 def result_json(result: ToolResult) -> dict[str, Any]:
