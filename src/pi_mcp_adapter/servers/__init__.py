@@ -17,19 +17,24 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._manager import MetadataListener, ServerManager
-from ._npx import ResolvedCommand, resolve_npx_command
 from ._state import ServerState, ServerStatus, TransportKind
 
 if TYPE_CHECKING:
     from ._connection import ServerConnection
+    from ._npx import ResolvedCommand, resolve_npx_command
 
 
 def __getattr__(name: str) -> Any:
-    # ServerConnection imports the MCP SDK; load it only when it is asked for.
+    # Loaded when asked for: ServerConnection imports the MCP SDK, and commands answered from
+    # the cache need neither it nor npx resolution.
     if name == "ServerConnection":
         from ._connection import ServerConnection
 
         return ServerConnection
+    if name in ("ResolvedCommand", "resolve_npx_command"):
+        from . import _npx
+
+        return getattr(_npx, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -33,9 +33,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import filelock
+if TYPE_CHECKING:
+    import filelock
 
 from pi_mcp_adapter.config._masking import mask_text
 from pi_mcp_adapter.config._models import ServerEntry
@@ -98,7 +99,7 @@ class FailureMemory:
     def __init__(self, path: Path, *, clock: Callable[[], float] = time.time) -> None:
         self.path = Path(path)
         self._clock = clock
-        self._lock = filelock.FileLock(f"{self.path}.lock", timeout=LOCK_TIMEOUT_S)
+        self._file_lock: filelock.FileLock | None = None
 
     def now(self) -> float:
         return self._clock()
@@ -171,9 +172,13 @@ class FailureMemory:
         return servers if isinstance(servers, dict) else {}
 
     def _modify(self, update: Callable[[dict[str, Any]], object]) -> bool:
+        import filelock  # only writers need it; reading the file at every start does not
+
+        if self._file_lock is None:
+            self._file_lock = filelock.FileLock(f"{self.path}.lock", timeout=LOCK_TIMEOUT_S)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self._lock:
+            with self._file_lock:
                 servers = self._read()
                 update(servers)
                 self._write(servers)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
@@ -58,10 +58,12 @@ from ._render import (
     render_tool_card,
     render_tool_line,
 )
-from ._stats import CallStats
 from ._toolsearch import ToolSearchSurface
 from ._toon import encode_if_shorter, should_toon
 from ._validate import validate_arguments
+
+if TYPE_CHECKING:
+    from ._stats import CallStats
 
 ProgressCallback = Callable[[str, str, str | None], None]
 """``(server, phase, detail)`` with phase ``connecting`` | ``connected`` | ``failed``."""
@@ -187,6 +189,8 @@ class McpAdapter:
             manager.on_tools_changed(self._server_connected)
             self._load_cache()
             if self.settings.capture_stats:
+                from ._stats import CallStats
+
                 self._stats = CallStats.from_setting(self.settings.capture_stats, self.agent_dir)
                 stack.callback(self._stats.flush)
             self._rebuild()
