@@ -123,3 +123,22 @@ async def test_a_successful_reconnect_forgets_the_failure(
         assert memory.get("flaky", servers["flaky"]) is not None
         await manager.reconnect("flaky")
         assert memory.get("flaky", servers["flaky"]) is None
+
+
+@pytest.mark.slow
+async def test_an_explicit_connect_retries_a_server_that_is_backing_off(
+    make_manager: ManagerFactory, tmp_path: Path
+) -> None:
+    memory = FailureMemory(tmp_path / "mcp-failures.json")
+    flag = tmp_path / "crash-once"
+    flag.write_text("")
+    servers = {"flaky": fixture_entry("--crash-at-start-file", str(flag))}
+    async with make_manager(servers, failures=memory) as manager:
+        with pytest.raises(ServerStartError):
+            await manager.connect("flaky")
+    async with make_manager(servers, failures=memory) as manager:
+        with pytest.raises(ServerBackoffError):
+            await manager.connect("flaky")
+        metadata = await manager.refresh("flaky")
+        assert any(tool["name"] == "echo" for tool in metadata.tools)
+        assert memory.get("flaky", servers["flaky"]) is None

@@ -306,12 +306,14 @@ class ServerManager:
     async def refresh(self, name: str) -> ServerMetadata:
         """List ``name``'s tools, resources and prompts again (connecting if needed).
 
-        Raises like :meth:`connect` and :meth:`call_tool`.
+        This is an explicit request (``pi-mcp connect``, ``mcp({connect})``): it connects even
+        while the server is backing off after a failure. Raises like :meth:`connect` and
+        :meth:`call_tool`, except for :class:`ServerBackoffError`.
         """
         slot = self._slot(name)
         slot.in_flight += 1
         try:
-            connection = await self._ensure(slot, respect_backoff=True)
+            connection = await self._ensure(slot, respect_backoff=False)
             return await connection.refresh_metadata()
         finally:
             self._release(slot)
