@@ -1,7 +1,7 @@
 """pi-mcp-adapter: give an AI agent hundreds of MCP tools for a few hundred tokens.
 
 General layout (data flows one way, top to bottom: each layer imports only the layers listed
-above it):
+above it; ``config -> servers, catalog -> engine -> surface -> hosts, cli``):
 
 - ``config``   where configuration comes from: files, precedence, merge, host imports,
                interpolation, validation with file/line/field errors.
@@ -9,12 +9,18 @@ above it):
                in-flight counts, idle), lifecycle (lazy / eager / keep-alive), npx resolution.
 - ``catalog``  what servers offer, without talking to them: tool metadata, naming, filters,
                the on-disk metadata cache, schema rendering, search ranking.
+- ``engine``   ``McpAdapter``: owns config, cache, the server manager and the catalog, and
+               offers typed operations (status, search, lookup, connect, call, prompts,
+               reload) and events; the host protocol it speaks; call statistics. It knows no
+               surface's wording.
 - ``surface``  what the model sees: the ``mcp`` proxy tool, ``ToolSearch``, direct tools,
-               content conversion, output limits, TOON, call statistics. Host-neutral.
-- ``hosts``    bindings to hosts that speak the host protocol.
+               ``/mcp`` commands, content conversion, output limits, TOON. Each renders the
+               engine's values itself; ``register_surfaces`` installs them on a host.
+- ``hosts``    bindings: the MCP gateway, the Python agent runtimes, plain export.
 - ``cli``      the ``pi-mcp`` command.
 
-``McpAdapter`` (in ``surface``) owns the lifecycle of everything below it.
+``McpAdapter`` owns the lifecycle of everything below it; a host binding chooses which surfaces
+to register and never reaches past the engine.
 """
 
 from __future__ import annotations
@@ -46,20 +52,20 @@ from ._errors import (
 if TYPE_CHECKING:
     from .catalog._metadata import ToolInfo
     from .config._models import ServerEntry, Settings
-    from .surface import Host, McpAdapter, ToolDefinition, ToolResult
+    from .engine import Host, McpAdapter, ToolDefinition, ToolResult
 
 __version__ = "0.1.0"
 
 # Loaded on first access (PEP 562): `pi-mcp --help` and `--version` import this package and
 # must not pay for pydantic models, the engine or the MCP SDK.
 _LAZY = {
-    "Host": ".surface",
-    "McpAdapter": ".surface",
+    "Host": ".engine",
+    "McpAdapter": ".engine",
     "ServerEntry": ".config._models",
     "Settings": ".config._models",
-    "ToolDefinition": ".surface",
+    "ToolDefinition": ".engine",
     "ToolInfo": ".catalog._metadata",
-    "ToolResult": ".surface",
+    "ToolResult": ".engine",
 }
 
 

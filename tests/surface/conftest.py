@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import pytest
 
 from pi_mcp_adapter.config import load_config
 from pi_mcp_adapter.hosts import ExportHost
-from pi_mcp_adapter.surface import McpAdapter
+from pi_mcp_adapter.surface import McpAdapter, register_surfaces
 
 HERE = Path(__file__).parent
 WORKBENCH = HERE / "workbench_server.py"
@@ -73,6 +74,13 @@ class Workspace:
             **kwargs,
         )
 
+    @asynccontextmanager
+    async def attached(self, host: ExportHost, **kwargs: Any) -> AsyncIterator[McpAdapter]:
+        """An adapter started with ``host``, its surfaces registered as a binding would."""
+        async with self.adapter(host=host, **kwargs) as adapter:
+            register_surfaces(adapter, host)
+            yield adapter
+
 
 def make_workspace(root: Path) -> Workspace:
     ws = Workspace(root)
@@ -98,5 +106,5 @@ def shared_workspace(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
 @pytest.fixture
 async def shared_adapter(shared_workspace: Workspace) -> AsyncIterator[McpAdapter]:
     """One adapter over the workbench and time servers, shared by a module's tests."""
-    async with shared_workspace.adapter(host=ExportHost(builtin_tools=["read", "bash"])) as adapter:
+    async with shared_workspace.attached(ExportHost(builtin_tools=["read", "bash"])) as adapter:
         yield adapter

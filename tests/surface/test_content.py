@@ -28,6 +28,7 @@ from mcp.types import (
     Tool,
 )
 
+from pi_mcp_adapter.engine import AudioPart, ImagePart, TextPart, ToolResult
 from pi_mcp_adapter.surface import _output_guard
 from pi_mcp_adapter.surface._content import (
     EMPTY_RESULT_TEXT,
@@ -35,7 +36,6 @@ from pi_mcp_adapter.surface._content import (
     convert_call_result,
     convert_read_resource_result,
 )
-from pi_mcp_adapter.surface._host import AudioPart, ImagePart, TextPart, ToolResult
 
 PNG_B64 = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(3000)).decode()
 WAV_B64 = base64.b64encode(b"RIFF" + bytes(2044)).decode()

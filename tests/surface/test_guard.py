@@ -8,9 +8,11 @@ from typing import Any
 import anyio
 import pytest
 
+from pi_mcp_adapter.engine import ToolResult
+from pi_mcp_adapter.engine._arguments import MAX_ARGUMENT_DEPTH, argument_problems
 from pi_mcp_adapter.hosts import ExportHost
-from pi_mcp_adapter.surface._guard import MAX_ARGUMENT_DEPTH, argument_problems, guard_execute
-from pi_mcp_adapter.surface._host import ToolResult
+from pi_mcp_adapter.surface import register_surfaces
+from pi_mcp_adapter.surface._guard import guard_execute
 
 from .conftest import Workspace, workbench_entry
 
@@ -71,6 +73,7 @@ async def test_every_surface_returns_errors_as_results(workspace: Workspace) -> 
     )
     host = ExportHost()
     async with workspace.adapter(host=host) as adapter:
+        register_surfaces(adapter, host)
         await adapter.connect("wb")
         echo = await host.execute("mcp", {"tool": "wb_echo", "args": {"message": "x" * 60_000}})
         assert not echo.is_error

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pi_mcp_adapter.engine import AudioPart, ContentPart, ImagePart, TextPart, ToolResult
 from pi_mcp_adapter.surface import _output_guard
-from pi_mcp_adapter.surface._host import AudioPart, ContentPart, ImagePart, TextPart, ToolResult
 from pi_mcp_adapter.surface._output_guard import guard_output
 
 IMAGE = ImagePart("aGVsbG8=", "image/png")

@@ -11,16 +11,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pi_mcp_adapter.engine import ImagePart
 from pi_mcp_adapter.surface import McpAdapter, ToolResult
-from pi_mcp_adapter.surface._host import ImagePart
-from pi_mcp_adapter.surface._proxy import PROXY_TOOL_NAME, parse_args, select_mode
+from pi_mcp_adapter.surface._proxy import PROXY_TOOL_NAME, ProxyTool, parse_args, select_mode
 from pi_mcp_adapter.surface._tokens_report import definition_tokens
 
 pytestmark = [pytest.mark.slow]
 
+HOST_TOOLS = ("read", "bash")
+
 
 async def mcp(adapter: McpAdapter, **params: Any) -> ToolResult:
-    return await adapter.proxy.execute(params)
+    return await ProxyTool(adapter, host_tools=HOST_TOOLS).execute(params)
 
 
 @pytest.mark.parametrize(
@@ -72,7 +74,7 @@ def test_args_of_other_types_are_a_clear_error(raw: object, message: str) -> Non
 
 
 async def test_proxy_definition_is_small_and_constant(shared_adapter: McpAdapter) -> None:
-    definition = shared_adapter.proxy.definition()
+    definition = ProxyTool(shared_adapter).definition()
     assert definition.name == PROXY_TOOL_NAME
     assert definition_tokens(definition) <= 250
     # It does not grow with the catalog: the same text whatever servers exist.
@@ -317,6 +319,6 @@ async def test_any_parameter_object_yields_a_result_never_an_exception(
 ) -> None:
     if isinstance(params.get("connect"), str):
         params["connect"] = "not-a-server"  # keep real servers out of random reconnects
-    result = await shared_adapter.proxy.execute(params)
+    result = await ProxyTool(shared_adapter, host_tools=HOST_TOOLS).execute(params)
     assert isinstance(result, ToolResult)
     json.dumps(dict(result.details), default=str)

@@ -74,7 +74,7 @@ async def test_toolsearch_activates_matches_for_the_next_turn(workspace: Workspa
         settings={"surface": "toolsearch"},
     )
     host = ExportHost(builtin_tools=["read", "bash"])
-    async with workspace.adapter(host=host):
+    async with workspace.attached(host):
         # Every MCP tool is registered, but only the builtins and ToolSearch are active.
         assert "workbench_echo" in host.tools
         assert "time_get_current_time" in host.tools
@@ -98,7 +98,7 @@ async def test_toolsearch_activates_matches_for_the_next_turn(workspace: Workspa
 async def test_toolsearch_select_loads_exact_names_in_order(workspace: Workspace) -> None:
     workspace.write_config({"workbench": workbench_entry()}, settings={"surface": "toolsearch"})
     host = ExportHost()
-    async with workspace.adapter(host=host):
+    async with workspace.attached(host):
         result = await host.execute(
             TOOL_SEARCH_NAME, {"query": "select:workbench_add,workbench_echo,nope"}
         )
@@ -119,7 +119,7 @@ async def test_toolsearch_description_stays_within_its_budget_with_many_servers(
         servers, settings={"surface": "toolsearch", "toolSearchBudgetTokens": 200}
     )
     host = ExportHost()
-    async with workspace.adapter(host=host):
+    async with workspace.attached(host):
         definition = host.tools[TOOL_SEARCH_NAME]
         assert definition_tokens(definition) <= 200 + 60  # the schema and name are outside it
         assert "more servers" in definition.description
@@ -131,24 +131,63 @@ async def test_direct_tools_register_from_cache_before_any_connection(
 ) -> None:
     workspace.write_config({"workbench": workbench_entry(directTools=["echo", "add"])})
     # First run fills the metadata cache.
-    async with workspace.adapter(host=ExportHost()):
+    async with workspace.attached(ExportHost()):
         pass
     host = ExportHost(builtin_tools=["read"])
-    adapter = workspace.adapter(host=host, connect_missing=False)
-    async with adapter:
+    async with workspace.attached(host, connect_missing=False) as adapter:
         assert host.get_active_tools() == ["read", "mcp", "workbench_echo", "workbench_add"]
-        assert adapter.server_row("workbench").status == "cached"
+        assert adapter.server_status("workbench").status == "cached"
         with anyio.fail_after(30):
             result = await host.execute("workbench_echo", {"message": "lazy"})
         assert result.text_content == "Echo: lazy"
-        assert adapter.server_row("workbench").status == "connected"
+        assert adapter.server_status("workbench").status == "connected"
 
 
 @pytest.mark.slow
 async def test_direct_tools_never_shadow_host_tools(workspace: Workspace) -> None:
     workspace.write_config({"workbench": workbench_entry(directTools=True, toolPrefix="none")})
     host = ExportHost(builtin_tools=["echo"])
-    async with workspace.adapter(host=host):
+    async with workspace.attached(host):
         assert host.tools.get("echo") is None  # the host's own tool is not replaced
         assert "add" in host.get_active_tools()
         assert any("echo" in message for _, message in host.notices)
+
+
+@pytest.mark.slow
+async def test_direct_tools_survive_toolsearch_rebuilds_across_connects_and_reconnects(
+    workspace: Workspace,
+) -> None:
+    workspace.write_config(
+        {"workbench": workbench_entry(directTools=["echo"]), "time": time_entry()},
+        settings={"surface": "toolsearch"},
+    )
+    host = ExportHost(builtin_tools=["read"])
+    # Nothing cached and nothing connected at start: every tool arrives through a rebuild.
+    async with workspace.attached(host, connect_missing=False) as adapter:
+        assert host.get_active_tools() == ["read", TOOL_SEARCH_NAME]
+        with anyio.fail_after(30):
+            await adapter.connect("workbench")
+        assert "workbench_echo" in host.get_active_tools()
+        assert "workbench_add" in host.tools
+        assert "workbench_add" not in host.get_active_tools()  # deferred, not direct
+        with anyio.fail_after(30):
+            await adapter.connect("time")
+            await adapter.reconnect("workbench")
+            await adapter.connect("workbench")
+        assert "workbench_echo" in host.tools
+        assert "workbench_echo" in host.get_active_tools()
+        with anyio.fail_after(30):
+            result = await host.execute("workbench_echo", {"message": "still here"})
+        assert result.text_content == "Echo: still here"
+    # From the cache, then a lazy connect on the first call: the same.
+    host = ExportHost(builtin_tools=["read"])
+    async with workspace.attached(host, connect_missing=False) as adapter:
+        assert host.get_active_tools() == ["read", TOOL_SEARCH_NAME, "workbench_echo"]
+        with anyio.fail_after(30):
+            first = await host.execute("workbench_echo", {"message": "lazy"})
+            await adapter.connect("time")
+        assert first.text_content == "Echo: lazy"
+        assert host.get_active_tools() == ["read", TOOL_SEARCH_NAME, "workbench_echo"]
+        loaded = await host.execute(TOOL_SEARCH_NAME, {"query": "select:time_get_current_time"})
+        assert loaded.details["loaded"] == ["time_get_current_time"]
+        assert "workbench_echo" in host.get_active_tools()

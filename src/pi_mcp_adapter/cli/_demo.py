@@ -21,7 +21,9 @@ from rich.console import Console
 from rich.rule import Rule
 
 from pi_mcp_adapter.config import load_config
-from pi_mcp_adapter.surface._engine import McpAdapter
+from pi_mcp_adapter.engine import McpAdapter
+from pi_mcp_adapter.hosts import ExportHost
+from pi_mcp_adapter.surface import register_surfaces
 from pi_mcp_adapter.surface._tokens_report import measure_tokens
 
 from ._app import CliContext, print_json
@@ -106,34 +108,40 @@ async def _demo(
 
     started = time.perf_counter()
     section("Starting the demo servers (first run: every server connects once to fill the cache)")
+    host = ExportHost()
     adapter = McpAdapter(
         config=config,
         agent_dir=agent_dir,
         project_dir=workdir,
+        host=host,
         on_progress=lambda s, phase, d: show(f"  {s}: {phase}" + (f" ({d})" if d else "")),
     )
     report: dict[str, Any] = {}
     async with adapter:
+        # The demo drives the `mcp` tool exactly as a host binding offers it to a model.
+        register_surfaces(adapter, host, surface="proxy")
         section("mcp({})  status")
-        status = adapter.status_result()
+        status = await host.execute("mcp", {})
         show(status.text_content)
         report["status"] = status.details
 
         query = "current time in a timezone"
         section(f'mcp({{search: "{query}"}})')
-        found = adapter.search_result(query, limit=3)
+        found = await host.execute("mcp", {"search": query, "limit": 3})
         show(found.text_content)
         report["search"] = found.details
 
         best = found.details["matches"][0]["name"] if found.details["matches"] else None
         if best is not None:
             section(f'mcp({{describe: "{best}"}})')
-            described = adapter.describe_result(best)
+            described = await host.execute("mcp", {"describe": best})
             show(described.text_content)
             report["describe"] = described.details
 
         section('mcp({tool: "time_get_current_time", args: {timezone: "UTC"}})')
-        called = await adapter.call("time_get_current_time", {"timezone": "UTC"})
+        called = await host.execute(
+            "mcp", {"tool": "time_get_current_time", "args": {"timezone": "UTC"}}
+        )
         show(called.text_content)
         report["call"] = {"isError": called.is_error, "text": called.text_content}
 

@@ -37,8 +37,7 @@ from ._app import (
 from ._wording import cli_wording, to_camel_keys
 
 if TYPE_CHECKING:
-    from pi_mcp_adapter.surface._engine import McpAdapter
-    from pi_mcp_adapter.surface._host import ToolResult
+    from pi_mcp_adapter.engine import McpAdapter, ToolResult
 
 T = TypeVar("T")
 
@@ -89,7 +88,7 @@ def _report_warnings(adapter: McpAdapter, shown: set[str]) -> None:
 async def open_adapter(
     cli: CliContext, *, connect_missing: bool = True, quiet: bool = False
 ) -> AsyncIterator[McpAdapter]:
-    from pi_mcp_adapter.surface._engine import McpAdapter
+    from pi_mcp_adapter.engine import McpAdapter
 
     progress = _Progress(live=sys.stderr.isatty() and not quiet)
     adapter = McpAdapter(
@@ -179,7 +178,7 @@ def _only_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 
 def result_json(result: ToolResult) -> dict[str, Any]:
-    from pi_mcp_adapter.surface._host import AudioPart, ImagePart, TextPart
+    from pi_mcp_adapter.engine import AudioPart, ImagePart, TextPart
 
     content: list[dict[str, Any]] = []
     for part in result.content:
@@ -191,7 +190,7 @@ def result_json(result: ToolResult) -> dict[str, Any]:
 
 
 def result_text(result: ToolResult) -> str:
-    from pi_mcp_adapter.surface._host import TextPart
+    from pi_mcp_adapter.engine import TextPart
 
     lines = []
     for part in result.content:
@@ -220,11 +219,13 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Each server's state and tool count (from the cache; connects nothing)."""
 
     async def body(adapter: McpAdapter) -> None:
+        from pi_mcp_adapter.surface._render import render_status
+
         view = adapter.status()
         if as_json:
             print_json(
                 {
-                    "servers": [to_camel_keys(asdict(r)) for r in view.rows],
+                    "servers": [to_camel_keys(asdict(r)) for r in view.servers],
                     "connected": view.connected,
                     "enabled": view.enabled,
                     "tools": view.tool_count,
@@ -232,7 +233,7 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
                 }
             )
         else:
-            sys.stdout.write(cli_wording(view.render()) + "\n")
+            sys.stdout.write(cli_wording(render_status(view)) + "\n")
 
     run(ctx, body, connect_missing=False, quiet=as_json)
 
@@ -316,9 +317,10 @@ def search(
     """Search tools by words, ranked, from the metadata cache."""
 
     async def body(adapter: McpAdapter) -> ToolResult:
-        from pi_mcp_adapter.surface._host import ToolResult
+        from pi_mcp_adapter.engine import ToolResult
+        from pi_mcp_adapter.surface import ProxyTool
 
-        result = adapter.search_result(
+        result = ProxyTool(adapter).search_result(
             query,
             server=server,
             regex=regex,
@@ -347,9 +349,10 @@ def describe(
     """Show a tool's description and parameters."""
 
     async def body(adapter: McpAdapter) -> ToolResult:
-        from pi_mcp_adapter.surface._host import ToolResult
+        from pi_mcp_adapter.engine import ToolResult
+        from pi_mcp_adapter.surface import ProxyTool
 
-        result = adapter.describe_result(name)
+        result = ProxyTool(adapter).describe_result(name)
         if as_json and not result.is_error:
             tool = adapter.lookup(name)
             details = {
@@ -457,7 +460,7 @@ async def _list_servers_for(adapter: McpAdapter, name: str) -> None:
     else:
         return
     never_listed = [
-        n for n in adapter.enabled_servers() if adapter.server_row(n).status == "not-cached"
+        n for n in adapter.enabled_servers() if adapter.server_status(n).status == "not-cached"
     ]
     likely = [n for n in never_listed if name.startswith(n)]
     await adapter.connect_uncached(likely or never_listed)
@@ -483,7 +486,9 @@ def connect(
     """Connect a server, refresh its tools and update the cache."""
 
     async def body(adapter: McpAdapter) -> ToolResult:
-        return await adapter.connect_result(server)
+        from pi_mcp_adapter.surface import ProxyTool
+
+        return await ProxyTool(adapter).connect_result(server)
 
     emit_result(run(ctx, body, connect_missing=False, quiet=as_json), as_json=as_json)
 
@@ -549,7 +554,8 @@ def auth(
     as_json: JsonOption = False,
 ) -> None:
     """How to authenticate a remote server."""
-    from pi_mcp_adapter.surface._engine import McpAdapter, auth_help
+    from pi_mcp_adapter.engine import McpAdapter
+    from pi_mcp_adapter.surface._commands import auth_help
 
     cli = get_context(ctx)
     adapter = McpAdapter(

@@ -11,14 +11,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pi_mcp_adapter.surface._host import (
+from pi_mcp_adapter.engine import (
     CommandHandler,
     EventHandler,
     HostEvent,
+    McpAdapter,
     NotifyLevel,
     ToolDefinition,
     ToolResult,
 )
+from pi_mcp_adapter.surface import SurfaceKind, Surfaces, register_surfaces
 
 ExportFormat = Literal["openai", "anthropic"]
 
@@ -79,6 +81,10 @@ class ExportHost:
         self.status_line = text
 
     # Caller side ---------------------------------------------------------------------
+    def attach(self, adapter: McpAdapter, *, surface: SurfaceKind | None = None) -> Surfaces:
+        """Register the adapter's surfaces with this host (call once the adapter started)."""
+        return register_surfaces(adapter, self, surface=surface)
+
     def active_definitions(self) -> list[ToolDefinition]:
         """The MCP tools the model should see this turn (the caller's own tools excluded)."""
         return [self.tools[n] for n in self.active if n in self.tools]

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import anyio
 import mcp_types as types
 from mcp import Client, MCPError
+from mcp.shared.dispatcher import ProgressFnT
 from pydantic import BaseModel, ValidationError
 
 from pi_mcp_adapter._errors import ConnectionLostError, ServerUnavailableError
@@ -324,11 +325,15 @@ class ServerConnection:
         request: Any,
         result_type: type[_T],
         timeout_s: float | None,
+        progress: ProgressFnT | None = None,
     ) -> _T:
         client = self._require_client(what)
         try:
             result: _T = await client.session.send_request(
-                request, result_type, request_read_timeout_seconds=timeout_s
+                request,
+                result_type,
+                request_read_timeout_seconds=timeout_s,
+                progress_callback=progress,
             )
         except Exception as exc:
             error = request_error(self.server, exc, what=what, timeout_s=timeout_s)
@@ -338,7 +343,12 @@ class ServerConnection:
         return result
 
     async def call_tool(
-        self, tool: str, arguments: Mapping[str, Any] | None, *, timeout_s: float | None
+        self,
+        tool: str,
+        arguments: Mapping[str, Any] | None,
+        *,
+        timeout_s: float | None,
+        progress: ProgressFnT | None = None,
     ) -> types.CallToolResult:
         """Call ``tool`` and return the server's result untouched.
 
@@ -356,7 +366,9 @@ class ServerConnection:
                 name=tool, arguments=dict(arguments) if arguments is not None else None
             )
         )
-        return await self._request(f"tool {tool!r}", request, types.CallToolResult, timeout_s)
+        return await self._request(
+            f"tool {tool!r}", request, types.CallToolResult, timeout_s, progress
+        )
 
     async def read_resource(self, uri: str, *, timeout_s: float | None) -> types.ReadResourceResult:
         """Read the resource ``uri``. Raises like :meth:`call_tool`."""
@@ -364,6 +376,17 @@ class ServerConnection:
         return await self._request(
             f"resource {uri!r}", request, types.ReadResourceResult, timeout_s
         )
+
+    async def get_prompt(
+        self, name: str, arguments: Mapping[str, str] | None, *, timeout_s: float | None
+    ) -> types.GetPromptResult:
+        """Render the prompt ``name`` with ``arguments``. Raises like :meth:`call_tool`."""
+        request = types.GetPromptRequest(
+            params=types.GetPromptRequestParams(
+                name=name, arguments=dict(arguments) if arguments is not None else None
+            )
+        )
+        return await self._request(f"prompt {name!r}", request, types.GetPromptResult, timeout_s)
 
     async def ping(self, *, timeout_s: float) -> None:
         """Check that the server answers (raises like :meth:`call_tool`)."""

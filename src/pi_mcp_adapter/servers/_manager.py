@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     # The connection module pulls in the MCP SDK (most of a second); it is imported when the
     # first connect begins, so that commands answered from the cache never pay for it.
     import mcp_types as types
+    from mcp.shared.dispatcher import ProgressFnT
 
     from ._connection import ServerConnection
     from ._transports import AuthFactory
@@ -388,6 +389,7 @@ class ServerManager:
         arguments: Mapping[str, Any] | None = None,
         *,
         timeout_s: float | None = None,
+        progress: ProgressFnT | None = None,
     ) -> types.CallToolResult:
         """Call ``tool`` on server ``name`` (connecting if needed) and return its raw result.
 
@@ -405,7 +407,7 @@ class ServerManager:
         try:
             connection = await self._ensure(slot, respect_backoff=True)
             limit = timeout_s if timeout_s is not None else slot.entry.request_timeout_s
-            return await connection.call_tool(tool, arguments, timeout_s=limit)
+            return await connection.call_tool(tool, arguments, timeout_s=limit, progress=progress)
         finally:
             self._release(slot)
 
@@ -419,6 +421,24 @@ class ServerManager:
             connection = await self._ensure(slot, respect_backoff=True)
             limit = timeout_s if timeout_s is not None else slot.entry.request_timeout_s
             return await connection.read_resource(uri, timeout_s=limit)
+        finally:
+            self._release(slot)
+
+    async def get_prompt(
+        self,
+        name: str,
+        prompt: str,
+        arguments: Mapping[str, str] | None = None,
+        *,
+        timeout_s: float | None = None,
+    ) -> types.GetPromptResult:
+        """Render ``prompt`` of server ``name``; raises like :meth:`call_tool`."""
+        slot = self._slot(name)
+        slot.in_flight += 1
+        try:
+            connection = await self._ensure(slot, respect_backoff=True)
+            limit = timeout_s if timeout_s is not None else slot.entry.request_timeout_s
+            return await connection.get_prompt(prompt, arguments, timeout_s=limit)
         finally:
             self._release(slot)
 

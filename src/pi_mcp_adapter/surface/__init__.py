@@ -1,16 +1,54 @@
-"""What the model sees: the ``mcp`` proxy tool, ToolSearch and direct tools, host-neutral."""
+"""What the model sees: the ``mcp`` proxy tool, ToolSearch, direct tools and ``/mcp`` commands.
+
+Each surface renders the engine's typed values in its own words and depends on the engine one
+way; :func:`register_surfaces` is how a host binding installs them.
+
+- ``_proxy``        the ``mcp`` tool: modes, parameter parsing, text for each engine value.
+- ``_toolsearch``   ``ToolSearch``: deferred tools, the catalog summary, activation.
+- ``_direct``       direct tools: selection (config and ``MCP_DIRECT_TOOLS``), definitions.
+- ``_commands``     ``/mcp`` and ``/mcp-auth``.
+- ``_register``     registering surfaces with a host and following catalog changes.
+- ``_calls``        a call outcome rendered as a tool result (content, TOON, output guard).
+- ``_content``, ``_output_guard``, ``_toon``, ``_tokens``, ``_render``: the pieces.
+"""
 
 from __future__ import annotations
 
-from ._engine import McpAdapter
-from ._host import AudioPart, Host, ImagePart, TextPart, ToolDefinition, ToolResult
+from pi_mcp_adapter.engine import (
+    AudioPart,
+    Host,
+    ImagePart,
+    McpAdapter,
+    TextPart,
+    ToolDefinition,
+    ToolResult,
+)
+
+from ._calls import call_tool, render_outcome
+from ._commands import McpCommands
+from ._direct import DirectTools, tool_definition
+from ._proxy import PROXY_TOOL_NAME, ProxyTool
+from ._register import SurfaceKind, Surfaces, register_surfaces
+from ._toolsearch import TOOL_SEARCH_NAME, ToolSearchSurface
 
 __all__ = [
+    "PROXY_TOOL_NAME",
+    "TOOL_SEARCH_NAME",
     "AudioPart",
+    "DirectTools",
     "Host",
     "ImagePart",
     "McpAdapter",
+    "McpCommands",
+    "ProxyTool",
+    "SurfaceKind",
+    "Surfaces",
     "TextPart",
     "ToolDefinition",
     "ToolResult",
+    "ToolSearchSurface",
+    "call_tool",
+    "register_surfaces",
+    "render_outcome",
+    "tool_definition",
 ]

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._host import AudioPart, ContentPart, ImagePart, TextPart, ToolResult
+from pi_mcp_adapter.engine import AudioPart, ContentPart, ImagePart, TextPart, ToolResult
+
 from ._output_guard import format_size, write_private_file
 
 if TYPE_CHECKING:

@@ -10,18 +10,17 @@ cache at start, before any server connects, and connect their server when first 
 from __future__ import annotations
 
 import fnmatch
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pi_mcp_adapter.catalog._metadata import ToolInfo
 from pi_mcp_adapter.config._models import ServerEntry
+from pi_mcp_adapter.engine import Host, McpAdapter, ToolDefinition, ToolResult
 
+from ._calls import call_tool
 from ._guard import guard_execute
-from ._host import Host, ToolDefinition, ToolResult
-
-if TYPE_CHECKING:
-    from ._engine import McpAdapter
 
 DIRECT_TOOLS_ENV = "MCP_DIRECT_TOOLS"
 _NONE = "__none__"
@@ -87,74 +86,73 @@ def _parse_env(servers: Mapping[str, ServerEntry], value: str) -> DirectSelectio
     return DirectSelection({s: None if t is None else tuple(t) for s, t in chosen.items()})
 
 
-class DirectTools:
-    """Keeps the host's direct-tool registrations in step with the catalog."""
+def choose_direct_tools(
+    adapter: McpAdapter, reserved: Sequence[str] = ()
+) -> tuple[list[ToolInfo], list[str]]:
+    """The catalog's direct tools, and the names skipped for shadowing ``reserved`` ones."""
+    selection = resolve_direct_selection(
+        {n: e for n, e in adapter.servers.items() if e.is_enabled},
+        os.environ.get(DIRECT_TOOLS_ENV),
+    )
+    taken = set(reserved)
+    chosen: list[ToolInfo] = []
+    skipped: list[str] = []
+    for tool in adapter.tools():
+        if not selection.selects(tool):
+            continue
+        if tool.name in taken:
+            skipped.append(tool.name)
+            continue
+        taken.add(tool.name)
+        chosen.append(tool)
+    return chosen, skipped
 
-    def __init__(self, adapter: McpAdapter) -> None:
+
+def tool_definition(
+    adapter: McpAdapter, tool: ToolInfo, *, host_tools: Sequence[str] = ()
+) -> ToolDefinition:
+    """``tool`` as a first-class host tool with its own schema; calls go through the engine."""
+    name = tool.name
+
+    async def execute(params: Mapping[str, Any]) -> ToolResult:
+        return await call_tool(adapter, name, params, host_tools=host_tools)
+
+    description = tool.description.strip() or f"{tool.original_name} ({tool.server})"
+    return ToolDefinition(
+        name=tool.name,
+        description=f"{description}\n[MCP server: {tool.server}]",
+        parameters=dict(tool.input_schema) or {"type": "object", "properties": {}},
+        execute=guard_execute(tool.name, execute),
+    )
+
+
+class DirectTools:
+    """Keeps a host's direct-tool registrations in step with the catalog."""
+
+    def __init__(self, adapter: McpAdapter, host: Host, *, reserved: Sequence[str]) -> None:
         self._adapter = adapter
+        self._host = host
+        self._reserved = tuple(reserved)
         self._registered: dict[str, ToolInfo] = {}
-        self._host: Host | None = None
+        self._warned: set[str] = set()
         self.skipped: list[str] = []
 
-    def selection(self) -> DirectSelection:
-        import os
-
-        return resolve_direct_selection(
-            {n: e for n, e in self._adapter.servers.items() if e.is_enabled},
-            os.environ.get(DIRECT_TOOLS_ENV),
-        )
-
-    def chosen_tools(self, reserved: Sequence[str] = ()) -> list[ToolInfo]:
-        """Direct tools from the current catalog, minus names that would shadow ``reserved``."""
-        selection = self.selection()
-        taken = set(reserved)
-        chosen: list[ToolInfo] = []
-        self.skipped = []
-        for tool in self._adapter.tools():
-            if not selection.selects(tool):
-                continue
-            if tool.name in taken:
-                self.skipped.append(tool.name)
-                continue
-            taken.add(tool.name)
-            chosen.append(tool)
+    def chosen_tools(self) -> list[ToolInfo]:
+        """Direct tools from the current catalog, minus names that would shadow reserved ones."""
+        chosen, self.skipped = choose_direct_tools(self._adapter, self._reserved)
         return chosen
 
-    def definition(self, tool: ToolInfo) -> ToolDefinition:
-        adapter = self._adapter
-        name = tool.name
-
-        async def execute(params: Mapping[str, Any]) -> ToolResult:
-            return await adapter.call(name, params)
-
-        description = tool.description.strip() or f"{tool.original_name} ({tool.server})"
-        return ToolDefinition(
-            name=tool.name,
-            description=f"{description}\n[MCP server: {tool.server}]",
-            parameters=dict(tool.input_schema) or {"type": "object", "properties": {}},
-            execute=guard_execute(tool.name, execute),
-        )
-
-    def register(self, host: Host) -> list[str]:
-        """Register the direct tools with ``host``; returns their names. Call once at start."""
-        self._host = host
-        self._sync(host)
-        self._adapter.on_catalog_changed(self._on_catalog_changed)
-        return list(self._registered)
-
-    def _reserved(self, host: Host) -> list[str]:
-        from ._proxy import PROXY_TOOL_NAME
-        from ._toolsearch import TOOL_SEARCH_NAME
-
-        return [*host.host_tool_names(), PROXY_TOOL_NAME, TOOL_SEARCH_NAME]
-
-    def _sync(self, host: Host) -> tuple[list[str], list[str]]:
-        wanted = {t.name: t for t in self.chosen_tools(self._reserved(host))}
+    def sync(self) -> tuple[list[str], list[str]]:
+        """Register what the catalog now selects; returns the names added and removed."""
+        host = self._host
+        wanted = {t.name: t for t in self.chosen_tools()}
         for name in self.skipped:
-            host.notify(
-                f"MCP direct tool {name!r} skipped: the host already has a tool of that name",
-                "warning",
-            )
+            if name not in self._warned:
+                self._warned.add(name)
+                host.notify(
+                    f"MCP direct tool {name!r} skipped: the host already has a tool of that name",
+                    "warning",
+                )
         removed = [n for n in self._registered if n not in wanted]
         for name in removed:
             host.unregister_tool(name)
@@ -162,20 +160,13 @@ class DirectTools:
         added = []
         for name, tool in wanted.items():
             if self._registered.get(name) != tool:
-                host.register_tool(self.definition(tool))
+                host.register_tool(
+                    tool_definition(self._adapter, tool, host_tools=host.host_tool_names())
+                )
                 if name not in self._registered:
                     added.append(name)
                 self._registered[name] = tool
         return added, removed
-
-    def _on_catalog_changed(self) -> None:
-        host = self._host
-        if host is None:
-            return
-        added, removed = self._sync(host)
-        if added or removed:
-            active = [n for n in host.get_active_tools() if n not in removed]
-            host.set_active_tools([*active, *[n for n in added if n not in active]])
 
     @property
     def names(self) -> list[str]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._host import ContentPart, TextPart, ToolResult
+from pi_mcp_adapter.engine import ContentPart, TextPart, ToolResult
 
 __all__ = [
     "DEFAULT_LIMIT_BYTES",

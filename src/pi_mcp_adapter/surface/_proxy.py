@@ -8,17 +8,28 @@ Every outcome, including bad input, is a :class:`ToolResult`; nothing here raise
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from pi_mcp_adapter._errors import McpAdapterError, UsageError
+from pi_mcp_adapter._errors import (
+    AmbiguousToolError,
+    McpAdapterError,
+    ToolNotFoundError,
+    UsageError,
+)
 from pi_mcp_adapter.config._validate import json_type
+from pi_mcp_adapter.engine import CallOutcome, McpAdapter, ToolDefinition, ToolResult
 
+from ._calls import call_tool, render_outcome
 from ._guard import guard_execute
-from ._host import ToolDefinition, ToolResult
-
-if TYPE_CHECKING:
-    from ._engine import McpAdapter
+from ._render import (
+    describe_server,
+    render_describe,
+    render_list,
+    render_status,
+    render_tool_card,
+    render_tool_line,
+)
 
 PROXY_TOOL_NAME = "mcp"
 
@@ -122,10 +133,15 @@ def _opt_int(params: Mapping[str, Any], key: str, *, minimum: int) -> int | None
 
 
 class ProxyTool:
-    """Dispatches ``mcp(...)`` calls to the engine and renders the answers as text."""
+    """Dispatches ``mcp(...)`` calls to the engine and renders the answers as text.
 
-    def __init__(self, adapter: McpAdapter) -> None:
+    ``host_tools`` names the host's own tools, so a model that calls one through ``mcp`` is
+    told to call it directly.
+    """
+
+    def __init__(self, adapter: McpAdapter, *, host_tools: Sequence[str] = ()) -> None:
         self._adapter = adapter
+        self._host_tools = tuple(host_tools)
 
     def definition(self) -> ToolDefinition:
         return ToolDefinition(
@@ -149,18 +165,19 @@ class ProxyTool:
             return ToolResult.text(str(exc), is_error=True, details={"mode": mode})
 
     async def _dispatch(self, mode: str, params: Mapping[str, Any]) -> ToolResult:
-        adapter = self._adapter
         if mode == "call":
             name = _opt_str(params, "tool") or ""
-            return await adapter.call(name, parse_args(params.get("args")))
+            return await call_tool(
+                self._adapter, name, parse_args(params.get("args")), host_tools=self._host_tools
+            )
         if mode == "connect":
-            return await adapter.connect_result(_opt_str(params, "connect") or "")
+            return await self.connect_result(_opt_str(params, "connect") or "")
         if mode == "describe":
-            return adapter.describe_result(_opt_str(params, "describe") or "")
+            return self.describe_result(_opt_str(params, "describe") or "")
         if mode == "instructions":
-            return adapter.instructions_result(_opt_str(params, "instructions") or "")
+            return self.instructions_result(_opt_str(params, "instructions") or "")
         if mode == "search":
-            return adapter.search_result(
+            return self.search_result(
                 _opt_str(params, "search") or "",
                 server=_opt_str(params, "server"),
                 regex=_opt_bool(params, "regex", False),
@@ -169,5 +186,139 @@ class ProxyTool:
                 offset=_opt_int(params, "offset", minimum=0) or 0,
             )
         if mode == "list":
-            return adapter.list_result(_opt_str(params, "server") or "")
-        return adapter.status_result()
+            return self.list_result(_opt_str(params, "server") or "")
+        return self.status_result()
+
+    # ------------------------------------------------------------------ mode results
+
+    def status_result(self) -> ToolResult:
+        report = self._adapter.status()
+        return ToolResult.text(
+            render_status(report),
+            details={
+                "mode": "status",
+                "servers": [
+                    {"name": r.name, "status": r.status, "tools": r.tool_count}
+                    for r in report.servers
+                ],
+            },
+        )
+
+    def list_result(self, server: str) -> ToolResult:
+        adapter = self._adapter
+        try:
+            adapter.require_server(server)
+        except McpAdapterError as exc:
+            return ToolResult.text(str(exc), is_error=True, details={"mode": "list"})
+        row = adapter.server_status(server)
+        tools = adapter.tools(server)
+        if not tools and not row.is_searchable:
+            return ToolResult.text(
+                f"{server}: no tools to show.\n{describe_server(row)}", details={"mode": "list"}
+            )
+        text = render_list(
+            server,
+            tools,
+            connected=row.status == "connected",
+            instructions=adapter.instructions(server),
+        )
+        return ToolResult.text(
+            text, details={"mode": "list", "server": server, "count": len(tools)}
+        )
+
+    def search_result(
+        self,
+        query: str,
+        *,
+        server: str | None = None,
+        regex: bool = False,
+        include_schemas: bool = True,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> ToolResult:
+        results = self._adapter.search(
+            query, server=server, regex=regex, limit=limit, offset=offset
+        )
+        page = results.page
+        details: dict[str, Any] = {
+            "mode": "search",
+            "query": query,
+            "matches": [
+                {
+                    "server": h.tool.server,
+                    "tool": h.tool.original_name,
+                    "name": h.tool.name,
+                    "score": h.score,
+                }
+                for h in page.hits
+            ],
+            "count": page.total,
+            "nextOffset": page.next_offset,
+            "confident": page.confident,
+        }
+        if not page.hits:
+            where = f" in {server!r}" if server else ""
+            lines = [f'No tools matching "{query}"{where}.']
+            if results.unavailable:
+                lines += ["Not searchable right now:"]
+                lines += [f"  {describe_server(u)}" for u in results.unavailable]
+            return ToolResult.text("\n".join(lines), details=details)
+        header = f'Found {page.total} tool{"s" if page.total != 1 else ""} matching "{query}"'
+        if not page.confident:
+            header += " (weak matches; none fits the query well)"
+        blocks = [
+            render_tool_card(h.tool) if include_schemas else render_tool_line(h.tool)
+            for h in page.hits
+        ]
+        sep = "\n\n" if include_schemas else "\n"
+        text = header + ":\n\n" + sep.join(blocks)
+        if page.next_offset is not None:
+            shown = page.offset + len(page.hits)
+            text += f"\n\n{shown} of {page.total}; offset: {page.next_offset} for more"
+        return ToolResult.text(text, details=details)
+
+    def describe_result(self, name: str) -> ToolResult:
+        try:
+            tool = self._adapter.lookup(name)
+        except ToolNotFoundError as exc:
+            outcome = CallOutcome(
+                name, error_kind="unknown_tool", message=str(exc), suggestions=exc.suggestions
+            )
+            return render_outcome(self._adapter, outcome, host_tools=self._host_tools)
+        except AmbiguousToolError as exc:
+            return ToolResult.text(str(exc), is_error=True, details={"mode": "describe"})
+        return ToolResult.text(
+            render_describe(tool),
+            details={"mode": "describe", "server": tool.server, "name": tool.name},
+        )
+
+    def instructions_result(self, server: str) -> ToolResult:
+        try:
+            text = self._adapter.instructions(server)
+        except McpAdapterError as exc:
+            return ToolResult.text(str(exc), is_error=True, details={"mode": "instructions"})
+        if text is None:
+            known = self._adapter.metadata(server) is not None
+            note = (
+                "has no instructions"
+                if known
+                else (f"has not been connected yet; mcp({{connect: {server!r}}}) loads them")
+            )
+            return ToolResult.text(f"{server} {note}.", details={"mode": "instructions"})
+        return ToolResult.text(
+            f"{server} instructions:\n\n{text}", details={"mode": "instructions", "server": server}
+        )
+
+    async def connect_result(self, server: str) -> ToolResult:
+        try:
+            metadata = await self._adapter.connect(server)
+        except McpAdapterError as exc:
+            return ToolResult.text(
+                str(exc), is_error=True, details={"mode": "connect", "server": server}
+            )
+        tools = self._adapter.tools(server)
+        text = render_list(server, tools, connected=True, instructions=metadata.instructions)
+        return ToolResult.text(
+            f"Connected to {server}.\n\n{text}",
+            details={"mode": "connect", "server": server, "count": len(tools)},
+        )

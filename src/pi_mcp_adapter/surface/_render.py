@@ -6,10 +6,10 @@ Formats are compact on purpose: every character here is paid for in the model's 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from pi_mcp_adapter.catalog._metadata import ToolInfo
 from pi_mcp_adapter.catalog._schema import render_parameters, render_shape
+from pi_mcp_adapter.engine import ServerStatus, StatusReport
 
 STATUS_ICONS = {
     "connected": "✓",
@@ -24,88 +24,53 @@ STATUS_ICONS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class ServerRow:
-    """One server's line in the status view."""
-
-    name: str
-    status: str
-    """connected | connecting | cached | not-cached | closed | failed | needs-auth | disabled
-    | invalid (a config error makes it unusable)."""
-    tool_count: int
-    transport: str | None = None
-    lifecycle: str = "lazy"
-    error: str | None = None
-    failed_ago_s: float | None = None
-    changed_tools: tuple[str, ...] = ()
-    source: str | None = None
-
-    def describe(self) -> str:
-        icon = STATUS_ICONS.get(self.status, "?")
-        tools = f"{self.tool_count} tool{'s' if self.tool_count != 1 else ''}"
-        if self.status == "connected":
-            detail = f"{tools}, {self.transport}" if self.transport else tools
-        elif self.status == "cached" or self.status == "closed":
-            detail = f"{tools}, cached; connects on first call"
-        elif self.status == "not-cached":
-            detail = f"tools not known yet; mcp({{connect: {self.name!r}}}) to load them"
-        elif self.status == "connecting":
-            detail = "connecting"
-        elif self.status == "needs-auth":
-            detail = f"needs auth: run `pi-mcp auth {self.name}`"
-        elif self.status == "disabled":
-            detail = "disabled"
-        else:
-            ago = f" {self.failed_ago_s:.0f}s ago" if self.failed_ago_s is not None else ""
-            detail = f"failed{ago}: {self.error or 'unknown error'}"
-            if self.tool_count:
-                detail = f"{tools} cached; {detail}"
-        return f"{icon} {self.name} ({detail})"
+def describe_server(row: ServerStatus) -> str:
+    """One server's status line, e.g. ``✓ time (2 tools, stdio)``."""
+    icon = STATUS_ICONS.get(row.status, "?")
+    tools = f"{row.tool_count} tool{'s' if row.tool_count != 1 else ''}"
+    if row.status == "connected":
+        detail = f"{tools}, {row.transport}" if row.transport else tools
+    elif row.status == "cached" or row.status == "closed":
+        detail = f"{tools}, cached; connects on first call"
+    elif row.status == "not-cached":
+        detail = f"tools not known yet; mcp({{connect: {row.name!r}}}) to load them"
+    elif row.status == "connecting":
+        detail = "connecting"
+    elif row.status == "needs-auth":
+        detail = f"needs auth: run `pi-mcp auth {row.name}`"
+    elif row.status == "disabled":
+        detail = "disabled"
+    else:
+        ago = f" {row.failed_ago_s:.0f}s ago" if row.failed_ago_s is not None else ""
+        detail = f"failed{ago}: {row.error or 'unknown error'}"
+        if row.tool_count:
+            detail = f"{tools} cached; {detail}"
+    return f"{icon} {row.name} ({detail})"
 
 
-@dataclass(frozen=True, slots=True)
-class StatusView:
-    rows: tuple[ServerRow, ...]
-    config_errors: tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def connected(self) -> int:
-        return sum(1 for r in self.rows if r.status == "connected")
-
-    @property
-    def enabled(self) -> int:
-        return sum(1 for r in self.rows if r.status not in ("disabled", "invalid"))
-
-    @property
-    def tool_count(self) -> int:
-        return sum(r.tool_count for r in self.rows if r.status != "disabled")
-
-    def render(self) -> str:
-        lines = [
-            f"MCP: {self.connected}/{self.enabled} servers connected, {self.tool_count} tools",
-            "",
-        ]
-        lines += [row.describe() for row in self.rows]
-        changed = [r for r in self.rows if r.changed_tools]
-        if changed:
-            lines.append("")
-            for row in changed:
-                names = ", ".join(row.changed_tools[:10])
-                more = (
-                    f" (+{len(row.changed_tools) - 10} more)" if len(row.changed_tools) > 10 else ""
-                )
-                lines.append(
-                    f"! {row.name}: tool definitions changed since last seen: {names}{more}"
-                )
-        if self.config_errors:
-            lines.append("")
-            lines += [f"config error: {e}" for e in self.config_errors]
-        if not self.rows:
-            lines.append("No MCP servers configured.")
-        else:
-            lines.append("")
-            lines.append('mcp({server: "name"}) lists tools; mcp({search: "words"}) finds tools.')
-        return "\n".join(lines)
+def render_status(report: StatusReport) -> str:
+    """The status view: a summary line, one line per server, changes and config errors."""
+    lines = [
+        f"MCP: {report.connected}/{report.enabled} servers connected, {report.tool_count} tools",
+        "",
+    ]
+    lines += [describe_server(row) for row in report.servers]
+    changed = [r for r in report.servers if r.changed_tools]
+    if changed:
+        lines.append("")
+        for row in changed:
+            names = ", ".join(row.changed_tools[:10])
+            more = f" (+{len(row.changed_tools) - 10} more)" if len(row.changed_tools) > 10 else ""
+            lines.append(f"! {row.name}: tool definitions changed since last seen: {names}{more}")
+    if report.config_errors:
+        lines.append("")
+        lines += [f"config error: {e}" for e in report.config_errors]
+    if not report.servers:
+        lines.append("No MCP servers configured.")
+    else:
+        lines.append("")
+        lines.append('mcp({server: "name"}) lists tools; mcp({search: "words"}) finds tools.')
+    return "\n".join(lines)
 
 
 def truncate_words(text: str, limit: int) -> str:

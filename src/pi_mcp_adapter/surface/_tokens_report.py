@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from ._host import ToolDefinition
+from pi_mcp_adapter.engine import McpAdapter, ToolDefinition
+
+from ._direct import choose_direct_tools, tool_definition
+from ._proxy import PROXY_TOOL_NAME, ProxyTool
 from ._tokens import count_tool_definition_tokens
-
-if TYPE_CHECKING:
-    from ._engine import McpAdapter
+from ._toolsearch import TOOL_SEARCH_NAME, toolsearch_definition
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,12 +35,13 @@ def definition_tokens(definition: ToolDefinition) -> int:
 
 
 def measure_tokens(adapter: McpAdapter) -> TokenReport:
-    direct = adapter.direct
-    every = [direct.definition(tool) for tool in adapter.tools()]
-    chosen = [direct.definition(tool) for tool in direct.chosen_tools()]
+    """Token costs of the proxy tool, ToolSearch, the direct tools and every tool."""
+    every = [tool_definition(adapter, tool) for tool in adapter.tools()]
+    chosen_tools, _ = choose_direct_tools(adapter, [PROXY_TOOL_NAME, TOOL_SEARCH_NAME])
+    chosen = [tool_definition(adapter, tool) for tool in chosen_tools]
     return TokenReport(
-        proxy_tokens=definition_tokens(adapter.proxy.definition()),
-        toolsearch_tokens=definition_tokens(adapter.toolsearch.definition()),
+        proxy_tokens=definition_tokens(ProxyTool(adapter).definition()),
+        toolsearch_tokens=definition_tokens(toolsearch_definition(adapter, execute=None)),
         direct_tokens=sum(definition_tokens(d) for d in chosen),
         direct_tool_count=len(chosen),
         all_tools_tokens=sum(definition_tokens(d) for d in every),

@@ -8,19 +8,17 @@ called directly from the next turn.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
 
 from pi_mcp_adapter._errors import McpAdapterError
 from pi_mcp_adapter.catalog._metadata import ToolInfo
+from pi_mcp_adapter.engine import Host, McpAdapter, ToolDefinition, ToolExecute, ToolResult
 
+from ._direct import tool_definition
 from ._guard import guard_execute
-from ._host import Host, ToolDefinition, ToolResult
 from ._render import truncate_words
 from ._tokens import count_tokens
-
-if TYPE_CHECKING:
-    from ._engine import McpAdapter
 
 TOOL_SEARCH_NAME = "ToolSearch"
 SELECT_PREFIX = "select:"
@@ -93,71 +91,86 @@ def build_description(adapter: McpAdapter, *, budget_tokens: int, limit: int) ->
     return "\n".join(lines)
 
 
-class ToolSearchSurface:
-    """Registers deferred tools and the ``ToolSearch`` tool; activates tools on request."""
+def toolsearch_definition(adapter: McpAdapter, *, execute: ToolExecute | None) -> ToolDefinition:
+    """The ``ToolSearch`` tool as the model sees it (``execute=None``: for measuring only)."""
+    settings = adapter.settings
+    limit = max(1, settings.tool_search_limit)
 
-    def __init__(self, adapter: McpAdapter) -> None:
+    async def unavailable(params: Mapping[str, Any]) -> ToolResult:
+        return ToolResult.text("ToolSearch is not registered with a host.", is_error=True)
+
+    return ToolDefinition(
+        name=TOOL_SEARCH_NAME,
+        description=build_description(
+            adapter, budget_tokens=settings.tool_search_budget_tokens, limit=limit
+        ),
+        parameters=TOOL_SEARCH_PARAMETERS,
+        execute=guard_execute(TOOL_SEARCH_NAME, execute or unavailable),
+    )
+
+
+class ToolSearchSurface:
+    """Registers deferred tools and the ``ToolSearch`` tool; activates tools on request.
+
+    ``exclude`` gives the names that must not be deferred at a given moment (the direct tools,
+    registered active by :class:`DirectTools`).
+    """
+
+    def __init__(
+        self,
+        adapter: McpAdapter,
+        host: Host,
+        *,
+        reserved: Sequence[str],
+        exclude: Callable[[], Collection[str]] = frozenset,
+    ) -> None:
         self._adapter = adapter
-        self._host: Host | None = None
+        self._host = host
+        self._reserved = frozenset(reserved)
+        self._exclude = exclude
         self._deferred: dict[str, ToolInfo] = {}
+        self._warned: set[str] = set()
 
     @property
     def limit(self) -> int:
         return max(1, self._adapter.settings.tool_search_limit)
 
     def definition(self) -> ToolDefinition:
-        settings = self._adapter.settings
-        return ToolDefinition(
-            name=TOOL_SEARCH_NAME,
-            description=build_description(
-                self._adapter, budget_tokens=settings.tool_search_budget_tokens, limit=self.limit
-            ),
-            parameters=TOOL_SEARCH_PARAMETERS,
-            execute=guard_execute(TOOL_SEARCH_NAME, self.execute),
-        )
+        return toolsearch_definition(self._adapter, execute=self.execute)
 
-    def register(self, host: Host) -> ToolDefinition:
-        """Register every non-direct tool (inactive) and ``ToolSearch``; returns the latter."""
-        self._host = host
-        self._sync_deferred(host)
-        definition = self.definition()
-        host.register_tool(definition)
-        self._adapter.on_catalog_changed(self._on_catalog_changed)
-        return definition
+    @property
+    def deferred(self) -> list[str]:
+        return list(self._deferred)
 
-    def _sync_deferred(self, host: Host) -> None:
-        direct = set(self._adapter.direct.names)
-        reserved = set(host.host_tool_names()) | {TOOL_SEARCH_NAME, "mcp"}
-        wanted = {
-            t.name: t
-            for t in self._adapter.tools()
-            if t.name not in direct and t.name not in reserved
-        }
+    def sync(self) -> None:
+        """Register every tool that is neither direct nor reserved (inactive), and ToolSearch."""
+        host = self._host
+        excluded = set(self._exclude())
+        wanted: dict[str, ToolInfo] = {}
+        for tool in self._adapter.tools():
+            if tool.name in excluded:
+                continue
+            if tool.name in self._reserved:
+                if tool.name not in self._warned:
+                    self._warned.add(tool.name)
+                    host.notify(
+                        f"MCP tool {tool.name!r} is not offered: the host already has a tool of "
+                        f"that name (a toolPrefix on server {tool.server!r} avoids the clash)",
+                        "warning",
+                    )
+                continue
+            wanted[tool.name] = tool
         for name in [n for n in self._deferred if n not in wanted]:
-            host.unregister_tool(name)
+            # A tool that became direct is now registered by DirectTools under the same name.
+            if name not in excluded:
+                host.unregister_tool(name)
             del self._deferred[name]
+        host_tools = host.host_tool_names()
         for name, tool in wanted.items():
             if self._deferred.get(name) != tool:
-                host.register_tool(self._adapter.direct.definition(tool))
+                host.register_tool(tool_definition(self._adapter, tool, host_tools=host_tools))
                 self._deferred[name] = tool
-
-    def _on_catalog_changed(self) -> None:
-        host = self._host
-        if host is None:
-            return
-        active_before = list(host.get_active_tools())
-        self._sync_deferred(host)
         host.register_tool(self.definition())
-        # Registering may auto-activate in some hosts; keep the active set as it was.
-        host.set_active_tools([n for n in active_before if n in self._known(host)])
-
-    def _known(self, host: Host) -> set[str]:
-        return (
-            set(self._deferred)
-            | set(self._adapter.direct.names)
-            | set(host.host_tool_names())
-            | {TOOL_SEARCH_NAME}
-        )
 
     def find(self, query: str) -> tuple[list[ToolInfo], list[str]]:
         """Tools a query selects, and the names in a ``select:`` query that matched nothing."""
@@ -188,9 +201,9 @@ class ToolSearchSurface:
         except McpAdapterError as exc:
             return ToolResult.text(str(exc), is_error=True)
         host = self._host
-        active = list(host.get_active_tools()) if host is not None else []
+        active = list(host.get_active_tools())
         new = [t.name for t in tools if t.name not in active]
-        if host is not None and new:
+        if new:
             host.set_active_tools([*active, *new])
         details = {
             "mode": "toolsearch",

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pi_mcp_adapter.surface._validate import MAX_PROBLEMS, validate_arguments
+from pi_mcp_adapter.engine._validate import MAX_PROBLEMS, validate_arguments
 
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"
 

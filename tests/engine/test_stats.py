@@ -13,7 +13,7 @@ import pytest
 
 from pi_mcp_adapter._errors import UsageError
 from pi_mcp_adapter.config._models import CaptureStats
-from pi_mcp_adapter.surface._stats import (
+from pi_mcp_adapter.engine._stats import (
     RECENT_LATENCY_SAMPLES,
     CallStats,
     ToolStats,
@@ -306,7 +306,7 @@ _WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from pi_mcp_adapter.surface._stats import CallStats
+    from pi_mcp_adapter.engine._stats import CallStats
 
     stats = CallStats(Path(sys.argv[1]))
     for round_ in range(int(sys.argv[2])):

@@ -1,0 +1,138 @@
+"""The typed values the engine's operations return.
+
+They carry facts, never wording: each surface (the ``mcp`` proxy, ``ToolSearch``, the CLI, the
+gateway) renders them in its own words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from pi_mcp_adapter.catalog._metadata import ToolInfo
+from pi_mcp_adapter.catalog._search import SearchPage
+
+if TYPE_CHECKING:
+    # Only results of calls hold SDK types, and a call has imported the SDK already; commands
+    # answered from the cache never load it (it takes most of a second).
+    import mcp_types as types
+
+ServerStatusName = Literal[
+    "connected",
+    "connecting",
+    "cached",
+    "not-cached",
+    "closed",
+    "failed",
+    "needs-auth",
+    "disabled",
+    "invalid",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerStatus:
+    """One server's state as the engine sees it, without connecting anything."""
+
+    name: str
+    status: str
+    """connected | connecting | cached | not-cached | closed | failed | needs-auth | disabled
+    | invalid (a config error makes it unusable)."""
+    tool_count: int
+    transport: str | None = None
+    lifecycle: str = "lazy"
+    error: str | None = None
+    failed_ago_s: float | None = None
+    changed_tools: tuple[str, ...] = ()
+    source: str | None = None
+
+    @property
+    def is_searchable(self) -> bool:
+        """Its tools are known (live or from the cache)."""
+        return self.status in ("connected", "cached")
+
+
+@dataclass(frozen=True, slots=True)
+class StatusReport:
+    """Every configured server (invalid ones included) and the config errors."""
+
+    servers: tuple[ServerStatus, ...]
+    config_errors: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def connected(self) -> int:
+        return sum(1 for s in self.servers if s.status == "connected")
+
+    @property
+    def enabled(self) -> int:
+        return sum(1 for s in self.servers if s.status not in ("disabled", "invalid"))
+
+    @property
+    def tool_count(self) -> int:
+        return sum(s.tool_count for s in self.servers if s.status != "disabled")
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResults:
+    """A page of ranked (or regex) hits, and the servers that could not take part."""
+
+    page: SearchPage
+    unavailable: tuple[ServerStatus, ...] = ()
+    """When nothing was found: the servers whose tools are not known, and why."""
+
+
+CallErrorKind = Literal[
+    "unknown_tool",
+    "ambiguous_tool",
+    "invalid_arguments",
+    "server_unavailable",
+    "server_error",
+]
+"""Why a call produced no server answer; a server's own ``isError`` result is not one."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallOutcome:
+    """What one call came to: the server's raw answer, or why there is none.
+
+    ``result`` is the server's answer untouched (``CallToolResult`` for tools,
+    ``ReadResourceResult`` for resource tools); surfaces convert it for their host.
+    """
+
+    requested: str
+    tool: ToolInfo | None = None
+    result: types.CallToolResult | types.ReadResourceResult | None = None
+    error_kind: CallErrorKind | None = None
+    message: str = ""
+    """The engine's explanation of an error (names the server, the tool and the reason)."""
+    error_code: int | None = None
+    """The JSON-RPC error code of a ``server_error``."""
+    suggestions: tuple[str, ...] = ()
+    """For ``unknown_tool``: close names that do exist."""
+    candidates: tuple[str, ...] = ()
+    """For ``ambiguous_tool``: the tools the name could mean."""
+    problems: tuple[str, ...] = ()
+    """For ``invalid_arguments``: what is wrong, one line per problem."""
+    latency_ms: float = 0.0
+    """Time the server took to answer, excluding connecting."""
+    connect_ms: float = 0.0
+    """Time spent connecting the server first (0 when it was connected)."""
+
+    @property
+    def is_error(self) -> bool:
+        """No answer, or an answer the server marked as an error."""
+        if self.error_kind is not None or self.result is None:
+            return self.error_kind is not None
+        import mcp_types
+
+        return isinstance(self.result, mcp_types.CallToolResult) and self.result.is_error
+
+
+@dataclass(frozen=True, slots=True)
+class PromptMessages:
+    """A rendered upstream prompt."""
+
+    server: str
+    name: str
+    description: str | None
+    messages: tuple[types.PromptMessage, ...]

@@ -1,0 +1,143 @@
+"""Tool calls as the model sees them: an engine :class:`CallOutcome` rendered as a result.
+
+Every surface that runs a tool (the ``mcp`` proxy's call mode, direct tools, tools activated by
+``ToolSearch``, the CLI's ``call``) goes through :func:`call_tool`, so the model reads the same
+words for the same outcome wherever it called from: content converted for the host, JSON
+TOON-encoded where configured, output cut by the output guard, and errors that say what to do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pi_mcp_adapter.catalog._schema import render_parameters
+from pi_mcp_adapter.engine import CallOutcome, ContentPart, McpAdapter, TextPart, ToolResult
+
+from ._content import convert_call_result, convert_read_resource_result
+from ._output_guard import guard_output
+from ._toon import encode_if_shorter, should_toon
+
+
+async def call_tool(
+    adapter: McpAdapter,
+    name: str,
+    arguments: Mapping[str, Any] | None,
+    *,
+    host_tools: Sequence[str] = (),
+) -> ToolResult:
+    """Call ``name`` through the engine and render the outcome; never raises for tool errors.
+
+    ``host_tools`` are the host's own tool names: a model that calls one of them through the
+    proxy is told to call it directly.
+    """
+    outcome = await adapter.call(name, arguments)
+    return render_outcome(adapter, outcome, host_tools=host_tools)
+
+
+def render_outcome(
+    adapter: McpAdapter, outcome: CallOutcome, *, host_tools: Sequence[str] = ()
+) -> ToolResult:
+    """The :class:`ToolResult` a model reads for ``outcome``."""
+    tool = outcome.tool
+    kind = outcome.error_kind
+    if kind == "unknown_tool":
+        text = outcome.message
+        if outcome.requested in host_tools:
+            text += (
+                f"\n{outcome.requested!r} is one of your own tools: call it directly, not "
+                "through mcp."
+            )
+        elif not adapter.tools():
+            text += "\nNo MCP tools are known yet; mcp({}) shows each server's state."
+        return ToolResult.text(
+            text,
+            is_error=True,
+            details={
+                "mode": "call",
+                "error": "unknown_tool",
+                "suggestions": list(outcome.suggestions),
+            },
+        )
+    if kind == "ambiguous_tool":
+        return ToolResult.text(
+            outcome.message,
+            is_error=True,
+            details={
+                "mode": "call",
+                "error": "ambiguous_tool",
+                "candidates": list(outcome.candidates),
+            },
+        )
+    assert tool is not None
+    if kind == "invalid_arguments":
+        text = (
+            f"Invalid arguments for {tool.name}:\n"
+            + "\n".join(f"- {p}" for p in outcome.problems)
+            + "\n\nExpected parameters:\n"
+            + render_parameters(tool.input_schema)
+        )
+        return ToolResult.text(
+            text,
+            is_error=True,
+            details={
+                "mode": "call",
+                "server": tool.server,
+                "name": tool.name,
+                "error": "invalid_arguments",
+                "problems": list(outcome.problems),
+            },
+        )
+    if kind is not None:
+        message = outcome.message
+        if kind == "server_error":
+            message = f"Failed to call tool {tool.name}: {message}"
+            if outcome.error_code == -32602:  # invalid params: the schema tells how to fix it
+                message += "\n\nExpected parameters:\n" + render_parameters(tool.input_schema)
+        return ToolResult.text(
+            message,
+            is_error=True,
+            details={"mode": "call", "server": tool.server, "name": tool.name, "error": kind},
+        )
+    settings = adapter.settings
+    raw = outcome.result
+    import mcp_types  # a call has loaded the SDK already; importing here keeps search free of it
+
+    if isinstance(raw, mcp_types.ReadResourceResult):
+        result = convert_read_resource_result(raw)
+    else:
+        assert raw is not None
+        result = convert_call_result(raw)
+    if should_toon(tool.server, settings.toon_encode):
+        result = _toon_result(result)
+    result = guard_output(
+        result,
+        limit_bytes=settings.output_limit_bytes,
+        limit_lines=settings.output_limit_lines,
+    )
+    details = {
+        "mode": "call",
+        "server": tool.server,
+        "tool": tool.original_name,
+        "name": tool.name,
+        **result.details,
+    }
+    return ToolResult(result.content, is_error=result.is_error, details=details)
+
+
+def _toon_result(result: ToolResult) -> ToolResult:
+    parts: list[ContentPart] = []
+    changed = False
+    for part in result.content:
+        if isinstance(part, TextPart):
+            encoded = encode_if_shorter(part.text)
+            if encoded is not None:
+                parts.append(TextPart(encoded))
+                changed = True
+                continue
+        parts.append(part)
+    if not changed:
+        return result
+    return ToolResult(
+        tuple(parts), is_error=result.is_error, details={**result.details, "toon": True}
+    )

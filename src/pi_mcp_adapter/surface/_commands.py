@@ -1,0 +1,71 @@
+"""The ``/mcp`` and ``/mcp-auth`` commands: what a user (not the model) types in a host.
+
+``/mcp status | tools [server] | reconnect [server] | auth <server>`` and ``/mcp-auth SERVER``.
+Hosts without commands call :meth:`McpCommands.run` as a plain Python method.
+"""
+
+from __future__ import annotations
+
+from pi_mcp_adapter.engine import McpAdapter
+
+from ._proxy import ProxyTool
+from ._render import render_status, render_tool_line
+
+COMMAND_USAGE = "status | tools [server] | reconnect [server] | auth <server>"
+MCP_COMMAND = "mcp"
+MCP_AUTH_COMMAND = "mcp-auth"
+
+
+class McpCommands:
+    """Runs the ``/mcp`` family of commands against one adapter."""
+
+    def __init__(self, adapter: McpAdapter, proxy: ProxyTool) -> None:
+        self._adapter = adapter
+        self._proxy = proxy
+
+    async def run(self, argv: str) -> str:
+        """``/mcp`` with its argument string; returns the text to show the user."""
+        parts = argv.split()
+        verb = parts[0] if parts else "status"
+        arg = parts[1] if len(parts) > 1 else None
+        if verb == "status":
+            return render_status(self._adapter.status())
+        if verb == "tools":
+            if arg:
+                return self._proxy.list_result(arg).text_content
+            return "\n".join(render_tool_line(t) for t in self._adapter.tools()) or (
+                "No tools known."
+            )
+        if verb == "reconnect":
+            results = await self._adapter.reconnect(arg)
+            return (
+                "\n".join(
+                    f"✓ {n} reconnected" if err is None else f"✗ {n}: {err}"
+                    for n, err in sorted(results.items())
+                )
+                or "No servers to reconnect."
+            )
+        if verb == "auth":
+            return await self.auth(arg or "")
+        return f"Unknown command {verb!r}. Use: " + COMMAND_USAGE
+
+    async def auth(self, argv: str) -> str:
+        """``/mcp-auth SERVER``: how to authenticate ``SERVER``."""
+        server = argv.strip()
+        return auth_help(self._adapter, server or None)
+
+
+def auth_help(adapter: McpAdapter, server: str | None) -> str:
+    """What a user can do today to authenticate ``server``."""
+    if not server:
+        return "Usage: auth <server>"
+    entry = adapter.servers.get(server)
+    if entry is None:
+        return f"Unknown MCP server {server!r}."
+    if entry.url is None:
+        return f"{server} is a local (stdio) server; it needs no sign-in."
+    return (
+        f"{server} authenticates with a bearer token or headers: set `bearerTokenEnv` (or "
+        "`bearerToken`, or an `Authorization` header with ${VAR}) in its config entry, then "
+        f"`pi-mcp reconnect {server}`. Interactive OAuth sign-in is not available in this version."
+    )

@@ -1,0 +1,133 @@
+"""Registering the model-facing surfaces with a host and keeping them current.
+
+A host binding calls :func:`register_surfaces` once the adapter has started. From then on one
+listener follows every catalog rebuild (a lazy server connecting, a server's tools changing, a
+reconnect) and updates the host in a fixed order: direct tools first, then the deferred tools
+and ``ToolSearch`` (or nothing more for the proxy tool, whose definition never changes), then
+the active set, once. One owner for the order matters: a tool that turns direct must never be
+unregistered by the deferred-tool bookkeeping after the direct tools registered it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pi_mcp_adapter.engine import Host, McpAdapter, ToolDefinition
+
+from ._commands import MCP_AUTH_COMMAND, MCP_COMMAND, McpCommands
+from ._direct import DirectTools
+from ._proxy import PROXY_TOOL_NAME, ProxyTool
+from ._toolsearch import TOOL_SEARCH_NAME, ToolSearchSurface
+
+SurfaceKind = Literal["proxy", "toolsearch"]
+
+
+@dataclass
+class Surfaces:
+    """The surfaces registered with one host.
+
+    ``proxy`` always exists (the CLI and ``/mcp`` render with it) but is registered with the
+    host only under the proxy surface; ``toolsearch`` exists only under the ToolSearch surface.
+    """
+
+    adapter: McpAdapter
+    host: Host
+    kind: SurfaceKind
+    proxy: ProxyTool
+    direct: DirectTools
+    commands: McpCommands
+    toolsearch: ToolSearchSurface | None = None
+    _unsubscribe: Callable[[], None] | None = field(default=None, repr=False)
+
+    @property
+    def surface_tool(self) -> ToolDefinition:
+        """The one tool that reaches the whole catalog: ``mcp`` or ``ToolSearch``."""
+        if self.toolsearch is not None:
+            return self.toolsearch.definition()
+        return self.proxy.definition()
+
+    def sync(self) -> None:
+        """Bring the host's registrations and active set in line with the catalog."""
+        host = self.host
+        active_before = list(host.get_active_tools())
+        added, removed = self.direct.sync()
+        if self.toolsearch is not None:
+            self.toolsearch.sync()
+        known = self._known()
+        # Registering may auto-activate in some hosts: keep the active set as it was, minus
+        # what disappeared, plus new direct tools.
+        active = [n for n in active_before if n in known and n not in removed]
+        active += [n for n in added if n not in active]
+        if active != active_before:
+            host.set_active_tools(active)
+
+    def _known(self) -> set[str]:
+        names = set(self.host.host_tool_names()) | set(self.direct.names)
+        if self.toolsearch is not None:
+            names |= set(self.toolsearch.deferred) | {TOOL_SEARCH_NAME}
+        else:
+            names.add(PROXY_TOOL_NAME)
+        return names
+
+    def close(self) -> None:
+        """Stop following catalog changes (the host's registrations stay as they are)."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+
+def register_surfaces(
+    adapter: McpAdapter,
+    host: Host,
+    *,
+    surface: SurfaceKind | None = None,
+    commands: bool = True,
+) -> Surfaces:
+    """Register the ``mcp`` proxy tool (or ``ToolSearch`` with deferred tools), the direct
+    tools and the ``/mcp`` commands with ``host``, and keep them current.
+
+    ``surface`` defaults to ``settings.surface``. The host's own tools stay active; the
+    surface tool and the direct tools become active; deferred tools stay inactive until
+    ``ToolSearch`` loads them.
+    """
+    kind: SurfaceKind = surface or adapter.settings.surface
+    host_tools = list(host.host_tool_names())
+    builtin_active = list(host.get_active_tools())
+    proxy = ProxyTool(adapter, host_tools=host_tools)
+    direct = DirectTools(adapter, host, reserved=[*host_tools, PROXY_TOOL_NAME, TOOL_SEARCH_NAME])
+    surfaces = Surfaces(
+        adapter=adapter,
+        host=host,
+        kind=kind,
+        proxy=proxy,
+        direct=direct,
+        commands=McpCommands(adapter, proxy),
+    )
+    direct.sync()
+    if kind == "toolsearch":
+        toolsearch = ToolSearchSurface(
+            adapter,
+            host,
+            reserved=[*host_tools, PROXY_TOOL_NAME, TOOL_SEARCH_NAME],
+            exclude=lambda: direct.names,
+        )
+        surfaces.toolsearch = toolsearch
+        toolsearch.sync()
+        surface_name = TOOL_SEARCH_NAME
+    else:
+        host.register_tool(proxy.definition())
+        surface_name = PROXY_TOOL_NAME
+    host.set_active_tools([*builtin_active, surface_name, *direct.names])
+    if commands:
+        host.register_command(
+            MCP_COMMAND,
+            "MCP servers: status | tools [server] | reconnect [server] | auth <server>",
+            surfaces.commands.run,
+        )
+        host.register_command(
+            MCP_AUTH_COMMAND, "Authenticate an MCP server: /mcp-auth SERVER", surfaces.commands.auth
+        )
+    surfaces._unsubscribe = adapter.on_catalog_changed(surfaces.sync)
+    return surfaces

@@ -1,0 +1,68 @@
+"""The engine stands below every surface: importing it loads no surface or host module."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROBE = """
+import sys
+import pi_mcp_adapter.engine
+loaded = sorted(m for m in sys.modules if m.startswith(("pi_mcp_adapter.surface",
+                                                       "pi_mcp_adapter.hosts",
+                                                       "pi_mcp_adapter.cli")))
+print(",".join(loaded))
+"""
+
+
+def test_importing_the_engine_loads_no_surface_host_or_cli_module() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == ""
+
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "pi_mcp_adapter"
+HIGHER = {
+    "config": ("servers", "catalog", "engine", "surface", "hosts", "cli"),
+    # servers and catalog sit side by side; servers builds the catalog's ServerMetadata values.
+    "servers": ("engine", "surface", "hosts", "cli"),
+    "catalog": ("servers", "engine", "surface", "hosts", "cli"),
+    "engine": ("surface", "hosts", "cli"),
+    "surface": ("hosts", "cli"),
+}
+
+
+def _imported_layers(path: Path) -> set[str]:
+    """The top-level subpackages of pi_mcp_adapter that one module imports."""
+    layers: set[str] = set()
+    package = path.relative_to(SRC).parts[:-1]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = list(package[: len(package) - node.level + 1])
+                parts = base + (node.module.split(".") if node.module else [])
+            elif node.module and node.module.startswith("pi_mcp_adapter."):
+                parts = node.module.split(".")[1:]
+            else:
+                continue
+            if parts:
+                layers.add(parts[0])
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("pi_mcp_adapter."):
+                    layers.add(alias.name.split(".")[1])
+    return layers
+
+
+@pytest.mark.parametrize("layer", sorted(HIGHER))
+def test_lower_layers_never_import_a_higher_one(layer: str) -> None:
+    offending = {
+        str(path.relative_to(SRC)): sorted(_imported_layers(path) & set(HIGHER[layer]))
+        for path in (SRC / layer).rglob("*.py")
+    }
+    assert {k: v for k, v in offending.items() if v} == {}
