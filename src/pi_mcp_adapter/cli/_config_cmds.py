@@ -47,7 +47,7 @@ def _load(cli: CliContext) -> LoadedConfig:
     )
 
 
-@app.command("config")
+@app.command("config", short_help="The merged configuration and where it came from.")
 def config_command(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Show the merged configuration, where each server came from, and any problems.
 
@@ -204,7 +204,7 @@ def _compact(value: object) -> str:
     return "null" if value is None else str(value)
 
 
-@app.command("init")
+@app.command("init", short_help="Import the MCP configs of other hosts.")
 def init_command(
     ctx: typer.Context,
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the change, write nothing."),

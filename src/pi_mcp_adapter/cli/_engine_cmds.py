@@ -84,10 +84,10 @@ def _report_warnings(adapter: McpAdapter, shown: set[str]) -> None:
             print_warning(message)
 
 
-@asynccontextmanager
-async def open_adapter(
-    cli: CliContext, *, connect_missing: bool = True, quiet: bool = False
-) -> AsyncIterator[McpAdapter]:
+def create_adapter(
+    cli: CliContext, *, connect_missing: bool, quiet: bool
+) -> tuple[McpAdapter, _Progress]:
+    """The adapter a command works with; config problems are reported once, here."""
     from pi_mcp_adapter.engine import McpAdapter
 
     progress = _Progress(live=sys.stderr.isatty() and not quiet)
@@ -102,6 +102,11 @@ async def open_adapter(
     )
     for error in adapter.config.errors:
         print_warning(f"config: {error}")
+    return adapter, progress
+
+
+@asynccontextmanager
+async def open_adapter(adapter: McpAdapter, progress: _Progress) -> AsyncIterator[McpAdapter]:
     shown: set[str] = set()
     try:
         await adapter.start()
@@ -121,6 +126,7 @@ def run(
     *,
     connect_missing: bool = True,
     quiet: bool = False,
+    prepared: tuple[McpAdapter, _Progress] | None = None,
 ) -> T:
     """Run ``body`` with a started adapter; signals and errors end the command cleanly."""
     import anyio
@@ -129,7 +135,6 @@ def run(
 
     cli = get_context(ctx)
     received: list[int] = []
-
     outcome: list[T] = []
 
     async def main() -> None:
@@ -143,11 +148,12 @@ def run(
                         return
 
             tg.start_soon(watch_signals)
-            async with open_adapter(cli, connect_missing=connect_missing, quiet=quiet) as adapter:
-                outcome.append(await body(adapter))
+            async with open_adapter(*started) as ready:
+                outcome.append(await body(ready))
             tg.cancel_scope.cancel()
 
     try:
+        started = prepared or create_adapter(cli, connect_missing=connect_missing, quiet=quiet)
         try:
             anyio.run(main)
         except BaseExceptionGroup as group:
@@ -163,6 +169,69 @@ def run(
         signum = signal.Signals(received[0]) if received else signal.SIGINT
         raise typer.Exit(_EXIT_ON_SIGNAL[signum])
     return outcome[0]
+
+
+def run_from_cache(ctx: typer.Context, body: Callable[[McpAdapter], T], *, quiet: bool) -> T:
+    """Run ``body``, a read-only use of the catalog, from the metadata cache when it has every
+    server it could list: no event loop, no manager, nothing connected (the common case, and
+    the one that must answer in a blink). Otherwise as :func:`run`, listing what is missing."""
+    from pi_mcp_adapter._errors import McpAdapterError, UsageError
+
+    adapter, progress = create_adapter(get_context(ctx), connect_missing=True, quiet=quiet)
+    try:
+        adapter.load_cached()
+        if not _servers_to_list(adapter, progress):
+            result = body(adapter)
+            _report_warnings(adapter, set())
+            return result
+    except UsageError as exc:
+        raise fail(cli_wording(str(exc)), code=EXIT_USAGE) from None
+    except McpAdapterError as exc:
+        raise fail(cli_wording(str(exc))) from None
+
+    async def in_loop(started: McpAdapter) -> T:
+        return body(started)
+
+    return run(ctx, in_loop, quiet=quiet, prepared=(adapter, progress))
+
+
+def _servers_to_list(adapter: McpAdapter, progress: _Progress) -> list[str]:
+    """Enabled servers missing from the cache that are not backing off after a failure."""
+    import time
+
+    from pi_mcp_adapter.servers._failures import (
+        FAILURES_FILE_NAME,
+        FailureMemory,
+        backoff_after_s,
+    )
+    from pi_mcp_adapter.servers._manager import DEFAULT_BACKOFF_S
+
+    missing = [
+        n for n in adapter.enabled_servers() if adapter.server_status(n).status == "not-cached"
+    ]
+    if not missing:
+        return []
+    memory = FailureMemory(adapter.agent_dir / FAILURES_FILE_NAME)
+    wanted = []
+    for name in missing:
+        record = memory.get(name, adapter.servers[name])
+        if record is None:
+            wanted.append(name)
+            continue
+        ago_s = time.time() - record.failed_at
+        remaining_s = backoff_after_s(DEFAULT_BACKOFF_S, record.attempts) - ago_s
+        if remaining_s <= 0:
+            wanted.append(name)
+        else:
+            progress(
+                name,
+                "failed",
+                f"last failed {max(0.0, ago_s):.0f} s ago ({record.reason}); retried "
+                f"automatically after {remaining_s:.0f} s",
+            )
+    if not wanted:
+        progress.report()
+    return wanted
 
 
 def _only_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
@@ -214,7 +283,7 @@ def emit_result(result: ToolResult, *, as_json: bool, wording: bool = True) -> N
         raise typer.Exit(EXIT_FAILED)
 
 
-@app.command()
+@app.command(short_help="Each server's state; connects nothing.")
 def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Each server's state and tool count (from the cache; connects nothing)."""
 
@@ -238,7 +307,7 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
     run(ctx, body, connect_missing=False, quiet=as_json)
 
 
-@app.command()
+@app.command(short_help="List the known tools.")
 def tools(
     ctx: typer.Context,
     server: Annotated[
@@ -251,7 +320,7 @@ def tools(
     In a pipe each tool is one line, name, server and description separated by tabs, never cut.
     """
 
-    async def body(adapter: McpAdapter) -> None:
+    def body(adapter: McpAdapter) -> None:
         from pi_mcp_adapter._errors import UsageError
 
         if server is not None and server not in adapter.servers:
@@ -292,7 +361,7 @@ def tools(
             table.add_row(name, srv, description)
         Console().print(table)
 
-    run(ctx, body, quiet=as_json)
+    run_from_cache(ctx, body, quiet=as_json)
 
 
 @app.command()
@@ -316,7 +385,7 @@ def search(
 ) -> None:
     """Search tools by words, ranked, from the metadata cache."""
 
-    async def body(adapter: McpAdapter) -> ToolResult:
+    def body(adapter: McpAdapter) -> ToolResult:
         from pi_mcp_adapter.engine import ToolResult
         from pi_mcp_adapter.surface import ProxyTool
 
@@ -337,7 +406,7 @@ def search(
             return ToolResult.text(text, details=result.details)
         return result
 
-    emit_result(run(ctx, body, quiet=as_json), as_json=as_json)
+    emit_result(run_from_cache(ctx, body, quiet=as_json), as_json=as_json)
 
 
 @app.command()
@@ -348,7 +417,7 @@ def describe(
 ) -> None:
     """Show a tool's description and parameters."""
 
-    async def body(adapter: McpAdapter) -> ToolResult:
+    def body(adapter: McpAdapter) -> ToolResult:
         from pi_mcp_adapter.engine import ToolResult
         from pi_mcp_adapter.surface import ProxyTool
 
@@ -365,7 +434,7 @@ def describe(
             return ToolResult(result.content, details=details)
         return result
 
-    emit_result(run(ctx, body, quiet=as_json), as_json=as_json)
+    emit_result(run_from_cache(ctx, body, quiet=as_json), as_json=as_json)
 
 
 def read_arguments(raw: str | None) -> dict[str, Any]:
@@ -391,7 +460,7 @@ def read_arguments(raw: str | None) -> dict[str, Any]:
     return parse_args(text)
 
 
-@app.command()
+@app.command(short_help="Call a tool and print its result.")
 def call(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(metavar="NAME", help="Tool name.")],
@@ -493,7 +562,7 @@ def connect(
     emit_result(run(ctx, body, connect_missing=False, quiet=as_json), as_json=as_json)
 
 
-@app.command()
+@app.command(short_help="Restart a server (or all), ending any backoff.")
 def reconnect(
     ctx: typer.Context,
     server: Annotated[
@@ -519,7 +588,7 @@ def reconnect(
         raise typer.Exit(EXIT_FAILED)
 
 
-@app.command()
+@app.command(short_help="Token cost of each surface.")
 def tokens(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """What the model-facing surface costs in tokens (o200k), against registering every tool."""
     from pi_mcp_adapter.surface._tokens_report import TokenReport, measure_tokens
@@ -580,7 +649,7 @@ def auth(
         raise typer.Exit(EXIT_FAILED)
 
 
-@app.command()
+@app.command(short_help="Run the end-to-end demo with real servers.")
 def demo(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Run real servers end to end: status, search, describe, call and the token saving."""
     from ._demo import run_demo

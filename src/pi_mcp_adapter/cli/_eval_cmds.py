@@ -54,7 +54,7 @@ def _table(report: EvalReport) -> Table:
     return table
 
 
-@app.command("eval-search")
+@app.command("eval-search", short_help="Measure search quality on a labelled set.")
 def eval_search(
     ctx: typer.Context,
     set_path: Annotated[

@@ -69,15 +69,28 @@ class ValidEntry:
     line: int | None
 
 
+class _FieldAdapters(dict[str, "TypeAdapter[Any]"]):
+    """One validator per model field, built on first use: building all of them costs tens of
+    milliseconds, paid by every command, while a file sets only a few fields."""
+
+    def __init__(self, model: type[BaseModel]) -> None:
+        super().__init__()
+        self._model = model
+
+    def __missing__(self, name: str) -> TypeAdapter[Any]:
+        annotation = self._model.model_fields[name].annotation
+        assert annotation is not None
+        adapter: TypeAdapter[Any] = TypeAdapter(annotation)
+        self[name] = adapter
+        return adapter
+
+
 def _field_tables(model: type[BaseModel]) -> tuple[dict[str, str], dict[str, TypeAdapter[Any]]]:
     by_key: dict[str, str] = {}
-    adapters: dict[str, TypeAdapter[Any]] = {}
     for name, info in model.model_fields.items():
         by_key[info.alias or name] = name
         by_key[name] = name
-        assert info.annotation is not None
-        adapters[name] = TypeAdapter(info.annotation)
-    return by_key, adapters
+    return by_key, _FieldAdapters(model)
 
 
 _SERVER_KEYS, _SERVER_ADAPTERS = _field_tables(ServerEntry)

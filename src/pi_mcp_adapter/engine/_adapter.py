@@ -216,6 +216,16 @@ class McpAdapter:
             raise UsageError("McpAdapter is not running: use `async with McpAdapter(...)`")
         return self._manager
 
+    def load_cached(self) -> None:
+        """Read the metadata cache into the catalog without starting anything.
+
+        For one-shot, read-only uses (``pi-mcp search`` from a warm cache): search, lookup and
+        server states work on what the cache holds; anything that talks to a server still
+        needs :meth:`start`.
+        """
+        self._load_cache()
+        self._rebuild()
+
     def _load_cache(self) -> None:
         self.cache.load()
         for name in self.enabled_servers():
