@@ -510,7 +510,8 @@ def call(
         if result.is_error:
             raise typer.Exit(EXIT_FAILED)
         return
-    emit_result(result, as_json=as_json, wording=False)
+    # Hints the adapter wrote (unknown tool, bad arguments) in CLI syntax; tool output as is.
+    emit_result(result, as_json=as_json, wording=bool(result.details.get("error")))
 
 
 async def _list_servers_for(adapter: McpAdapter, name: str) -> None:
