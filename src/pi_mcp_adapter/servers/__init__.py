@@ -8,6 +8,9 @@
 - ``_manager``     ``ServerManager``: dedupe, in-flight counts, idle, backoff, generations.
 - ``_lifecycle``   the policy: lazy / eager / keep-alive, idle timeouts, retry schedule.
 - ``_npx``         ``npx``/``npm exec`` commands resolved to the package's own binary.
+- ``_failures``    failed connects remembered across processes (``mcp-failures.json``).
+- ``_stdio``       the stdio process: its own process group, bounded shutdown.
+- ``_reaper``      the supervisor a stdio server runs under, so its tree dies with us.
 
 See the package docstring of pi_mcp_adapter for how this layer fits.
 """
