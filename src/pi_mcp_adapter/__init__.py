@@ -52,7 +52,7 @@ from ._errors import (
 if TYPE_CHECKING:
     from .catalog._metadata import ToolInfo
     from .config._models import ServerEntry, Settings
-    from .engine import Host, McpAdapter, ToolDefinition, ToolResult
+    from .engine import Host, McpAdapter, Question, ToolDefinition, ToolResult
 
 __version__ = "0.1.0"
 
@@ -61,6 +61,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "Host": ".engine",
     "McpAdapter": ".engine",
+    "Question": ".engine",
     "ServerEntry": ".config._models",
     "Settings": ".config._models",
     "ToolDefinition": ".engine",
@@ -94,6 +95,7 @@ __all__ = [
     "McpAdapterError",
     "NeedsAuthError",
     "NotMcpError",
+    "Question",
     "RequestTimeoutError",
     "ServerBackoffError",
     "ServerDisabledError",

@@ -63,3 +63,12 @@ def test_the_text_report_shows_each_layer_and_sends_problems_to_stderr(machine: 
     assert "warning: " in result.stderr
     assert "unknown key 'surprise'" in result.stderr
     assert "warning:" not in out
+
+
+def test_the_exclusive_flag_reads_only_the_config_file(machine: Machine) -> None:
+    machine.write_layer("project-pi", {"mcpServers": {"project": {"command": "p"}}})
+    only = machine.write(machine.root / "only.json", {"mcpServers": {"only": {"command": "o"}}})
+    shared = _invoke(machine, "--config", str(only), "config", "--json")
+    alone = _invoke(machine, "--config", str(only), "--exclusive", "config", "--json")
+    assert set(json.loads(shared.stdout)["servers"]) == {"only", "project"}
+    assert set(json.loads(alone.stdout)["servers"]) == {"only"}

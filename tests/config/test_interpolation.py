@@ -19,7 +19,9 @@ ENV = {"HOST": "api.example", "TOKEN": "t0k", "EMPTY": ""}
         pytest.param("${HOST}:${TOKEN}", "api.example:t0k", (), id="several"),
         pytest.param("a${EMPTY}b", "ab", (), id="set-but-empty"),
         pytest.param("x${NOPE}y${NOPE}", "xy", ("NOPE",), id="missing-once"),
-        pytest.param("$HOST ${1BAD} ${input:x}", "$HOST ${1BAD} ${input:x}", (), id="not-refs"),
+        pytest.param("$HOST ${A-B} ${input:x}", "$HOST ${A-B} ${input:x}", (), id="not-refs"),
+        # The reference reads any run of word characters as a name, digits first included.
+        pytest.param("${1BAD}", "", ("1BAD",), id="digit-first-name"),
     ],
 )
 def test_variable_references_in_every_spelling(

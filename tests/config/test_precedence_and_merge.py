@@ -108,9 +108,9 @@ BASE_HTTP: dict[str, Any] = {
         pytest.param(
             BASE_HTTP,
             {"url": "https://two.example/mcp"},
-            {"url": "https://two.example/mcp", "lifecycle": "keep-alive"},
-            ("headers", "bearerToken", "bearerTokenEnv", "auth"),
-            id="new-url-drops-inherited-credentials",
+            {"url": "https://two.example/mcp", "lifecycle": "keep-alive", "auth": "bearer"},
+            ("headers", "bearerToken", "bearerTokenEnv"),
+            id="new-url-drops-inherited-credentials-keeps-auth-kind",
         ),
         pytest.param(
             BASE_HTTP,
@@ -119,8 +119,9 @@ BASE_HTTP: dict[str, Any] = {
                 "url": "https://two.example/mcp",
                 "headers": {"Authorization": "Bearer two"},
                 "lifecycle": "keep-alive",
+                "auth": "bearer",
             },
-            ("bearerToken", "bearerTokenEnv", "auth"),
+            ("bearerToken", "bearerTokenEnv"),
             id="new-url-keeps-credentials-set-alongside-it",
         ),
         pytest.param(
@@ -190,7 +191,7 @@ def test_imports_are_the_union_of_every_layer(machine: Machine) -> None:
     assert machine.load().imports == ("cursor", "codex", "vscode", "opencode")
 
 
-def test_imported_servers_fill_in_only_names_no_file_defines(machine: Machine) -> None:
+def test_imports_sit_just_below_the_layer_that_lists_them(machine: Machine) -> None:
     machine.write(
         machine.home / ".cursor" / "mcp.json",
         {"mcpServers": {"a": {"command": "cursor-a"}, "b": {"command": "cursor-b"}}},
@@ -202,13 +203,16 @@ def test_imported_servers_fill_in_only_names_no_file_defines(machine: Machine) -
     machine.write_layer("agent", {"imports": ["cursor"], "mcpServers": {"a": {"command": "mine"}}})
     machine.write_layer("project", {"imports": ["claude-code"]})
     config = machine.load()
+    # The project layer's import of claude-code is above the agent layer, as in the reference.
     assert {n: s.command for n, s in config.servers.items()} == {
         "a": "mine",
-        "b": "cursor-b",
+        "b": "claude-b",
         "c": "claude-c",
     }
-    assert config.provenance["a"].imported_from is None
+    assert config.provenance["a"].imported_from == "cursor"
+    assert config.provenance["a"].field_sources["command"] == "agent"
     assert config.provenance["b"].imported_from == "cursor"
+    assert config.provenance["b"].field_sources["command"] == "import:claude-code"
     assert config.provenance["c"].imported_from == "claude-code"
 
 
@@ -220,16 +224,16 @@ def test_the_kebab_case_server_key_is_accepted(machine: Machine) -> None:
 def test_unknown_keys_are_kept_and_warned_about_never_fatal(machine: Machine) -> None:
     machine.write_layer(
         "agent",
-        '{\n  "mcpServers": {\n    "s": {\n      "command": "x",\n      "socket": "/tmp/s"\n'
+        '{\n  "mcpServers": {\n    "s": {\n      "command": "x",\n      "colour": "/tmp/s"\n'
         '    }\n  },\n  "plugins": [],\n  "settings": {"fancy": true}\n}\n',
     )
     config = machine.load()
     assert not config.errors
-    assert (config.servers["s"].model_extra or {})["socket"] == "/tmp/s"
+    assert (config.servers["s"].model_extra or {})["colour"] == "/tmp/s"
     path = machine.layer_path("agent")
     assert config.warnings == (
         f"{path}:8: unknown top-level key 'plugins' is ignored",
-        f"{path}:5: server 's': unknown key 'socket' is kept but not used",
+        f"{path}:5: server 's': unknown key 'colour' is kept but not used",
         f"{path}:9: unknown setting 'fancy' is kept but not used",
     )
 
@@ -272,3 +276,23 @@ def test_every_layer_is_listed_as_a_source_with_its_status(machine: Machine) -> 
         ("project", "invalid", ()),
         ("project-pi", "missing", ()),
     ]
+
+
+def test_exclusive_mode_reads_the_agent_file_alone_and_its_imports(machine: Machine) -> None:
+    machine.write_layer("shared", {"mcpServers": {"shared": {"command": "s"}}})
+    machine.write_layer("project-pi", {"mcpServers": {"mine": {"command": "p"}}})
+    machine.write(machine.home / ".cursor" / "mcp.json", {"mcpServers": {"c": {"command": "c"}}})
+    machine.write_layer("agent", {"imports": ["cursor"], "mcpServers": {"a": {"command": "a"}}})
+    machine.environ["PI_MCP_CONFIG_MODE"] = " Exclusive "
+    config = machine.load()
+    assert sorted(config.servers) == ["a", "c"]
+    assert [s.name for s in config.sources if s.kind == "file"] == ["agent"]
+
+
+def test_exclusive_mode_with_a_config_path_reads_that_file_alone(machine: Machine) -> None:
+    machine.write_layer("agent", {"mcpServers": {"a": {"command": "a"}}})
+    machine.write_layer("project", {"mcpServers": {"p": {"command": "p"}}})
+    other = machine.write(machine.root / "only.json", {"mcpServers": {"o": {"command": "o"}}})
+    assert sorted(machine.load(config_path=other).servers) == ["o", "p"]  # --config alone
+    machine.environ["PI_MCP_CONFIG_MODE"] = "exclusive"
+    assert sorted(machine.load(config_path=other).servers) == ["o"]

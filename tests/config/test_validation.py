@@ -95,14 +95,14 @@ ENTRY_IGNORED = (
             '"command": "x",\n      "lifecycle": "sometimes"',
             "mcpServers.s.lifecycle",
             'server \'s\': \'lifecycle\' must be one of "lazy", "eager", "keep-alive", '
-            f"got 'sometimes'; {ENTRY_IGNORED}",
+            f"\"lazy-keep-alive\", got 'sometimes'; {ENTRY_IGNORED}",
             id="lifecycle-unknown",
         ),
         pytest.param(
             '"command": "x",\n      "directTools": "all"',
             "mcpServers.s.directTools",
-            "server 's': 'directTools' must be true or false or a list of strings, not string; "
-            + ENTRY_IGNORED,
+            "server 's': 'directTools' must be true or false or a list of strings or one of "
+            "\"search\", got 'all'; " + ENTRY_IGNORED,
             id="direct-tools",
         ),
         pytest.param(
@@ -159,8 +159,8 @@ def test_a_server_whose_only_entry_is_broken_is_listed_as_unusable(machine: Mach
         pytest.param(
             '{"lifecycle": "eager"}',
             "command",
-            "server 's' has neither 'command' nor 'url'; set 'command' to run a local server or "
-            "'url' for a remote one",
+            "server 's' has neither 'command' nor 'url'; set 'command' to run a local server, "
+            "'url' for a remote one or 'socket' for a unix socket",
             id="neither",
         ),
         pytest.param(
@@ -199,7 +199,7 @@ def test_a_wrong_setting_is_dropped_and_the_others_kept(machine: Machine) -> Non
     (error,) = config.errors
     assert (error.path, error.line, error.field) == (str(path), 4, "settings.toolPrefix")
     assert error.message == (
-        'setting \'toolPrefix\' must be one of "server", "short", "none", got \'weird\'; '
+        'setting \'toolPrefix\' must be one of "server", "short", "none", "mcp", got \'weird\'; '
         "this setting is ignored in this file"
     )
     assert config.settings.idle_timeout == 3

@@ -235,6 +235,7 @@ async def test_a_lazy_server_is_closed_once_idle_but_never_with_a_call_in_flight
         pytest.param("lazy", 0.0, id="lazy-with-idle-timeout-0"),
         pytest.param("eager", None, id="eager"),
         pytest.param("keep-alive", None, id="keep-alive"),
+        pytest.param("lazy-keep-alive", None, id="lazy-keep-alive"),
     ],
 )
 @pytest.mark.slow
@@ -362,6 +363,28 @@ async def test_a_keep_alive_server_is_retried_on_a_doubling_schedule_then_recove
         with pytest.raises(ConnectionLostError):
             await manager.call_tool("fx", "crash")
         await manager.check_health()  # a drop is retried at once
+        assert manager.state("fx").status == "connected"
+
+
+@pytest.mark.slow
+async def test_a_lazy_keep_alive_server_starts_on_first_use_then_is_kept_up(
+    make_manager: ManagerFactory,
+) -> None:
+    clock = FakeClock()
+    entry = fixture_entry(lifecycle="lazy-keep-alive")
+    recovered = anyio.Event()
+    async with make_manager({"fx": entry}, clock=clock) as manager:
+        manager.on_reconnect(lambda name, metadata: recovered.set())
+        assert await manager.start() == {}
+        await manager.check_health()
+        assert manager.state("fx").status == "closed"  # nothing happens before first use
+
+        assert text_of(await manager.call_tool("fx", "echo", {"message": "hi"})) == "Echo: hi"
+        with pytest.raises(ConnectionLostError):
+            await manager.call_tool("fx", "crash")
+        await manager.check_health()  # from now on a drop is reconnected like keep-alive
+        with anyio.fail_after(5):
+            await recovered.wait()
         assert manager.state("fx").status == "connected"
 
 

@@ -12,9 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pi_mcp_adapter.config import Settings
 from pi_mcp_adapter.engine import AudioPart, ContentPart, ImagePart, TextPart, ToolResult
 from pi_mcp_adapter.surface import _output_guard
-from pi_mcp_adapter.surface._output_guard import guard_output
+from pi_mcp_adapter.surface._output_guard import guard_output, output_guard_limits
 
 IMAGE = ImagePart("aGVsbG8=", "image/png")
 
@@ -53,42 +54,72 @@ def test_a_result_within_the_limits_is_returned_unchanged(result: ToolResult) ->
     assert guard_output(result) is result
 
 
+def _within(result: ToolResult, limit_bytes: int, limit_lines: int) -> bool:
+    """The whole text the model gets, note included, fits the limits."""
+    text = result.text_content
+    lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+    return len(text.encode()) <= limit_bytes and lines <= limit_lines
+
+
 def test_too_many_lines_are_cut_and_the_full_text_is_saved(tmp_path: Path) -> None:
     text = numbered_lines(5000)
     guarded = guard_output(ToolResult.text(text), spill_dir=tmp_path)
-    assert shown_text(guarded) == numbered_lines(2000) + "\n"
+    shown_lines = guarded.details["shownLines"]
+    assert 1990 <= shown_lines < 2000  # the note takes its lines from the 2000
+    assert shown_text(guarded) == numbered_lines(shown_lines) + "\n"
+    assert _within(guarded, 50 * 1024, 2000)
     assert full_output(guarded) == text
     assert guarded.details == {
         "truncated": True,
         "fullOutputPath": guarded.details["fullOutputPath"],
         "totalLines": 5000,
         "totalBytes": len(text.encode()),
-        "shownLines": 2000,
-        "shownBytes": len((numbered_lines(2000) + "\n").encode()),
+        "shownLines": shown_lines,
+        "shownBytes": len((numbered_lines(shown_lines) + "\n").encode()),
     }
     assert Path(guarded.details["fullOutputPath"]).parent == tmp_path
-    assert "lines 1-2000 of 5000" in note(guarded)
-    assert "from line 2001" in note(guarded)
+    assert f"lines 1-{shown_lines} of 5000" in note(guarded)
+    assert f"from line {shown_lines + 1}" in note(guarded)
 
 
 def test_too_many_bytes_are_cut_after_a_whole_line(tmp_path: Path) -> None:
     text = "\n".join("é" * 99 for _ in range(1000))  # 199 bytes per line with its newline
-    guarded = guard_output(ToolResult.text(text), limit_bytes=1000, spill_dir=tmp_path)
+    guarded = guard_output(ToolResult.text(text), limit_bytes=2000, spill_dir=tmp_path)
     shown = shown_text(guarded)
-    assert shown == ("é" * 99 + "\n") * 5
-    assert guarded.details["shownBytes"] == 995
+    whole_lines = guarded.details["shownBytes"] // 199
+    assert whole_lines >= 5
+    assert shown == ("é" * 99 + "\n") * whole_lines
+    assert _within(guarded, 2000, 2000)
     assert full_output(guarded) == text
 
 
-@pytest.mark.parametrize("limit_bytes", [1, 2, 3, 100, 101, 1001])
+@pytest.mark.parametrize("limit_bytes", [700, 701, 702, 1001, 4096])
 def test_a_single_long_line_is_cut_between_characters(tmp_path: Path, limit_bytes: int) -> None:
     text = '{"k": "' + "日本🙂" * 2000 + '"}'  # minified JSON: one line, multi-byte characters
     guarded = guard_output(ToolResult.text(text), limit_bytes=limit_bytes, spill_dir=tmp_path)
     shown = shown_text(guarded)
-    assert text.startswith(shown)
-    assert limit_bytes - 4 < len(shown.encode()) <= limit_bytes
+    assert shown
+    assert text.startswith(shown)  # a whole character, never half of one
+    assert _within(guarded, limit_bytes, 2000)
     assert "line 1 of 1 is longer than the limit" in note(guarded)
     assert f"from byte {len(shown.encode()) + 1}" in note(guarded)
+
+
+@pytest.mark.parametrize("limit_bytes", [1, 2, 100])
+def test_a_limit_smaller_than_the_note_shows_only_the_note(
+    tmp_path: Path, limit_bytes: int
+) -> None:
+    text = "x" * 5000
+    guarded = guard_output(ToolResult.text(text), limit_bytes=limit_bytes, spill_dir=tmp_path)
+    assert shown_text(guarded) == ""
+    assert "showing nothing of 1 lines" in note(guarded)
+    assert full_output(guarded) == text
+
+
+def test_the_note_fits_inside_a_tight_line_limit(tmp_path: Path) -> None:
+    guarded = guard_output(ToolResult.text(numbered_lines(50)), limit_lines=5, spill_dir=tmp_path)
+    assert _within(guarded, 50 * 1024, 5)
+    assert shown_text(guarded).startswith("line 1\n")
 
 
 def test_non_text_parts_keep_their_place_and_later_text_is_dropped(tmp_path: Path) -> None:
@@ -101,14 +132,15 @@ def test_non_text_parts_keep_their_place_and_later_text_is_dropped(tmp_path: Pat
         TextPart("tail"),
     )
     guarded = guard_output(ToolResult(parts), limit_lines=40, spill_dir=tmp_path)
+    second = guarded.details["shownLines"] - 30  # the note takes a few of the 40 lines
+    assert second > 0
     assert guarded.content[:-1] == (
         TextPart(numbered_lines(30)),
         IMAGE,
-        TextPart(numbered_lines(10, start=31) + "\n"),
+        TextPart(numbered_lines(second, start=31) + "\n"),
         audio,
     )
     assert full_output(guarded) == ToolResult(parts).text_content
-    assert guarded.details["shownLines"] == 40
 
 
 def test_error_flag_and_details_are_kept(tmp_path: Path) -> None:
@@ -131,7 +163,7 @@ def test_the_command_in_the_note_prints_the_next_lines(system_temp: Path) -> Non
     guarded = guard_output(ToolResult.text(numbered_lines(1000)), limit_lines=100)
     [command] = re.findall(r"`(sed [^`]+)`", note(guarded))
     printed = subprocess.run(command, shell=True, capture_output=True, text=True, check=True)
-    assert printed.stdout.splitlines()[0] == "line 101"
+    assert printed.stdout.splitlines()[0] == f"line {guarded.details['shownLines'] + 1}"
     assert len(printed.stdout.splitlines()) == 200
 
 
@@ -154,8 +186,9 @@ def test_a_missing_spill_dir_is_created_private(tmp_path: Path) -> None:
 def test_when_the_file_cannot_be_written_the_note_says_so(tmp_path: Path) -> None:
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("")
-    guarded = guard_output(ToolResult.text("a\nb\nc"), limit_lines=1, spill_dir=not_a_dir)
-    assert shown_text(guarded) == "a\n"
+    text = numbered_lines(10)
+    guarded = guard_output(ToolResult.text(text), limit_lines=5, spill_dir=not_a_dir)
+    assert shown_text(guarded) == "line 1\nline 2\n"
     assert guarded.details["fullOutputPath"] is None
     assert "could not be saved" in note(guarded)
 
@@ -164,7 +197,9 @@ def test_a_limit_of_zero_means_no_limit_of_that_kind() -> None:
     big = ToolResult.text(numbered_lines(5000))
     assert guard_output(big, limit_bytes=0, limit_lines=0) is big
     by_lines = guard_output(big, limit_bytes=0, limit_lines=10)
-    assert shown_text(by_lines) == numbered_lines(10) + "\n"
+    assert by_lines.details["truncated"] is True
+    assert numbered_lines(5000).startswith(shown_text(by_lines))
+    assert len(by_lines.text_content.splitlines()) <= 10
     by_bytes = guard_output(big, limit_bytes=100, limit_lines=0)
     assert len(shown_text(by_bytes).encode()) <= 100
 
@@ -234,3 +269,22 @@ def test_shown_text_is_a_prefix_within_the_limits_and_the_file_holds_everything(
     assert shown.count("\n") <= limit_lines
     assert full_output(guarded) == full
     assert (IMAGE in guarded.content) == with_image
+
+
+@pytest.mark.parametrize(
+    ("output_guard", "environ", "expected"),
+    [
+        pytest.param(True, {}, (50 * 1024, 2000), id="default"),
+        pytest.param(False, {}, None, id="setting-false"),
+        pytest.param(True, {"MCP_OUTPUT_GUARD": "0"}, None, id="env-0"),
+        pytest.param(True, {"MCP_OUTPUT_GUARD": " OFF "}, None, id="env-off"),
+        pytest.param(False, {"MCP_OUTPUT_GUARD": "1"}, (50 * 1024, 2000), id="env-1-wins"),
+        pytest.param(True, {"MCP_OUTPUT_GUARD": "maybe"}, (50 * 1024, 2000), id="env-unknown"),
+        pytest.param({"maxBytes": 1000, "maxLines": 0}, {}, (1000, 2000), id="object-tunes"),
+    ],
+)
+def test_the_guard_honours_the_setting_and_the_environment_switch(
+    output_guard: object, environ: dict[str, str], expected: tuple[int, int] | None
+) -> None:
+    settings_ = Settings.model_validate({"outputGuard": output_guard})
+    assert output_guard_limits(settings_, environ) == expected

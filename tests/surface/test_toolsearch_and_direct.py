@@ -191,3 +191,29 @@ async def test_direct_tools_survive_toolsearch_rebuilds_across_connects_and_reco
         loaded = await host.execute(TOOL_SEARCH_NAME, {"query": "select:time_get_current_time"})
         assert loaded.details["loaded"] == ["time_get_current_time"]
         assert "workbench_echo" in host.get_active_tools()
+
+
+@pytest.mark.slow
+async def test_direct_tools_search_registers_a_servers_tools_inactive_for_mcp_search(
+    workspace: Workspace,
+) -> None:
+    # The TypeScript adapter's directTools: "search": the server's tools wait, inactive, and
+    # the mcp proxy's search turns on what it finds.
+    workspace.write_config(
+        {"workbench": workbench_entry(), "time": time_entry(directTools="search")}
+    )
+    host = ExportHost(builtin_tools=["read"])
+    async with workspace.attached(host):
+        assert "time_get_current_time" in host.tools
+        assert "workbench_echo" not in host.tools  # not a "search" server: proxy only
+        assert host.get_active_tools() == ["read", "mcp"]
+
+        found = await host.execute("mcp", {"search": "current time timezone"})
+        assert "time_get_current_time" in found.details["loaded"]
+        assert "time_get_current_time" in host.get_active_tools()
+        assert "call directly" in found.text_content
+
+        called = await host.execute("time_get_current_time", {"timezone": "UTC"})
+        assert json.loads(called.text_content)["timezone"] == "UTC"
+        again = await host.execute("mcp", {"search": "current time timezone"})
+        assert "loaded" not in again.details

@@ -31,6 +31,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import tempfile
 import threading
 import time
@@ -57,6 +58,7 @@ __all__ = [
     "MetadataCache",
     "ToolChange",
     "config_hash",
+    "entry_is_fresh",
 ]
 
 CACHE_FILE_NAME = "mcp-cache.json"
@@ -66,9 +68,6 @@ LOCK_TIMEOUT_S = 10.0
 """A writer holds the lock for one read-merge-write (milliseconds); ten seconds means stuck."""
 LOCK_POLL_INTERVAL_S = 0.01
 """Waiting writers retry this often; filelock's 50 ms default idles the lock between writers."""
-
-_FUTURE_TOLERANCE_MS = 60_000
-"""An entry dated further ahead was written under another clock: its age means nothing."""
 
 _COMPARED_TOOL_FIELDS = ("title", "description", "inputSchema", "outputSchema", "annotations")
 
@@ -86,6 +85,21 @@ class _Unset:
 _UNSET = _Unset()
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _js_string(value: str) -> str:
+    # JSON.stringify escapes a lone surrogate as \udXXX; every other character is kept.
+    text = json.dumps(value, ensure_ascii=False)
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _utf16_order(key: object) -> bytes:
+    # JavaScript sorts object keys by UTF-16 code units; beyond the BMP that differs from
+    # code-point order (U+1F600 sorts before U+FF01 there).
+    return str(key).encode("utf-16-be", "surrogatepass")
+
+
 def _stable_text(value: Any) -> str:
     """Canonical text of a JSON-like value: object keys sorted, no spaces, unset as undefined.
 
@@ -97,12 +111,14 @@ def _stable_text(value: Any) -> str:
         return "undefined"
     if isinstance(value, Mapping):
         members = (
-            f"{json.dumps(str(k), ensure_ascii=False)}:{_stable_text(v)}"
-            for k, v in sorted(value.items(), key=lambda item: str(item[0]))
+            f"{_js_string(str(k))}:{_stable_text(v)}"
+            for k, v in sorted(value.items(), key=lambda item: _utf16_order(item[0]))
         )
         return "{" + ",".join(members) + "}"
     if isinstance(value, list | tuple):
         return "[" + ",".join(_stable_text(v) for v in value) + "]"
+    if isinstance(value, str):
+        return _js_string(value)
     if isinstance(value, float) and value.is_integer():
         return str(int(value))  # JavaScript writes 5.0 as 5
     try:
@@ -111,42 +127,101 @@ def _stable_text(value: Any) -> str:
         return json.dumps(str(value), ensure_ascii=False)
 
 
+# The reference's reading of variables, applied in this order: ``${VAR}``, then ``$env:VAR``,
+# then ``{env:VAR}`` (so ``${env:VAR}`` reads as ``$`` plus the value there). It only shapes the
+# hash: the values the adapter uses come from the config layer's own interpolation.
+_HASH_PATTERNS = (
+    re.compile(r"\$\{(\w+)\}", re.ASCII),
+    re.compile(r"\$env:(\w+)", re.ASCII),
+    re.compile(r"\{env:(\w+)\}", re.ASCII),
+)
+
+
+def _hash_interpolate(value: str, env: Mapping[str, str]) -> str:
+    for pattern in _HASH_PATTERNS:
+        value = pattern.sub(lambda m: env.get(m.group(1), ""), value)
+    return value
+
+
+def _hash_secret(value: str, env: Mapping[str, str]) -> str:
+    # A !command is hashed as written (never run for a hash); !! keeps one "!".
+    if value.startswith("!!"):
+        return _hash_interpolate(value[1:], env)
+    return value if value.startswith("!") else _hash_interpolate(value, env)
+
+
+def _hash_path(value: str, env: Mapping[str, str]) -> str:
+    resolved = _hash_interpolate(value, env)
+    home = env.get("HOME") or str(Path.home())
+    if resolved == "~":
+        return home
+    if resolved.startswith(("~/", "~\\")):
+        return os.path.normpath(os.path.join(home, resolved[2:]))  # as Node's path.join
+    return resolved
+
+
+def _hash_record(value: object, env: Mapping[str, str]) -> Any:
+    if not isinstance(value, Mapping):
+        return _UNSET
+    return {str(k): _hash_secret(v, env) if isinstance(v, str) else v for k, v in value.items()}
+
+
 def config_hash(entry: ServerEntry, *, environ: Mapping[str, str] | None = None) -> str:
     """SHA-256 hex digest identifying what ``entry`` connects to and what it exposes.
 
-    Covers command, args, socket, env, cwd, url, headers, requestHeadersCommand, auth,
-    protocolVersion, the bearer token (``bearerToken``, else the value of the variable
-    ``bearerTokenEnv`` names in ``environ``, default ``os.environ``), bearerTokenEnv,
-    exposeResources, includeTools and excludeTools. Fields the configuration leaves out hash
-    as unset, not as their defaults. Lifecycle, timeouts, prefixes and the like only change
-    how a server is used, so they are left out. The digest equals the TypeScript reference's
-    for the same configuration.
+    The digest equals the TypeScript reference's ``computeServerHash`` for the same written
+    configuration and environment, so both can share one cache file. It covers command and
+    args as written, socket, env, cwd, url, headers and requestHeadersCommand after the
+    reference's own variable reading, auth, protocolVersion, the bearer token (``bearerToken``,
+    else the value of the variable ``bearerTokenEnv`` names in ``environ``, default
+    ``os.environ``), bearerTokenEnv, exposeResources, includeTools and excludeTools. Fields the
+    configuration leaves out hash as unset, not as their defaults. Lifecycle, timeouts,
+    prefixes and the like only change how a server is used, so they are left out.
     """
     env = os.environ if environ is None else environ
     explicit = entry.model_fields_set
     extra = entry.model_extra or {}
+    written = entry.written
 
     def field(name: str, value: Any) -> Any:
         return value if name in explicit else _UNSET
 
+    def as_written(key: str) -> Any:
+        return written.get(key, _UNSET)
+
+    def path(key: str) -> Any:
+        value = written.get(key)
+        return _hash_path(value, env) if isinstance(value, str) else _UNSET
+
     bearer_token: Any = _UNSET
-    if "bearer_token" in explicit and entry.bearer_token is not None:
-        bearer_token = entry.bearer_token
+    token = written.get("bearerToken")
+    if isinstance(token, str):
+        bearer_token = _hash_secret(token, env)
     elif entry.bearer_token_env:
         bearer_token = env.get(entry.bearer_token_env, _UNSET)
-    headers_command: Any = extra.get("requestHeadersCommand", _UNSET)
-    if isinstance(headers_command, Mapping):
+    headers_command: Any = _UNSET
+    command = written.get("requestHeadersCommand")
+    if isinstance(command, Mapping):
+        args = command.get("args")
         headers_command = {
-            key: headers_command.get(key, _UNSET) for key in ("command", "args", "env", "timeoutMs")
+            "command": _hash_interpolate(str(command.get("command", "")), env),
+            "args": [_hash_interpolate(str(a), env) for a in args]
+            if isinstance(args, list | tuple)
+            else _UNSET,
+            "env": _hash_record(command.get("env"), env),
+            "timeoutMs": command.get("timeoutMs", _UNSET),
         }
+    url: Any = _UNSET
+    if isinstance(written.get("url"), str):
+        url = _hash_interpolate(str(written["url"]), env)
     identity = {
-        "command": field("command", entry.command),
-        "args": field("args", entry.args),
-        "socket": extra.get("socket", _UNSET),
-        "env": field("env", entry.env),
-        "cwd": field("cwd", entry.cwd),
-        "url": field("url", entry.url),
-        "headers": field("headers", entry.headers),
+        "command": as_written("command"),
+        "args": as_written("args"),
+        "socket": path("socket"),
+        "env": _hash_record(written.get("env"), env),
+        "cwd": path("cwd"),
+        "url": url,
+        "headers": _hash_record(written.get("headers"), env),
         "requestHeadersCommand": headers_command,
         "auth": field("auth", entry.auth),
         "protocolVersion": extra.get("protocolVersion", _UNSET),
@@ -258,6 +333,31 @@ class DefinitionChanges:
             changed=tuple(changed),
             detected_at_ms=int(detected) if detected is not None else None,
         )
+
+
+_MAX_SAFE_INTEGER = 2**53 - 1
+
+
+def entry_is_fresh(cached_at: object, ttl_ms: object, *, now_ms: float, max_age_ms: float) -> bool:
+    """Whether an entry written at ``cachedAt`` with ``ttlMs`` may still be used.
+
+    The rules are the TypeScript reference's, so that both accept the same entries: a
+    ``cachedAt`` that is not a non-zero number is never fresh; a ``ttlMs`` that is a safe
+    non-negative integer limits the age (``0`` = never reuse, otherwise ``age < ttlMs``, within
+    ``max_age_ms``); any other ``ttlMs`` (negative, fractional, not a number) is ignored and
+    the age may reach ``max_age_ms``. An entry dated in the future is fresh.
+    """
+    when = _as_number(cached_at)
+    if when is None or when == 0:
+        return False
+    age_ms = now_ms - when
+    ttl = _as_number(ttl_ms)
+    if ttl is not None and ttl.is_integer() and 0 <= ttl <= _MAX_SAFE_INTEGER:
+        if ttl == 0:
+            return False
+        limit = min(max_age_ms, ttl) if max_age_ms > 0 else ttl
+        return age_ms < limit
+    return not (max_age_ms > 0 and age_ms > max_age_ms)
 
 
 def _as_number(value: Any) -> float | None:
@@ -393,20 +493,13 @@ class MetadataCache:
             return "missing"
         if raw.get("configHash") != config_hash(entry, environ=self._environ):
             return "config-changed"
-        cached_at = _as_number(raw.get("cachedAt"))
-        if cached_at is None:
-            return "stale"
-        limit_ms = self._max_age_ms
-        ttl_ms = _as_number(raw.get("ttlMs"))
-        if ttl_ms is not None:
-            # The reference stores a server-given time to live: 0 means "never reuse".
-            if ttl_ms <= 0:
-                return "stale"
-            limit_ms = min(limit_ms, ttl_ms)
-        age_ms = self._now_ms() - cached_at
-        if age_ms > limit_ms or age_ms < -_FUTURE_TOLERANCE_MS:
-            return "stale"
-        return "valid"
+        fresh = entry_is_fresh(
+            raw.get("cachedAt"),
+            raw.get("ttlMs"),
+            now_ms=self._now_ms(),
+            max_age_ms=self._max_age_ms,
+        )
+        return "valid" if fresh else "stale"
 
     def get(self, server: str, entry: ServerEntry) -> ServerMetadata | None:
         """``server``'s cached metadata, only if its entry is valid for ``entry``."""

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pi_mcp_adapter.config._models import ServerEntry
 
-__all__ = ["ToolFilter"]
+__all__ = ["ToolFilter", "keywords_for"]
 
 _GLOB_CHARS = frozenset("*?[")
 
@@ -82,3 +82,22 @@ class ToolFilter:
         if not exact.isdisjoint(candidates):
             return True
         return glob is not None and any(glob.match(c) for c in candidates)
+
+
+def keywords_for(selectors: Mapping[str, Iterable[str]] | None, *names: str) -> tuple[str, ...]:
+    """The ``searchKeywords`` of every selector (exact name or glob) matching one of ``names``.
+
+    Selectors match as ``includeTools`` patterns do: the original or the prefixed name, with
+    ``-`` in a name also matching ``_``. Keywords keep their order, without repeats.
+    """
+    if not selectors:
+        return ()
+    candidates = {*names, *(n.replace("-", "_") for n in names)}
+    found: dict[str, None] = {}
+    for selector, keywords in selectors.items():
+        exact, glob = _compile((selector,))
+        if not exact.isdisjoint(candidates) or (
+            glob is not None and any(glob.match(c) for c in candidates)
+        ):
+            found.update(dict.fromkeys(keywords))
+    return tuple(found)

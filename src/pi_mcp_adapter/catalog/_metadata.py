@@ -26,6 +26,9 @@ class ToolInfo:
     output_schema: JsonSchema | None = None
     annotations: Mapping[str, Any] | None = None
     resource_uri: str | None = None
+    keywords: tuple[str, ...] = ()
+    """Extra words from the server's ``searchKeywords``: searched like the description, never
+    shown to the model nor cached."""
 
     @property
     def is_resource(self) -> bool:

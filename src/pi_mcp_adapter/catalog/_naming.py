@@ -1,8 +1,9 @@
 """How a server's tools and resources become the names a model calls.
 
 A model-facing name is ``<prefix><separator><tool>``. The prefix comes from the server name
-(mode ``server``), the server name without a trailing ``mcp`` (mode ``short``) or nothing (mode
-``none``); the mode is set globally (``settings.toolPrefix``) or per server (``toolPrefix``).
+(mode ``server``), the server name without a trailing ``mcp`` (mode ``short``), ``mcp__`` and
+the server name (mode ``mcp``) or nothing (mode ``none``); the mode is set globally
+(``settings.toolPrefix``) or per server (``toolPrefix``).
 Every name is made acceptable to the common LLM tool APIs (``^[A-Za-z0-9_-]{1,64}$``).
 
 Names built here are unique per tool identity but not yet across the catalog: two servers may
@@ -14,11 +15,12 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from pi_mcp_adapter.config._models import ServerEntry, Settings, ToolPrefixMode
 
-from ._filters import ToolFilter
+from ._filters import ToolFilter, keywords_for
 from ._metadata import JsonObject, ServerMetadata, ToolInfo
 
 __all__ = [
@@ -51,6 +53,10 @@ def server_prefix(server: str, mode: ToolPrefixMode) -> str:
         return ""
     if mode == "short":
         return _escape_server_name(_SHORT_SUFFIX.sub("", server)) or "mcp"
+    if mode == "mcp":
+        # Claude Code's spelling (mcp__<server>__<tool> there; one "_" before the tool here,
+        # as the TypeScript adapter writes it).
+        return f"mcp__{_escape_server_name(server)}"
     return _escape_server_name(server)
 
 
@@ -165,6 +171,12 @@ def build_tool_infos(
                 and _text(resource.get("name"))
             ):
                 infos.append(_resource_info(server, resource, prefix, separator))
+    keywords = entry.search_keywords if entry is not None else None
+    if keywords:
+        infos = [
+            replace(info, keywords=keywords_for(keywords, info.original_name, info.name))
+            for info in infos
+        ]
     tool_filter = ToolFilter.for_entry(entry)
     if tool_filter.is_empty:
         return infos

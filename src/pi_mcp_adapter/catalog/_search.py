@@ -220,6 +220,7 @@ class SearchIndex:
                 if pattern.search(self._tools[p].name)
                 or pattern.search(self._tools[p].original_name)
                 or pattern.search(self._tools[p].description)
+                or any(pattern.search(k) for k in self._tools[p].keywords)
             ]
             return self._page(matched, limit, offset, confident=True)
         parsed = parse_tool_search_query(text)

@@ -638,7 +638,7 @@ def _tool_fields(
     return {
         "name": name_words,
         "server": server_words,
-        "description": words_of(tool.description),
+        "description": words_of(" ".join((tool.description, *tool.keywords))),
         "param_names": words_of(" ".join(names)) if names else [],
         "param_text": words_of("\n".join(texts)) if texts else [],
         "name_seq": name_seq,

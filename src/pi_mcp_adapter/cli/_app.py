@@ -16,6 +16,7 @@ failed operation and 2 for a usage error.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +48,15 @@ class CliContext:
     config_path: Path | None
     agent_dir: Path
     project_dir: Path
+    exclusive: bool = False
+
+    @property
+    def environ(self) -> dict[str, str]:
+        """This process's environment, with ``--exclusive`` as the config layer reads it."""
+        environ = dict(os.environ)
+        if self.exclusive:
+            environ["PI_MCP_CONFIG_MODE"] = "exclusive"
+        return environ
 
     @property
     def console(self) -> Console:
@@ -94,6 +104,14 @@ def _global_options(
             "--project", metavar="DIR", help="Project directory (default: the current directory)."
         ),
     ] = None,
+    exclusive: Annotated[
+        bool,
+        typer.Option(
+            "--exclusive",
+            help="Read only the --config file (or the agent-dir file): no shared, project or "
+            "other files. Same as PI_MCP_CONFIG_MODE=exclusive.",
+        ),
+    ] = False,
     version: Annotated[
         bool,
         typer.Option(
@@ -108,6 +126,7 @@ def _global_options(
     from pi_mcp_adapter.config._locations import default_agent_dir
 
     ctx.obj = CliContext(
+        exclusive=exclusive,
         config_path=config.expanduser().resolve() if config else None,
         agent_dir=(agent_dir.expanduser() if agent_dir else default_agent_dir()).resolve(),
         project_dir=(project or Path.cwd()).expanduser().resolve(),

@@ -43,7 +43,7 @@ def _load(cli: CliContext) -> LoadedConfig:
         project_dir=cli.project_dir,
         config_path=cli.config_path,
         home=Path.home(),
-        environ=os.environ,
+        environ=cli.environ,
     )
 
 

@@ -90,6 +90,8 @@ def create_adapter(
     """The adapter a command works with; config problems are reported once, here."""
     from pi_mcp_adapter.engine import McpAdapter
 
+    from ._ask import ask_on_terminal
+
     progress = _Progress(live=sys.stderr.isatty() and not quiet)
     adapter = McpAdapter(
         agent_dir=cli.agent_dir,
@@ -99,6 +101,8 @@ def create_adapter(
         connect_eager=False,
         start_deadline_s=BOOTSTRAP_DEADLINE_S,
         on_progress=progress,
+        environ=cli.environ,
+        ask=ask_on_terminal,
     )
     for error in adapter.config.errors:
         print_warning(f"config: {error}")
@@ -629,7 +633,10 @@ def auth(
 
     cli = get_context(ctx)
     adapter = McpAdapter(
-        agent_dir=cli.agent_dir, project_dir=cli.project_dir, config_path=cli.config_path
+        agent_dir=cli.agent_dir,
+        project_dir=cli.project_dir,
+        config_path=cli.config_path,
+        environ=cli.environ,
     )
     entry = adapter.servers.get(server)
     text = auth_help(adapter, server)

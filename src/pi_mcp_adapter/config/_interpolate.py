@@ -15,7 +15,7 @@ from pathlib import Path
 
 __all__ = ["Interpolated", "expand_home", "interpolate"]
 
-_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_NAME = r"[A-Za-z0-9_]+"  # as the reference reads a name (JavaScript's \w)
 _REFERENCE = re.compile(
     rf"\$\{{env:(?P<vscode>{_NAME})\}}"
     rf"|\$\{{(?P<shell>{_NAME})\}}"

@@ -20,16 +20,25 @@ from pydantic import ValidationError
 
 from pi_mcp_adapter._errors import ConfigError
 
+from ._command_values import command_value
 from ._hosts import HostRead, read_file_text, read_import
 from ._interpolate import expand_home, interpolate
 from ._jsonc import JsoncDocument, JsoncSyntaxError, parse_jsonc
-from ._locations import IMPORT_KINDS, FileLayer, ImportKind, Where, file_layers
+from ._locations import (
+    IMPORT_KINDS,
+    FileLayer,
+    ImportKind,
+    Where,
+    file_layers,
+    is_exclusive_mode,
+)
 from ._merge import DroppedFields, LayerContribution, MergedEntry, merge_entries
-from ._models import ServerEntry, Settings
+from ._models import WRITTEN_KEYS, RequestHeadersCommand, ServerEntry, Settings
 from ._validate import (
     RawEntry,
     ValidEntry,
     format_json_path,
+    json_name,
     json_type,
     validate_server_entry,
     validate_settings,
@@ -133,6 +142,7 @@ def load_config(
     home: Path | None = None,
     environ: Mapping[str, str] | None = None,
     platform: str | None = None,
+    exclusive: bool | None = None,
 ) -> LoadedConfig:
     """Load and merge every config layer and the host imports they ask for.
 
@@ -144,6 +154,9 @@ def load_config(
     ``home``, ``environ`` and ``platform`` default to this process's; pass them to load the
     configuration of another environment (tests do). Nothing is written anywhere.
 
+    ``exclusive`` (default: ``PI_MCP_CONFIG_MODE=exclusive`` in ``environ``) reads only the
+    agent-dir file, or ``config_path`` when given, and the host imports it lists.
+
     This function does not raise for bad configuration: problems are in ``errors``,
     ``invalid_servers`` and ``warnings`` of the result.
     """
@@ -154,8 +167,11 @@ def load_config(
         environ=environ if environ is not None else os.environ,
     )
     collector = _Collector()
+    if exclusive is None:
+        exclusive = is_exclusive_mode(where.environ)
     layers = _read_file_layers(
-        file_layers(where, agent_dir=agent_dir, config_path=config_path), collector
+        file_layers(where, agent_dir=agent_dir, config_path=config_path, exclusive=exclusive),
+        collector,
     )
     sources = [layer.source for layer in layers]
 
@@ -164,9 +180,22 @@ def load_config(
     first_errors: dict[str, ConfigError] = {}
     settings: dict[str, object] = {}
     imports: list[ImportKind] = []
+    host_reads: dict[ImportKind, dict[str, tuple[RawEntry, ValidEntry]]] = {}
     for layer in layers:
         settings.update(layer.settings)
         imports.extend(kind for kind in layer.imports if kind not in imports)
+        # A layer's imports sit just below the layer itself (the first host listed wins a
+        # name), so the file that imports a server can override any of its fields.
+        imported: dict[str, tuple[ImportKind, RawEntry, ValidEntry]] = {}
+        for kind in layer.imports:
+            if kind not in host_reads:
+                reads = read_import(kind, where)
+                sources.extend(_import_source(read) for read in reads)
+                host_reads[kind] = _import_entries(reads, collector)
+            for name, (host_raw, host_entry) in host_reads[kind].items():
+                imported.setdefault(name, (kind, host_raw, host_entry))
+        for name, (kind, host_raw, host_entry) in imported.items():
+            per_server.setdefault(name, []).append((f"import:{kind}", host_raw.path, host_entry))
         for raw, valid, errors in layer.entries:
             file_defined[raw.name] = None
             if errors:
@@ -177,13 +206,6 @@ def load_config(
     servers: dict[str, ServerEntry] = {}
     provenance: dict[str, ServerProvenance] = {}
     invalid: dict[str, ConfigError] = {}
-    for kind in imports:
-        reads = read_import(kind, where)
-        sources.extend(_import_source(read) for read in reads)
-        for name, (raw, valid) in _import_entries(reads, collector).items():
-            if name not in file_defined and name not in per_server:
-                per_server[name] = [(f"import:{kind}", raw.path, valid)]
-
     for name in (n for n in file_defined if n not in per_server):
         # Every file's entry for this server was broken: it is configured but unusable.
         invalid[name] = first_errors[name]
@@ -304,14 +326,17 @@ def _layer_from_document(
             collector.warnings.append(
                 f"{path}:{document.line_of((key,))}: unknown top-level key {key!r} is ignored"
             )
-    if all(key in data for key in _SERVER_MAP_KEYS):
+    map_keys: tuple[str, ...] = _SERVER_MAP_KEYS
+    if all(data.get(key) is not None for key in _SERVER_MAP_KEYS):
+        # As the TypeScript adapter reads such a file: one map, never a mix of both.
+        map_keys = ("mcpServers",)
         collector.warnings.append(
-            f"{path}: both 'mcpServers' and 'mcp-servers' are present; they are combined and "
-            "'mcpServers' wins for names in both"
+            f"{path}:{document.line_of(('mcp-servers',))}: both 'mcpServers' and 'mcp-servers' "
+            "are present; only 'mcpServers' is read, 'mcp-servers' is ignored"
         )
     loaded = _FileLayerData(ConfigSource(layer.name, "file", path, "loaded"))
     by_name: dict[str, tuple[RawEntry, ValidEntry | None, list[ConfigError]]] = {}
-    for map_key in _SERVER_MAP_KEYS:
+    for map_key in map_keys:
         servers = data.get(map_key)
         if not isinstance(servers, dict):
             continue
@@ -397,22 +422,24 @@ def _finish_server(
         )
 
     fields = dict(merged.fields)
-    has_command = fields.get("command") is not None
-    has_url = fields.get("url") is not None
-    if has_command == has_url:
-        if has_command:
-            command_from = merged.field_sources.get("command", "?")
-            url_from = merged.field_sources.get("url", "?")
-            return invalid(
-                f"sets both 'command' (from {command_from}) and 'url' (from {url_from}); "
-                "keep exactly one",
-                "url",
-            )
+    transports = [key for key in ("command", "url", "socket") if fields.get(key) is not None]
+    if len(transports) > 1:
+        described = " and ".join(
+            f"{key!r} (from {merged.field_sources.get(key, '?')})" for key in transports
+        )
+        both = "both " if len(transports) == 2 else ""
+        return invalid(f"sets {both}{described}; keep exactly one", transports[-1])
+    if not transports:
         return invalid(
-            "has neither 'command' nor 'url'; set 'command' to run a local server or 'url' "
-            "for a remote one",
+            "has neither 'command' nor 'url'; set 'command' to run a local server, 'url' "
+            "for a remote one or 'socket' for a unix socket",
             "command",
         )
+    written = {
+        json_name(ServerEntry, name): _plain(value)
+        for name, value in fields.items()
+        if json_name(ServerEntry, name) in WRITTEN_KEYS
+    }
 
     missing_by_field: dict[str, tuple[str, ...]] = {}
     templates: dict[str, str] = {}
@@ -425,6 +452,14 @@ def _finish_server(
             templates[field] = value  # shown instead of the value: it may hold a secret
         return expand_home(result.value, where.home) if home else result.value
 
+    def resolve_secret(value: str, field: str, *, home: bool = False) -> str:
+        # A !command stays as written and runs at connect time; !! keeps its escape until then.
+        if command_value(value) is not None:
+            return value
+        if value.startswith("!!"):
+            return "!!" + resolve(value[2:], field, home=home)
+        return resolve(value, field, home=home)
+
     url = fields.get("url")
     if isinstance(url, str):
         fields["url"] = resolve(url, "url")
@@ -434,24 +469,45 @@ def _finish_server(
                 f"cannot be used: its 'url' refers to {names}, which is not set in the environment",
                 "url",
             )
+    for path_field, key in (("socket", "socket"), ("ca_file", "caFile"), ("cwd", "cwd")):
+        path_value = fields.get(path_field)
+        if isinstance(path_value, str):
+            fields[path_field] = resolve(path_value, key, home=True)
     command = fields.get("command")
     if isinstance(command, str):
         fields["command"] = resolve(command, "command", home=True)
     args = fields.get("args")
     if isinstance(args, tuple):
         fields["args"] = tuple(resolve(arg, f"args[{i}]", home=True) for i, arg in enumerate(args))
-    cwd = fields.get("cwd")
-    if isinstance(cwd, str):
-        fields["cwd"] = resolve(cwd, "cwd", home=True)
     for mapping_field, key in (("env", "env"), ("headers", "headers")):
         values = fields.get(mapping_field)
         if isinstance(values, dict):
             fields[mapping_field] = {
-                k: resolve(v, f"{key}.{k}", home=mapping_field == "env") for k, v in values.items()
+                k: resolve_secret(v, f"{key}.{k}", home=mapping_field == "env")
+                for k, v in values.items()
             }
+    headers_command = fields.get("request_headers_command")
+    if isinstance(headers_command, RequestHeadersCommand):
+        fields["request_headers_command"] = headers_command.model_copy(
+            update={
+                "command": resolve(headers_command.command, "requestHeadersCommand.command"),
+                "args": None
+                if headers_command.args is None
+                else tuple(
+                    resolve(a, f"requestHeadersCommand.args[{i}]")
+                    for i, a in enumerate(headers_command.args)
+                ),
+                "env": None
+                if headers_command.env is None
+                else {
+                    k: resolve(v, f"requestHeadersCommand.env.{k}")
+                    for k, v in headers_command.env.items()
+                },
+            }
+        )
     token = fields.get("bearer_token")
     if isinstance(token, str):
-        fields["bearer_token"] = resolve(token, "bearerToken")
+        fields["bearer_token"] = resolve_secret(token, "bearerToken")
 
     for field_name, unset in missing_by_field.items():
         listed = ", ".join(unset)
@@ -465,7 +521,18 @@ def _finish_server(
         # Every field was checked per layer, so this is rare; name the fields, never values.
         where_wrong = ", ".join(format_json_path(tuple(e["loc"])) for e in exc.errors())
         return invalid(f"has invalid values in {where_wrong}", where_wrong)
-    return entry.with_env_templates(templates)
+    return entry.with_written(written).with_env_templates(templates)
+
+
+def _plain(value: object) -> object:
+    """A validated field value back in JSON form (tuples as lists, models as objects)."""
+    if isinstance(value, RequestHeadersCommand):
+        return value.model_dump(by_alias=True, exclude_unset=True)
+    if isinstance(value, tuple):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
 
 
 def _build_settings(settings: Mapping[str, object], collector: _Collector) -> Settings:

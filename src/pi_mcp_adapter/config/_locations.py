@@ -88,12 +88,24 @@ def default_agent_dir() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".pi" / "agent"
 
 
-def file_layers(where: Where, *, agent_dir: Path, config_path: Path | None) -> list[FileLayer]:
+def is_exclusive_mode(environ: Mapping[str, str]) -> bool:
+    """``PI_MCP_CONFIG_MODE=exclusive``: read the agent-dir (or ``--config``) file alone."""
+    return environ.get("PI_MCP_CONFIG_MODE", "").strip().lower() == "exclusive"
+
+
+def file_layers(
+    where: Where, *, agent_dir: Path, config_path: Path | None, exclusive: bool = False
+) -> list[FileLayer]:
     """Our config files from lowest to highest precedence.
 
-    ``config_path`` (the ``--config`` option) takes the place of the agent-dir file.
+    ``config_path`` (the ``--config`` option) takes the place of the agent-dir file. With
+    ``exclusive`` that one file is the whole configuration (its imports still apply).
     """
     home, project = where.home, where.project_dir
+    if exclusive:
+        if config_path is not None:
+            return [FileLayer("config", config_path)]
+        return [FileLayer("agent", agent_dir / "mcp.json")]
     return [
         FileLayer("shared", home / ".config" / "mcp" / "mcp.json"),
         FileLayer("agents", home / ".agents" / "mcp.json"),

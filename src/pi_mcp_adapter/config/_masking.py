@@ -199,6 +199,12 @@ def mask_secrets(entry: ServerEntry) -> dict[str, Any]:
     for key in ("cwd", "command"):
         if isinstance(data.get(key), str):
             data[key] = mask_text(templates.get(key, data[key]))
+    command = data.get("requestHeadersCommand")
+    if isinstance(command, dict):
+        if isinstance(command.get("env"), dict):
+            command["env"] = {k: _hide(v) for k, v in command["env"].items()}
+        if isinstance(command.get("args"), list):
+            command["args"] = [mask_text(arg) for arg in mask_args(command["args"])]
     for key in entry.model_extra or {}:
         if key in data:
             data[key] = mask_extra(key, data[key])

@@ -9,7 +9,7 @@ for the old destination are dropped, so a token meant for one server is never se
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,11 +18,20 @@ from ._validate import ValidEntry, json_name
 
 __all__ = ["DroppedFields", "LayerContribution", "MergedEntry", "merge_entries"]
 
-_CREDENTIAL_FIELDS = ("headers", "bearer_token", "bearer_token_env", "auth")
-# Credential-carrying keys other hosts and older versions write; kept as extras, dropped alike.
-_CREDENTIAL_EXTRAS = ("oauth", "bearerTokenStore", "requestHeadersCommand", "caFile")
-_STDIO_FIELDS = ("command", "args", "env", "cwd")
-_HTTP_FIELDS = ("url",)
+# JSON keys. The sets follow the TypeScript adapter's merge, so that one file means the same
+# in both: an override that names a transport drops the other transports' fields, and a
+# changed url drops what authenticated to the old one. `auth` and `oauth: false` carry no
+# secret and are kept.
+_STDIO_KEYS = ("command", "args", "env", "cwd", "pluginDataDir", "literalEnv", "inheritEnv")
+_URL_BOUND_KEYS = (
+    "headers",
+    "bearerToken",
+    "bearerTokenEnv",
+    "bearerTokenStore",
+    "requestHeadersCommand",
+    "caFile",
+)
+_HTTP_KEYS = ("url", *_URL_BOUND_KEYS, "auth", "oauth", "httpTransport")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,16 +73,13 @@ def merge_entries(layers: Sequence[tuple[str, Path, ValidEntry]]) -> MergedEntry
     """Combine one server's entries, lowest precedence first."""
     merged = MergedEntry()
     for source, path, entry in layers:
-        dropped, reason = _fields_to_drop(merged.fields, entry.fields)
-        extras_dropped = [k for k in _CREDENTIAL_EXTRAS if dropped and k in merged.extras]
+        written_keys = {_key(n) for n in entry.fields} | set(entry.extras)
+        drop, reason = _keys_to_drop(merged, entry)
         removed: list[str] = []
-        for name in dropped:
-            if name in merged.fields and name not in entry.fields:
-                del merged.fields[name]
-                removed.append(_key(name))
-        for key in extras_dropped:
-            if key not in entry.extras:
-                del merged.extras[key]
+        for key in drop:
+            if key in written_keys:
+                continue
+            if _remove(merged, key):
                 removed.append(key)
         for key in removed:
             merged.field_sources.pop(key, None)
@@ -88,15 +94,52 @@ def merge_entries(layers: Sequence[tuple[str, Path, ValidEntry]]) -> MergedEntry
     return merged
 
 
-def _fields_to_drop(
-    current: Mapping[str, object], override: Mapping[str, object]
-) -> tuple[tuple[str, ...], str]:
-    old_url, old_command = current.get("url"), current.get("command")
-    new_url, new_command = override.get("url"), override.get("command")
-    if new_url is not None and old_command is not None and new_command is None:
-        return (*_STDIO_FIELDS, *_CREDENTIAL_FIELDS), "switched from command to url"
-    if new_command is not None and old_url is not None and new_url is None:
-        return (*_HTTP_FIELDS, *_CREDENTIAL_FIELDS), "switched from url to command"
-    if new_url is not None and old_url is not None and new_url != old_url:
-        return _CREDENTIAL_FIELDS, "url changed"
-    return (), ""
+def _remove(merged: MergedEntry, key: str) -> bool:
+    for name in list(merged.fields):
+        if _key(name) == key:
+            del merged.fields[name]
+            return True
+    if key in merged.extras:
+        del merged.extras[key]
+        return True
+    return False
+
+
+def _get(merged: MergedEntry, key: str) -> object:
+    for name, value in merged.fields.items():
+        if _key(name) == key:
+            return value
+    return merged.extras.get(key)
+
+
+def _written(entry: ValidEntry, key: str) -> object:
+    for name, value in entry.fields.items():
+        if _key(name) == key:
+            return value
+    return entry.extras.get(key)
+
+
+def _keys_to_drop(merged: MergedEntry, entry: ValidEntry) -> tuple[tuple[str, ...], str]:
+    if not merged.contributions:
+        return (), ""
+    drop: list[str] = []
+    reasons: list[str] = []
+    new_url = _written(entry, "url")
+    if isinstance(_written(entry, "command"), str):
+        drop += [*_HTTP_KEYS, "socket"]
+        if _get(merged, "url") is not None or _get(merged, "socket") is not None:
+            reasons.append("switched to command")
+    elif isinstance(new_url, str):
+        drop += [*_STDIO_KEYS, "socket"]
+        if _get(merged, "command") is not None or _get(merged, "socket") is not None:
+            reasons.append("switched to url")
+    elif isinstance(_written(entry, "socket"), str):
+        drop += [*_STDIO_KEYS, *_HTTP_KEYS]
+        if _get(merged, "command") is not None or _get(merged, "url") is not None:
+            reasons.append("switched to socket")
+    if isinstance(new_url, str) and new_url != _get(merged, "url"):
+        drop += _URL_BOUND_KEYS
+        if _get(merged, "oauth") is not False:
+            drop.append("oauth")
+        reasons.append("url changed")
+    return tuple(dict.fromkeys(drop)), "; ".join(reasons) or "transport fields replaced"

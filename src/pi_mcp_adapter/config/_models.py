@@ -11,7 +11,7 @@ the bearer token, URL passwords and credential-looking extras are masked (see ``
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
@@ -19,8 +19,8 @@ from pydantic.alias_generators import to_camel
 
 from ._masking import MASK, mask_args, mask_extra, mask_url
 
-Lifecycle = Literal["lazy", "eager", "keep-alive"]
-ToolPrefixMode = Literal["server", "short", "none"]
+Lifecycle = Literal["lazy", "eager", "keep-alive", "lazy-keep-alive"]
+ToolPrefixMode = Literal["server", "short", "none", "mcp"]
 Surface = Literal["proxy", "toolsearch"]
 AuthKind = Literal["bearer", "oauth"]
 
@@ -38,11 +38,30 @@ class _Model(BaseModel):
     )
 
 
+class RequestHeadersCommand(_Model):
+    """A trusted command whose stdout (a JSON object) adds or replaces HTTP request headers."""
+
+    command: str
+    args: tuple[str, ...] | None = None
+    env: dict[str, str] | None = None
+    timeout_ms: int | None = None
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        for name, value in super().__repr_args__():
+            if name == "env" and isinstance(value, dict):
+                yield name, dict.fromkeys(value, MASK)
+            elif name == "args" and isinstance(value, tuple):
+                yield name, tuple(mask_args(value))
+            else:
+                yield name, value
+
+
 class ServerEntry(_Model):
     """One entry of ``mcpServers``, after merging and interpolation.
 
-    Exactly one of ``command`` (stdio) and ``url`` (Streamable HTTP, SSE fallback) is set on a
-    usable entry; the loader reports and skips entries that have neither or both.
+    Exactly one of ``command`` (stdio), ``url`` (Streamable HTTP, SSE fallback) and ``socket``
+    (newline-delimited JSON-RPC over a unix domain socket) is set on a usable entry; the loader
+    reports and skips entries that have none or several.
     """
 
     enabled: bool = True
@@ -52,7 +71,10 @@ class ServerEntry(_Model):
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
     url: str | None = None
+    socket: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
+    request_headers_command: RequestHeadersCommand | None = None
+    ca_file: str | None = None
     auth: AuthKind | Literal[False] | None = None
     bearer_token: str | None = None
     bearer_token_env: str | None = None
@@ -62,11 +84,19 @@ class ServerEntry(_Model):
     startup_timeout_ms: int | None = None
     request_timeout_ms: int | None = None
     expose_resources: bool = True
-    direct_tools: bool | tuple[str, ...] = False
+    direct_tools: bool | tuple[str, ...] | Literal["search"] = False
     include_tools: tuple[str, ...] | None = None
     exclude_tools: tuple[str, ...] | None = None
     tool_prefix: ToolPrefixMode | None = None
+    search_keywords: dict[str, tuple[str, ...]] | None = None
+    """Tool selector (name or glob, as ``includeTools``) -> extra words the search matches."""
+    approve_tools: bool | tuple[str, ...] | None = None
+    """Ask the user before calling these tools (``true`` = all); ``None`` = the global setting."""
+    trace: bool | None = None
+    http_transport: Literal["streamable-http", "sse"] | None = None
     debug: bool = False
+    _written: Mapping[str, object] | None = PrivateAttr(default=None)
+    """The transport and credential fields as the files wrote them, before interpolation."""
     _env_templates: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @property
@@ -88,6 +118,8 @@ class ServerEntry(_Model):
         for name, value in super().__repr_args__():
             if name in ("env", "headers") and isinstance(value, dict):
                 yield name, dict.fromkeys(value, MASK)
+            elif name == "request_headers_command" and value is not None:
+                yield name, repr(value)
             elif name == "bearer_token" and value is not None:
                 yield name, MASK
             elif name == "url" and isinstance(value, str):
@@ -104,8 +136,25 @@ class ServerEntry(_Model):
         return self.enabled and not self.disabled
 
     @property
-    def transport_kind(self) -> Literal["stdio", "http"]:
-        return "stdio" if self.command is not None else "http"
+    def transport_kind(self) -> Literal["stdio", "http", "socket"]:
+        if self.command is not None:
+            return "stdio"
+        return "socket" if self.socket is not None else "http"
+
+    @property
+    def written(self) -> Mapping[str, object]:
+        """JSON key -> value as written, for the fields the cache hash reads before interpolation.
+
+        Entries built in code (not loaded from files) have no separate written form: their
+        values are taken as written.
+        """
+        if self._written is not None:
+            return self._written
+        return _written_from_values(self)
+
+    def with_written(self, written: Mapping[str, object]) -> ServerEntry:
+        self._written = dict(written)
+        return self
 
     @property
     def startup_timeout_s(self) -> float:
@@ -116,6 +165,52 @@ class ServerEntry(_Model):
     def request_timeout_s(self) -> float:
         ms = self.request_timeout_ms or DEFAULT_REQUEST_TIMEOUT_MS
         return ms / 1000
+
+
+WRITTEN_KEYS = (
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "socket",
+    "headers",
+    "bearerToken",
+    "requestHeadersCommand",
+)
+"""Fields whose values are interpolated at load time but hashed as written."""
+
+
+def _written_from_values(entry: ServerEntry) -> dict[str, object]:
+    explicit = entry.model_fields_set
+    values: dict[str, object] = {}
+    for key, name in (
+        ("command", "command"),
+        ("args", "args"),
+        ("env", "env"),
+        ("cwd", "cwd"),
+        ("url", "url"),
+        ("socket", "socket"),
+        ("headers", "headers"),
+        ("bearerToken", "bearer_token"),
+    ):
+        value = getattr(entry, name)
+        if name in explicit and value is not None:
+            values[key] = list(value) if isinstance(value, tuple) else value
+    command = entry.request_headers_command
+    if command is not None:
+        values["requestHeadersCommand"] = command.model_dump(by_alias=True, exclude_unset=True)
+    return values
+
+
+class OutputGuardSettings(_Model):
+    max_bytes: int | None = None
+    max_lines: int | None = None
+
+
+class TraceSettings(_Model):
+    enabled: bool = True
+    file: str | None = None
 
 
 class CaptureStats(_Model):
@@ -136,6 +231,11 @@ class Settings(_Model):
     validate_args: bool = True
     output_limit_bytes: int = 50 * 1024
     output_limit_lines: int = 2000
+    output_guard: bool | OutputGuardSettings = True
+    """``false`` turns the output guard off; an object tunes ``maxBytes``/``maxLines``."""
+    trace: bool | TraceSettings = False
+    """``true`` or ``{"enabled": true, "file": ...}`` writes one JSON line per tool call."""
+    approve_tools: bool | tuple[str, ...] = False
     tool_search_limit: int = 5
     tool_search_budget_tokens: int = 600
     health_check_interval_ms: int = 30_000

@@ -7,6 +7,7 @@ actual JSON type, never the value: a value may be a secret.
 
 from __future__ import annotations
 
+import json
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -260,6 +261,17 @@ def validate_server_entry(raw: RawEntry) -> tuple[ValidEntry | None, list[Config
             location = f"{raw.path}:{line}" if line is not None else str(raw.path)
             warnings.append(
                 f"{location}: server {raw.name!r}: unknown key {key!r} is kept but not used"
+            )
+            continue
+        if name in ("disabled", "enabled") and not isinstance(value, bool):
+            # The TypeScript adapter disables a server only for the boolean true; "true" as a
+            # string leaves it running there, so it does here too, with a warning.
+            line = raw.line_of(key_path)
+            location = f"{raw.path}:{line}" if line is not None else str(raw.path)
+            warnings.append(
+                f"{location}: server {raw.name!r}: {key!r} is {json_type(value)} "
+                f"{json.dumps(value)}, not a boolean; it is ignored (write {key}: true "
+                "without quotes)"
             )
             continue
         try:

@@ -8,6 +8,8 @@
 - ``_validate``  tool arguments checked against the tool's JSON schema before a call.
 - ``_arguments`` arguments that can never be sent (lone surrogates, runaway nesting).
 - ``_stats``     per-tool call statistics kept across sessions.
+- ``_approval``  ``approveTools``: questions to the user before a call, and remembered answers.
+- ``_trace``     one metadata-only JSON line per call (``settings.trace``, ``PI_MCP_TRACE``).
 
 The engine imports ``config``, ``servers`` and ``catalog``, never ``surface`` or a host binding.
 """
@@ -15,6 +17,13 @@ The engine imports ``config``, ``servers`` and ``catalog``, never ``surface`` or
 from __future__ import annotations
 
 from ._adapter import DEFAULT_SEARCH_LIMIT, McpAdapter, ProgressCallback
+from ._approval import (
+    APPROVAL_OPTIONS,
+    Ask,
+    AsksQuestions,
+    Question,
+    QuestionOption,
+)
 from ._host import (
     AudioPart,
     CommandHandler,
@@ -39,7 +48,10 @@ from ._values import (
 )
 
 __all__ = [
+    "APPROVAL_OPTIONS",
     "DEFAULT_SEARCH_LIMIT",
+    "Ask",
+    "AsksQuestions",
     "AudioPart",
     "CallErrorKind",
     "CallOutcome",
@@ -53,6 +65,8 @@ __all__ = [
     "NotifyLevel",
     "ProgressCallback",
     "PromptMessages",
+    "Question",
+    "QuestionOption",
     "SearchResults",
     "ServerStatus",
     "StatusReport",

@@ -43,8 +43,10 @@ from pi_mcp_adapter.config._models import ServerEntry, Settings
 from pi_mcp_adapter.servers import ServerManager
 from pi_mcp_adapter.servers._failures import FAILURES_FILE_NAME, FailureMemory
 
+from ._approval import Ask, AsksQuestions, ToolApprovals
 from ._arguments import argument_problems
 from ._host import Host
+from ._trace import open_call_trace
 from ._validate import validate_arguments
 from ._values import CallOutcome, PromptMessages, SearchResults, ServerStatus, StatusReport
 
@@ -78,6 +80,10 @@ class McpAdapter:
         start_deadline_s: one overall deadline for the connects at start; servers still
             connecting then are abandoned, reported as failed and back off.
         clock: wall clock in seconds (``time.time``), injectable for tests.
+        ask: answers the questions the engine asks the user (tool approval, see
+            ``approveTools``): ``async ask(question) -> option id | None``. Without it the host
+            answers if it implements :class:`AsksQuestions`; with neither, calls that need an
+            approval are refused.
     """
 
     def __init__(
@@ -96,6 +102,7 @@ class McpAdapter:
         on_progress: ProgressCallback | None = None,
         environ: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.time,
+        ask: Ask | None = None,
     ) -> None:
         self.agent_dir = (agent_dir or default_agent_dir()).expanduser()
         self.project_dir = (project_dir or Path.cwd()).expanduser()
@@ -119,6 +126,11 @@ class McpAdapter:
         self._stack: AsyncExitStack | None = None
         self._state: Literal["new", "running", "closed"] = "new"
         self._stats: CallStats | None = None
+        self.ask = ask
+        self._approvals = ToolApprovals(self.agent_dir, clock=clock)
+        self._trace = open_call_trace(
+            self.settings, self.servers, project_dir=self.project_dir, environ=self._environ
+        )
         self._listeners: list[Callable[[], None]] = []
 
     def _load_config(self) -> LoadedConfig:
@@ -515,6 +527,15 @@ class McpAdapter:
                 message=f"Invalid arguments for {tool.name}",
                 problems=tuple(problems),
             )
+        refusal = await self._approvals.check(
+            tool,
+            arguments,
+            entry=self.servers.get(tool.server),
+            settings=self.settings,
+            ask=self._asker(),
+        )
+        if refusal is not None:
+            return CallOutcome(name, tool, error_kind="approval_denied", message=refusal)
         outcome = await self._call_server(name, tool, arguments, progress)
         if self._stats is not None:
             self._stats.record(
@@ -524,7 +545,23 @@ class McpAdapter:
                 ok=not outcome.is_error,
                 bytes_out=_result_bytes(outcome),
             )
+        if self._trace is not None and self._trace.traces(self.servers.get(tool.server)):
+            failed = outcome.error_kind is not None
+            self._trace.record(
+                server=tool.server,
+                tool=tool.original_name,
+                duration_ms=outcome.latency_ms + outcome.connect_ms,
+                bytes_out=_result_bytes(outcome),
+                outcome="failed" if failed else ("error" if outcome.is_error else "ok"),
+                error=outcome.error_kind,
+            )
         return outcome
+
+    def _asker(self) -> Ask | None:
+        if self.ask is not None:
+            return self.ask
+        host = self.host
+        return host.ask if isinstance(host, AsksQuestions) else None
 
     async def _call_server(
         self,

@@ -87,6 +87,7 @@ CallErrorKind = Literal[
     "invalid_arguments",
     "server_unavailable",
     "server_error",
+    "approval_denied",
 ]
 """Why a call produced no server answer; a server's own ``isError`` result is not one."""
 

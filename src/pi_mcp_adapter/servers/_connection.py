@@ -33,6 +33,7 @@ from pi_mcp_adapter._errors import ConnectionLostError, ServerUnavailableError
 from pi_mcp_adapter.catalog._metadata import ServerMetadata
 from pi_mcp_adapter.config._models import ServerEntry
 
+from ._http_extras import open_unix_socket
 from ._state import TransportKind
 from ._stderr import StderrCapture, terminal
 from ._stdio import ProcessRecord
@@ -46,6 +47,7 @@ from ._translate import (
 from ._transports import (
     AuthFactory,
     http_headers,
+    http_options,
     open_sse,
     open_stdio,
     open_streamable_http,
@@ -123,8 +125,19 @@ class ServerConnection:
         self._stdout_noise = ""
         self._capture: StderrCapture | None = None
         self._process: ProcessRecord | None = None
+        self._observation: HttpObservation | None = None
 
     # -- state ------------------------------------------------------------------------------
+
+    @property
+    def session_expired(self) -> bool:
+        """A request carrying this connection's Streamable HTTP session id got 404.
+
+        The spec says the server then no longer knows the session (it restarted) and the
+        client must start a new one; the server rejected the request before running it, so
+        retrying it on a new session cannot run it twice.
+        """
+        return self._observation is not None and self._observation.session_expired
 
     @property
     def is_alive(self) -> bool:
@@ -151,8 +164,13 @@ class ServerConnection:
             with anyio.CancelScope() as scope:
                 self._scope = scope
                 scope.deadline = anyio.current_time() + timeout_s
+                plan: tuple[TransportKind, ...]
                 if self.entry.command is not None:
-                    plan: tuple[TransportKind, ...] = ("stdio",)
+                    plan = ("stdio",)
+                elif self.entry.socket is not None:
+                    plan = ("socket",)
+                elif self.entry.http_transport is not None:
+                    plan = (self.entry.http_transport,)
                 else:
                     plan = ("streamable-http", "sse")
                 for kind in plan:
@@ -205,6 +223,7 @@ class ServerConnection:
             client_info=_client_info(),
         ) as client:
             self.metadata = await _fetch_metadata(client)
+            self._observation = observation
             scope.deadline = math.inf
             self._client = client
             self.transport = kind
@@ -232,13 +251,24 @@ class ServerConnection:
             )
             self._process = ProcessRecord()
             return open_stdio(params, self._capture, self._process, self._on_eof)
+        if kind == "socket":
+            assert self.entry.socket is not None
+            return open_unix_socket(self.entry.socket, self._on_eof)
         url = self.entry.url
         if url is None:
             raise ConnectionLostError(self.server, f"server {self.server!r} has no `url`")
-        headers = http_headers(self.server, self.entry, self._environ)
+        headers = await http_headers(self.server, self.entry, self._environ)
         auth = self._auth_factory(self.server) if self._auth_factory is not None else None
+        options = http_options(self.server, self.entry, self._environ)
         opener = open_streamable_http if kind == "streamable-http" else open_sse
-        return opener(url, headers=headers, auth=auth, observation=observation, on_eof=self._on_eof)
+        return opener(
+            url,
+            headers=headers,
+            auth=auth,
+            observation=observation,
+            on_eof=self._on_eof,
+            options=options,
+        )
 
     def _connect_error(
         self, exc: BaseException, observation: HttpObservation
@@ -254,6 +284,8 @@ class ServerConnection:
                 log_hint=self._log_hint(),
                 exit_code=process.returncode if process is not None else None,
             )
+        if self.entry.socket is not None:
+            return connect_error(self.server, exc, target=self.entry.socket)
         return connect_error(
             self.server, exc, target=redact_url(self.entry.url or ""), observation=observation
         )
@@ -266,7 +298,9 @@ class ServerConnection:
 
     def _on_eof(self) -> None:
         if not self._closing:
-            if self.entry.command is None:
+            if self.entry.socket is not None:
+                reason = "the server closed the socket"
+            elif self.entry.command is None:
                 reason = "the server closed the event stream"
             elif self._process is not None and self._process.returncode is not None:
                 reason = f"the server process exited with code {self._process.returncode}"

@@ -2,13 +2,16 @@
 
 Modes (``lifecycle`` of a server entry):
 
-=============  ===================  =====================================  ===========
-mode           connects             after a drop                           idle close
-=============  ===================  =====================================  ===========
-``lazy``       on first use         on the next use                        yes
-``eager``      at start             at the end of the next turn            never
-``keep-alive`` at start             health checks, 30 s doubling to 5 min  never
-=============  ===================  =====================================  ===========
+===================  =============  =====================================  ===========
+mode                 connects       after a drop                           idle close
+===================  =============  =====================================  ===========
+``lazy``             on first use   on the next use                        yes
+``eager``            at start       at the end of the next turn            never
+``keep-alive``       at start       health checks, 30 s doubling to 5 min  never
+``lazy-keep-alive``  on first use   as keep-alive, once it has connected   never
+===================  =============  =====================================  ===========
+
+A per-server ``idleTimeout`` applies to lazy servers only.
 
 These are pure functions of the entry, the settings and a failure count; the manager applies
 them. Keeping them here lets the policy be read (and tested) in one place.
@@ -33,6 +36,18 @@ bounded (about 4.5 s worst case) and they run in parallel."""
 def connects_at_start(entry: ServerEntry) -> bool:
     """Eager and keep-alive servers connect when the manager starts."""
     return entry.is_enabled and entry.lifecycle in ("eager", "keep-alive")
+
+
+def is_kept_alive(entry: ServerEntry, *, has_connected: bool) -> bool:
+    """Whether health checks watch the server and reconnect it when it drops.
+
+    Keep-alive servers always are; lazy-keep-alive servers from their first connection on.
+    """
+    if not entry.is_enabled:
+        return False
+    return entry.lifecycle == "keep-alive" or (
+        entry.lifecycle == "lazy-keep-alive" and has_connected
+    )
 
 
 def idle_timeout_s(entry: ServerEntry, settings: Settings) -> float:

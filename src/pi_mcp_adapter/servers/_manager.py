@@ -27,6 +27,7 @@ import anyio.abc
 from pi_mcp_adapter._errors import (
     ConnectionLostError,
     ConnectTimeoutError,
+    McpAdapterError,
     NeedsAuthError,
     ServerBackoffError,
     ServerDisabledError,
@@ -45,6 +46,7 @@ from ._lifecycle import (
     connects_at_start,
     health_check_interval_s,
     idle_timeout_s,
+    is_kept_alive,
     keep_alive_retry_delay_s,
 )
 from ._state import ServerState, ServerStatus, TransportKind
@@ -96,6 +98,7 @@ class _Slot:
         self.in_flight = 0
         self.last_used_at: float | None = None
         self.has_history = False
+        self.has_connected = False
         """True once a connect finished, either way: the next success is a reconnect."""
         self.keep_alive_failures = 0
         self.keep_alive_next_at: float | None = None
@@ -378,6 +381,16 @@ class ServerManager:
             if slot.entry.lifecycle == "keep-alive" and not self._keep_alive_due(slot, now):
                 continue
             names.append(name)
+        for name, slot in self._slots.items():
+            # A lazy-keep-alive server that has connected once is kept up like keep-alive.
+            if slot.entry.lifecycle != "lazy-keep-alive" or slot.attempt is not None:
+                continue
+            if not is_kept_alive(slot.entry, has_connected=slot.has_connected):
+                continue
+            if slot.connection is not None and slot.connection.is_alive:
+                continue
+            if self._keep_alive_due(slot, now):
+                names.append(name)
         return await self._connect_many(names, respect_backoff=False)
 
     # -- using ------------------------------------------------------------------------------
@@ -407,7 +420,15 @@ class ServerManager:
         try:
             connection = await self._ensure(slot, respect_backoff=True)
             limit = timeout_s if timeout_s is not None else slot.entry.request_timeout_s
-            return await connection.call_tool(tool, arguments, timeout_s=limit, progress=progress)
+            try:
+                return await connection.call_tool(
+                    tool, arguments, timeout_s=limit, progress=progress
+                )
+            except McpAdapterError as exc:
+                connection = await self._recover_session(slot, connection, exc)
+                return await connection.call_tool(
+                    tool, arguments, timeout_s=limit, progress=progress
+                )
         finally:
             self._release(slot)
 
@@ -420,9 +441,24 @@ class ServerManager:
         try:
             connection = await self._ensure(slot, respect_backoff=True)
             limit = timeout_s if timeout_s is not None else slot.entry.request_timeout_s
-            return await connection.read_resource(uri, timeout_s=limit)
+            try:
+                return await connection.read_resource(uri, timeout_s=limit)
+            except McpAdapterError as exc:
+                connection = await self._recover_session(slot, connection, exc)
+                return await connection.read_resource(uri, timeout_s=limit)
         finally:
             self._release(slot)
+
+    async def _recover_session(
+        self, slot: _Slot, connection: ServerConnection, error: McpAdapterError
+    ) -> ServerConnection:
+        """A new connection when ``connection``'s HTTP session expired, else ``error`` raised."""
+        if not connection.session_expired:
+            raise error
+        logger.info("server %r: the session expired (HTTP 404); reconnecting once", slot.name)
+        if slot.connection is connection:
+            await self.close(slot.name)  # concurrent callers share the one new connection
+        return await self._ensure(slot, respect_backoff=False)
 
     async def get_prompt(
         self,
@@ -481,7 +517,7 @@ class ServerManager:
             for slot in self._slots.values():
                 if not slot.entry.is_enabled:
                     continue
-                if slot.entry.lifecycle == "keep-alive":
+                if is_kept_alive(slot.entry, has_connected=slot.has_connected):
                     tg.start_soon(self._keep_alive_check, slot)
                     continue
                 timeout_s = idle_timeout_s(slot.entry, self._settings)
@@ -669,6 +705,7 @@ class ServerManager:
         slot.error = None
         slot.backoff_until = None
         slot.has_history = True
+        slot.has_connected = True
         slot.keep_alive_failures = 0
         slot.keep_alive_next_at = None
         slot.last_used_at = self._clock()

@@ -9,7 +9,7 @@ ServerStatus = Literal["connected", "connecting", "closed", "failed", "needs-aut
 """``closed``: not connected (never started, idle-closed or closed on request); ``failed``: the
 last connect failed or the connection was lost; ``needs-auth``: the server answered HTTP 401."""
 
-TransportKind = Literal["stdio", "streamable-http", "sse"]
+TransportKind = Literal["stdio", "streamable-http", "sse", "socket"]
 
 SERVER_STATUSES: tuple[ServerStatus, ...] = (
     "connected",

@@ -67,6 +67,8 @@ class HttpObservation:
 
     status: int | None = None
     content_type: str | None = None
+    session_expired: bool = False
+    """A request that carried a session id got 404: the server forgot the session."""
 
     def record(self, status: int, content_type: str) -> None:
         if status >= 400 and self.status is None:

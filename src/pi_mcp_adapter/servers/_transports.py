@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import ssl
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextvars import Context
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -27,6 +29,12 @@ from mcp.shared.message import SessionMessage
 from pi_mcp_adapter._errors import ServerStartError
 from pi_mcp_adapter.config._models import ServerEntry
 
+from ._http_extras import (
+    HeadersCommandTransport,
+    resolve_command_values,
+    resolve_one,
+    ssl_context_for,
+)
 from ._npx import resolve_npx_command
 from ._stderr import StderrCapture
 from ._stdio import ProcessRecord, open_stdio_process
@@ -37,6 +45,8 @@ HTTP_TIMEOUT_S = 30.0
 
 HTTP_STREAM_READ_TIMEOUT_S = 300.0
 """Read timeout: a server may hold a response stream open for a long time between events."""
+
+MCP_SESSION_HEADER = "mcp-session-id"
 
 Streams = tuple[Any, Any]
 AuthFactory = Callable[[str], httpx2.Auth | None]
@@ -127,7 +137,7 @@ async def stdio_parameters(
     """
     if entry.command is None:
         raise ServerStartError(server, f"server {server!r} has no `command` to start")
-    env = {**environ, **entry.env}
+    env = {**environ, **await resolve_command_values(server, entry.env, what="env")}
     command, args = entry.command, tuple(entry.args)
     cwd = _working_dir(entry)
     if resolve_npx and npx_cache_path is not None and _is_npx(command, args):
@@ -166,15 +176,21 @@ async def open_stdio(
             yield streams
 
 
-def http_headers(server: str, entry: ServerEntry, environ: Mapping[str, str]) -> dict[str, str]:
+async def http_headers(
+    server: str, entry: ServerEntry, environ: Mapping[str, str]
+) -> dict[str, str]:
     """Configured headers plus ``Authorization: Bearer ...`` from ``bearerToken(Env)``.
 
+    ``!command`` values are run here (at connect time) and their output used.
+
     Raises:
-        ServerStartError: ``bearerTokenEnv`` names a variable that is not set (the message
-            names the variable, never a value).
+        ServerStartError: ``bearerTokenEnv`` names a variable that is not set, or a command
+            value failed (the message names the variable or field, never a value).
     """
-    headers = dict(entry.headers)
+    headers = await resolve_command_values(server, entry.headers, what="header")
     token = entry.bearer_token
+    if token is not None:
+        token = await resolve_one(server, token, what=f"server {server!r}: bearerToken")
     if token is None and entry.bearer_token_env:
         token = environ.get(entry.bearer_token_env)
         if not token:
@@ -188,17 +204,55 @@ def http_headers(server: str, entry: ServerEntry, environ: Mapping[str, str]) ->
     return headers
 
 
+@dataclass(frozen=True, slots=True)
+class HttpOptions:
+    """How requests to one server are sent, beyond headers and auth."""
+
+    verify: ssl.SSLContext | bool = True
+    wrap_transport: Callable[[httpx2.AsyncBaseTransport], httpx2.AsyncBaseTransport] | None = None
+
+
+def http_options(server: str, entry: ServerEntry, environ: Mapping[str, str]) -> HttpOptions:
+    """TLS trust (``caFile``) and the ``requestHeadersCommand`` of an HTTP entry.
+
+    Raises:
+        ServerStartError: the CA bundle cannot be used or the command's timeout is out of range.
+    """
+    verify = ssl_context_for(server, entry.ca_file)
+    command = entry.request_headers_command
+    if command is None:
+        return HttpOptions(verify=verify)
+    HeadersCommandTransport(server, command, httpx2.AsyncBaseTransport(), environ)  # validates
+
+    def wrap(inner: httpx2.AsyncBaseTransport) -> httpx2.AsyncBaseTransport:
+        return HeadersCommandTransport(server, command, inner, environ)
+
+    return HttpOptions(verify=verify, wrap_transport=wrap)
+
+
 def _http_client(
-    headers: Mapping[str, str], auth: httpx2.Auth | None, observation: HttpObservation
+    headers: Mapping[str, str],
+    auth: httpx2.Auth | None,
+    observation: HttpObservation,
+    options: HttpOptions | None = None,
 ) -> httpx2.AsyncClient:
+    options = options or HttpOptions()
+
     async def observe(response: httpx2.Response) -> None:
         observation.record(response.status_code, response.headers.get("content-type", ""))
+        if response.status_code == 404 and MCP_SESSION_HEADER in response.request.headers:
+            # The spec's signal that the server no longer knows the session (it restarted).
+            observation.session_expired = True
 
+    transport: httpx2.AsyncBaseTransport = httpx2.AsyncHTTPTransport(verify=options.verify)
+    if options.wrap_transport is not None:
+        transport = options.wrap_transport(transport)
     return httpx2.AsyncClient(
         headers=dict(headers),
         auth=auth,
         timeout=httpx2.Timeout(HTTP_TIMEOUT_S, read=HTTP_STREAM_READ_TIMEOUT_S),
         event_hooks={"response": [observe]},
+        transport=transport,
     )
 
 
@@ -210,10 +264,11 @@ async def open_streamable_http(
     auth: httpx2.Auth | None,
     observation: HttpObservation,
     on_eof: Callable[[], None],
+    options: HttpOptions | None = None,
 ) -> AsyncIterator[Streams]:
     """Open a Streamable HTTP transport whose responses are recorded in ``observation``."""
     async with (
-        _http_client(headers, auth, observation) as client,
+        _http_client(headers, auth, observation, options) as client,
         streamable_http_client(url, http_client=client) as (read, write),
     ):
         yield _EofWatchingStream(read, on_eof), write
@@ -227,6 +282,7 @@ async def open_sse(
     auth: httpx2.Auth | None,
     observation: HttpObservation,
     on_eof: Callable[[], None],
+    options: HttpOptions | None = None,
 ) -> AsyncIterator[Streams]:
     """Open a legacy SSE transport whose responses are recorded in ``observation``."""
 
@@ -235,7 +291,7 @@ async def open_sse(
         timeout: httpx2.Timeout | None = None,
         auth: httpx2.Auth | None = None,
     ) -> httpx2.AsyncClient:
-        return _http_client(headers or {}, auth, observation)
+        return _http_client(headers or {}, auth, observation, options)
 
     async with sse_client(
         url,

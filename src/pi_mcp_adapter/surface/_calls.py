@@ -15,7 +15,7 @@ from pi_mcp_adapter.catalog._schema import render_parameters
 from pi_mcp_adapter.engine import CallOutcome, ContentPart, McpAdapter, TextPart, ToolResult
 
 from ._content import convert_call_result, convert_read_resource_result
-from ._output_guard import guard_output
+from ._output_guard import guard_output, output_guard_limits
 from ._toon import encode_if_shorter, should_toon
 
 
@@ -110,11 +110,9 @@ def render_outcome(
         result = convert_call_result(raw)
     if should_toon(tool.server, settings.toon_encode):
         result = _toon_result(result)
-    result = guard_output(
-        result,
-        limit_bytes=settings.output_limit_bytes,
-        limit_lines=settings.output_limit_lines,
-    )
+    limits = output_guard_limits(settings)
+    if limits is not None:
+        result = guard_output(result, limit_bytes=limits[0], limit_lines=limits[1])
     details = {
         "mode": "call",
         "server": tool.server,

@@ -14,10 +14,12 @@ import stat
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pi_mcp_adapter.config._models import OutputGuardSettings, Settings
 from pi_mcp_adapter.engine import ContentPart, TextPart, ToolResult
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "DEFAULT_LIMIT_LINES",
     "format_size",
     "guard_output",
+    "output_guard_limits",
     "write_private_file",
 ]
 
@@ -37,6 +40,34 @@ a model (or a person) to read a spilled result, and short enough that dumps do n
 
 _default_dir: Path | None = None
 _default_dir_lock = threading.Lock()
+
+
+def output_guard_limits(
+    settings: Settings, environ: Mapping[str, str] | None = None
+) -> tuple[int, int] | None:
+    """``(bytes, lines)`` the guard enforces, or None when the user turned it off.
+
+    ``MCP_OUTPUT_GUARD`` (``0/false/no/off`` or ``1/true/yes/on``) overrides
+    ``settings.outputGuard``, which is ``false`` (off), ``true`` or an object whose positive
+    ``maxBytes``/``maxLines`` replace ``outputLimitBytes``/``outputLimitLines``.
+    """
+    env = os.environ if environ is None else environ
+    switch = env.get("MCP_OUTPUT_GUARD", "").strip().lower()
+    configured = settings.output_guard
+    enabled = configured is not False
+    if switch in ("0", "false", "no", "off"):
+        enabled = False
+    elif switch in ("1", "true", "yes", "on"):
+        enabled = True
+    if not enabled:
+        return None
+    limit_bytes, limit_lines = settings.output_limit_bytes, settings.output_limit_lines
+    if isinstance(configured, OutputGuardSettings):
+        if configured.max_bytes is not None and configured.max_bytes > 0:
+            limit_bytes = configured.max_bytes
+        if configured.max_lines is not None and configured.max_lines > 0:
+            limit_lines = configured.max_lines
+    return limit_bytes, limit_lines
 
 
 def write_private_file(
@@ -133,7 +164,9 @@ def guard_output(
     (inside a line only when the first line alone is over the byte limit, and then between
     characters), later text parts are dropped, non-text parts are kept, and a note is appended
     telling the model how much it sees, where the full text is and how to read the rest. The
-    note itself comes on top of the limits. ``details`` gains ``truncated``,
+    note counts against the limits: shown text and note together stay within them (only a
+    limit smaller than the note itself is exceeded, by the note alone). ``details`` gains
+    ``truncated``,
     ``fullOutputPath`` (None when the file could not be written), ``totalLines``,
     ``totalBytes``, ``shownLines`` and ``shownBytes``.
 
@@ -153,14 +186,19 @@ def guard_output(
     if len(full_bytes) <= limit_bytes and total_lines <= limit_lines:
         return result
 
-    cut = _cut(result.content, full_text, limit_bytes=limit_bytes, limit_lines=limit_lines)
     path: Path | None
     try:
         path = write_private_file(full_bytes, directory=spill_dir, suffix=".txt")
         save_error = None
     except OSError as exc:
         path, save_error = None, exc
-    note = _note(cut, total_lines, len(full_bytes), path, save_error)
+    cut, note = _fit_with_note(
+        result.content,
+        full_text,
+        limit_bytes=limit_bytes,
+        limit_lines=limit_lines,
+        describe=lambda c: _note(c, total_lines, len(full_bytes), path, save_error),
+    )
     details: dict[str, Any] = {
         **result.details,
         "truncated": True,
@@ -171,6 +209,36 @@ def guard_output(
         "shownBytes": cut.shown_bytes,
     }
     return ToolResult((*cut.parts, TextPart(note)), is_error=result.is_error, details=details)
+
+
+def _fit_with_note(
+    parts: tuple[ContentPart, ...],
+    full_text: str,
+    *,
+    limit_bytes: int,
+    limit_lines: int,
+    describe: Callable[[_Cut], str],
+) -> tuple[_Cut, str]:
+    """The longest cut whose text and note together stay within both limits.
+
+    The note's size depends a little on the numbers it quotes, so the budget shrinks by
+    what the last try went over (two or three tries at most). When the note alone is over the
+    limits, no text is shown and the note is returned as it is.
+    """
+    budget_bytes, budget_lines = limit_bytes, limit_lines
+    while True:
+        if budget_bytes < 1 or budget_lines < 1:
+            cut = _Cut(tuple(p for p in parts if not isinstance(p, TextPart)), 0, 0, False)
+            return cut, describe(cut)
+        cut = _cut(parts, full_text, limit_bytes=budget_bytes, limit_lines=budget_lines)
+        note = describe(cut)
+        shown = "\n".join([p.text for p in cut.parts if isinstance(p, TextPart)] + [note])
+        over_bytes = len(shown.encode("utf-8", "replace")) - limit_bytes
+        over_lines = _count_lines(shown) - limit_lines
+        if over_bytes <= 0 and over_lines <= 0:
+            return cut, note
+        budget_bytes -= max(0, over_bytes)
+        budget_lines -= max(0, over_lines)
 
 
 def _count_lines(text: str) -> int:
@@ -231,7 +299,11 @@ def _note(
     cut: _Cut, total_lines: int, total_bytes: int, path: Path | None, error: OSError | None
 ) -> str:
     shown = f"{format_size(cut.shown_bytes)} of {format_size(total_bytes)}"
-    if cut.last_line_partial:
+    if cut.shown_bytes == 0:
+        what = (
+            f"nothing of {total_lines} lines ({format_size(total_bytes)}); the limit leaves no room"
+        )
+    elif cut.last_line_partial:
         what = f"the first {shown} (line 1 of {total_lines} is longer than the limit)"
     else:
         what = f"lines 1-{cut.shown_lines} of {total_lines} ({shown})"

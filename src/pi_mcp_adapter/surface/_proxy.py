@@ -8,7 +8,7 @@ Every outcome, including bad input, is a :class:`ToolResult`; nothing here raise
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pi_mcp_adapter._errors import (
@@ -18,7 +18,7 @@ from pi_mcp_adapter._errors import (
     UsageError,
 )
 from pi_mcp_adapter.config._validate import json_type
-from pi_mcp_adapter.engine import CallOutcome, McpAdapter, ToolDefinition, ToolResult
+from pi_mcp_adapter.engine import CallOutcome, McpAdapter, TextPart, ToolDefinition, ToolResult
 
 from ._calls import call_tool, render_outcome
 from ._guard import guard_execute
@@ -142,6 +142,8 @@ class ProxyTool:
     def __init__(self, adapter: McpAdapter, *, host_tools: Sequence[str] = ()) -> None:
         self._adapter = adapter
         self._host_tools = tuple(host_tools)
+        self.activate: Callable[[Sequence[str]], list[str]] | None = None
+        """Turns on the inactive tools among search hits (``directTools: "search"``)."""
 
     def definition(self) -> ToolDefinition:
         return ToolDefinition(
@@ -177,7 +179,7 @@ class ProxyTool:
         if mode == "instructions":
             return self.instructions_result(_opt_str(params, "instructions") or "")
         if mode == "search":
-            return self.search_result(
+            found = self.search_result(
                 _opt_str(params, "search") or "",
                 server=_opt_str(params, "server"),
                 regex=_opt_bool(params, "regex", False),
@@ -185,6 +187,7 @@ class ProxyTool:
                 limit=_opt_int(params, "limit", minimum=1),
                 offset=_opt_int(params, "offset", minimum=0) or 0,
             )
+            return self._with_activated(found)
         if mode == "list":
             return self.list_result(_opt_str(params, "server") or "")
         return self.status_result()
@@ -276,6 +279,24 @@ class ProxyTool:
             shown = page.offset + len(page.hits)
             text += f"\n\n{shown} of {page.total}; offset: {page.next_offset} for more"
         return ToolResult.text(text, details=details)
+
+    def _with_activated(self, result: ToolResult) -> ToolResult:
+        """Search hits of ``directTools: "search"`` servers become callable directly."""
+        matches = result.details.get("matches") or []
+        if self.activate is None or not matches:
+            return result
+        loaded = self.activate([m["name"] for m in matches if isinstance(m, Mapping)])
+        if not loaded:
+            return result
+        note = (
+            f"\n\nLoaded {len(loaded)} tool{'s' if len(loaded) != 1 else ''} you can call "
+            f"directly from your next turn: {', '.join(loaded)}"
+        )
+        return ToolResult(
+            (*result.content, TextPart(note)),
+            is_error=result.is_error,
+            details={**result.details, "loaded": loaded},
+        )
 
     def describe_result(self, name: str) -> ToolResult:
         try:

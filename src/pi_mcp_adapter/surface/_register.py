@@ -19,7 +19,7 @@ from pi_mcp_adapter.engine import Host, McpAdapter, ToolDefinition
 from ._commands import MCP_AUTH_COMMAND, MCP_COMMAND, McpCommands
 from ._direct import DirectTools
 from ._proxy import PROXY_TOOL_NAME, ProxyTool
-from ._toolsearch import TOOL_SEARCH_NAME, ToolSearchSurface
+from ._toolsearch import TOOL_SEARCH_NAME, ToolSearchSurface, search_activated_servers
 
 SurfaceKind = Literal["proxy", "toolsearch"]
 
@@ -39,6 +39,8 @@ class Surfaces:
     direct: DirectTools
     commands: McpCommands
     toolsearch: ToolSearchSurface | None = None
+    search_activated: ToolSearchSurface | None = None
+    """Under the proxy: the inactive tools of ``directTools: "search"`` servers."""
     _unsubscribe: Callable[[], None] | None = field(default=None, repr=False)
 
     @property
@@ -55,12 +57,16 @@ class Surfaces:
         added, removed = self.direct.sync()
         if self.toolsearch is not None:
             self.toolsearch.sync()
+        if self.search_activated is not None:
+            self.search_activated.sync()
         known = self._known()
         # Registering may auto-activate in some hosts: keep the active set as it was, minus
         # what disappeared, plus new direct tools.
         active = [n for n in active_before if n in known and n not in removed]
         active += [n for n in added if n not in active]
-        if active != active_before:
+        # Compared with the set after registering: a host that activated a new deferred tool
+        # on registration must be corrected even when the wanted set did not change.
+        if active != list(host.get_active_tools()):
             host.set_active_tools(active)
 
     def _known(self) -> set[str]:
@@ -69,6 +75,8 @@ class Surfaces:
             names |= set(self.toolsearch.deferred) | {TOOL_SEARCH_NAME}
         else:
             names.add(PROXY_TOOL_NAME)
+        if self.search_activated is not None:
+            names |= set(self.search_activated.deferred)
         return names
 
     def close(self) -> None:
@@ -119,6 +127,17 @@ def register_surfaces(
     else:
         host.register_tool(proxy.definition())
         surface_name = PROXY_TOOL_NAME
+        if search_activated_servers(adapter):
+            search_activated = ToolSearchSurface(
+                adapter,
+                host,
+                reserved=[*host_tools, PROXY_TOOL_NAME, TOOL_SEARCH_NAME],
+                exclude=lambda: direct.names,
+                only_servers=lambda: search_activated_servers(adapter),
+            )
+            surfaces.search_activated = search_activated
+            proxy.activate = search_activated.activate
+            search_activated.sync()
     host.set_active_tools([*builtin_active, surface_name, *direct.names])
     if commands:
         host.register_command(

@@ -8,6 +8,7 @@ called directly from the next turn.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
@@ -15,7 +16,7 @@ from pi_mcp_adapter._errors import McpAdapterError
 from pi_mcp_adapter.catalog._metadata import ToolInfo
 from pi_mcp_adapter.engine import Host, McpAdapter, ToolDefinition, ToolExecute, ToolResult
 
-from ._direct import tool_definition
+from ._direct import DIRECT_TOOLS_ENV, tool_definition
 from ._guard import guard_execute
 from ._render import truncate_words
 from ._tokens import count_tokens
@@ -109,6 +110,23 @@ def toolsearch_definition(adapter: McpAdapter, *, execute: ToolExecute | None) -
     )
 
 
+def search_activated_servers(adapter: McpAdapter) -> set[str]:
+    """Servers with ``directTools: "search"``: their tools wait, inactive, for a search.
+
+    This is how the TypeScript adapter reads ``directTools: "search"`` under the ``mcp`` proxy:
+    the deferred tools of the ``ToolSearch`` surface, for those servers only, turned on by
+    ``mcp({search})``. ``MCP_DIRECT_TOOLS`` replaces the configuration's choice of direct tools,
+    this one included.
+    """
+    if os.environ.get(DIRECT_TOOLS_ENV, "").strip():
+        return set()
+    return {
+        name
+        for name, entry in adapter.servers.items()
+        if entry.is_enabled and entry.direct_tools == "search"
+    }
+
+
 class ToolSearchSurface:
     """Registers deferred tools and the ``ToolSearch`` tool; activates tools on request.
 
@@ -123,8 +141,12 @@ class ToolSearchSurface:
         *,
         reserved: Sequence[str],
         exclude: Callable[[], Collection[str]] = frozenset,
+        only_servers: Callable[[], Collection[str]] | None = None,
     ) -> None:
+        """``only_servers``: defer only these servers' tools and register no ``ToolSearch``
+        (the ``mcp`` proxy's ``directTools: "search"`` servers)."""
         self._adapter = adapter
+        self._only_servers = only_servers
         self._host = host
         self._reserved = frozenset(reserved)
         self._exclude = exclude
@@ -146,9 +168,10 @@ class ToolSearchSurface:
         """Register every tool that is neither direct nor reserved (inactive), and ToolSearch."""
         host = self._host
         excluded = set(self._exclude())
+        only = set(self._only_servers()) if self._only_servers is not None else None
         wanted: dict[str, ToolInfo] = {}
         for tool in self._adapter.tools():
-            if tool.name in excluded:
+            if tool.name in excluded or (only is not None and tool.server not in only):
                 continue
             if tool.name in self._reserved:
                 if tool.name not in self._warned:
@@ -170,7 +193,17 @@ class ToolSearchSurface:
             if self._deferred.get(name) != tool:
                 host.register_tool(tool_definition(self._adapter, tool, host_tools=host_tools))
                 self._deferred[name] = tool
-        host.register_tool(self.definition())
+        if self._only_servers is None:
+            host.register_tool(self.definition())
+
+    def activate(self, names: Sequence[str]) -> list[str]:
+        """Turn on the deferred tools among ``names``; returns those that were off."""
+        host = self._host
+        active = list(host.get_active_tools())
+        new = [n for n in dict.fromkeys(names) if n in self._deferred and n not in active]
+        if new:
+            host.set_active_tools([*active, *new])
+        return new
 
     def find(self, query: str) -> tuple[list[ToolInfo], list[str]]:
         """Tools a query selects, and the names in a ``select:`` query that matched nothing."""

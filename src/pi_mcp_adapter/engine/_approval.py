@@ -1,0 +1,248 @@
+"""Tool approval: ask the user before calling the tools ``approveTools`` names.
+
+``approveTools`` is ``true`` (every tool) or a list of names and globs (matched like
+``includeTools``: original or prefixed name, ``-`` also matching ``_``), per server or in
+``settings`` (a server's own value wins). Before such a call the engine asks a
+:class:`Question` with four answers: allow once, allow for this session, always allow, deny.
+
+Who answers: the ``ask`` callback given to :class:`~pi_mcp_adapter.engine.McpAdapter` (a
+Python host's own prompt), else the host when it implements :class:`AsksQuestions` (the CLI
+asks on its terminal; the MCP gateway asks its client's user through elicitation). With nobody
+to ask, or an asker that cannot reach anyone (``None``), the call is refused: it fails closed,
+with a message naming the setting that would let it through.
+
+"Always" answers are kept in ``<agent dir>/mcp-approvals.json``, each bound to the server's
+``configHash``: pointing the server somewhere else (another url, command or token) asks again.
+The question shows the arguments, shortened; answers are never written with arguments.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pi_mcp_adapter.catalog._cache import config_hash
+from pi_mcp_adapter.catalog._filters import ToolFilter
+from pi_mcp_adapter.catalog._metadata import ToolInfo
+from pi_mcp_adapter.config._models import ServerEntry, Settings
+
+__all__ = [
+    "APPROVALS_FILE_NAME",
+    "APPROVAL_OPTIONS",
+    "ApprovalChoice",
+    "Ask",
+    "AsksQuestions",
+    "Question",
+    "QuestionOption",
+    "ToolApprovals",
+    "approval_setting",
+    "requires_approval",
+]
+
+logger = logging.getLogger("pi_mcp_adapter.approval")
+
+APPROVALS_FILE_NAME = "mcp-approvals.json"
+_FILE_VERSION = 1
+ARGUMENTS_PREVIEW_CHARS = 500
+
+ApprovalChoice = Literal["allow_once", "allow_session", "allow_always", "deny"]
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionOption:
+    """One possible answer: ``id`` is what the asker returns, ``label`` what a person reads."""
+
+    id: str
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """A question for the user, with a fixed set of answers.
+
+    ``kind`` says what is asked (``"tool_approval"``), ``context`` carries machine-readable
+    details (server, tool, name) for askers that render their own dialog.
+    """
+
+    kind: str
+    title: str
+    text: str
+    options: tuple[QuestionOption, ...]
+    context: Mapping[str, str]
+
+    def option(self, answer: str | None) -> QuestionOption | None:
+        """The option an answer names, by id or (case-insensitively) by label."""
+        if answer is None:
+            return None
+        wanted = answer.strip().lower()
+        return next((o for o in self.options if wanted in (o.id.lower(), o.label.lower())), None)
+
+
+Ask = Callable[[Question], Awaitable[str | None]]
+"""Ask the user; return the chosen option's id, or None when nobody can answer."""
+
+
+@runtime_checkable
+class AsksQuestions(Protocol):
+    """The optional host ability to ask the user a question and wait for the answer.
+
+    Returns the chosen option's ``id``, or None when no one can answer (no terminal, a client
+    without elicitation, a declined or cancelled dialog): the engine then refuses the call.
+    """
+
+    async def ask(self, question: Question) -> str | None: ...
+
+
+APPROVAL_OPTIONS = (
+    QuestionOption("allow_once", "Allow once"),
+    QuestionOption("allow_session", "Allow for this session"),
+    QuestionOption("allow_always", "Always allow"),
+    QuestionOption("deny", "Deny"),
+)
+
+
+def _selects(patterns: bool | tuple[str, ...] | None, tool: ToolInfo) -> bool:
+    if patterns is True:
+        return True
+    if not patterns:
+        return False
+    return ToolFilter(include=patterns).allows(tool.original_name, tool.name)
+
+
+def requires_approval(entry: ServerEntry | None, settings: Settings, tool: ToolInfo) -> bool:
+    """Whether calling ``tool`` must be approved (the server's ``approveTools`` wins)."""
+    if entry is not None and entry.approve_tools is not None:
+        return _selects(entry.approve_tools, tool)
+    return _selects(settings.approve_tools, tool)
+
+
+def approval_setting(entry: ServerEntry | None, server: str) -> str:
+    """The setting a user changes to call without being asked."""
+    if entry is not None and entry.approve_tools is not None:
+        return f"mcpServers.{server}.approveTools"
+    return "settings.approveTools"
+
+
+def _preview(arguments: Mapping[str, Any]) -> str:
+    text = json.dumps(arguments, ensure_ascii=False, indent=2, default=str)
+    # Control characters could rewrite the user's terminal; show them escaped.
+    text = "".join(c if c in "\n\t" or c.isprintable() else repr(c)[1:-1] for c in text)
+    if len(text) > ARGUMENTS_PREVIEW_CHARS:
+        return text[:ARGUMENTS_PREVIEW_CHARS] + "…"
+    return text
+
+
+class ToolApprovals:
+    """Decides, asks and remembers approvals for one adapter (one session)."""
+
+    def __init__(self, agent_dir: Path, *, clock: Callable[[], float] = time.time) -> None:
+        self.path = agent_dir / APPROVALS_FILE_NAME
+        self._clock = clock
+        self._session: set[tuple[str, str]] = set()
+
+    def question(self, tool: ToolInfo, arguments: Mapping[str, Any]) -> Question:
+        return Question(
+            kind="tool_approval",
+            title=f"Allow the MCP tool {tool.name} (server {tool.server})?",
+            text=f"{tool.server} wants to run {tool.original_name} with:\n{_preview(arguments)}",
+            options=APPROVAL_OPTIONS,
+            context={"server": tool.server, "tool": tool.original_name, "name": tool.name},
+        )
+
+    async def check(
+        self,
+        tool: ToolInfo,
+        arguments: Mapping[str, Any],
+        *,
+        entry: ServerEntry | None,
+        settings: Settings,
+        ask: Ask | None,
+    ) -> str | None:
+        """None when the call may go ahead, else the refusal message for the model."""
+        if not requires_approval(entry, settings, tool):
+            return None
+        key = (tool.server, tool.original_name)
+        if key in self._session:
+            return None
+        fingerprint = config_hash(entry) if entry is not None else ""
+        if self._always(tool.server, tool.original_name) == fingerprint:
+            return None
+        setting = approval_setting(entry, tool.server)
+        if ask is None:
+            return (
+                f"Calling {tool.name} needs the user's approval ({setting}), and there is no "
+                "one to ask here (no terminal, or a client without elicitation). The call was "
+                f"not made. To allow it without asking, remove it from {setting}."
+            )
+        try:
+            answer = await ask(self.question(tool, arguments))
+        except Exception as exc:  # an asker must never let a call through by failing
+            logger.warning("asking for approval of %s failed: %s", tool.name, exc)
+            answer = None
+        option = self.question(tool, arguments).option(answer)
+        choice = option.id if option is not None else None
+        if choice == "allow_once":
+            return None
+        if choice == "allow_session":
+            self._session.add(key)
+            return None
+        if choice == "allow_always":
+            self._session.add(key)
+            self._remember(tool.server, tool.original_name, fingerprint)
+            return None
+        if choice == "deny":
+            return f"The user denied the call of {tool.name}. Do not retry it unasked."
+        return (
+            f"Calling {tool.name} needs the user's approval ({setting}), and no answer came. "
+            f"The call was not made. To allow it without asking, remove it from {setting}."
+        )
+
+    # -- "always" answers --------------------------------------------------------------------
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            logger.warning("ignoring unreadable %s: %s", self.path, exc)
+            return {}
+        if not isinstance(data, dict) or data.get("version") != _FILE_VERSION:
+            return {}
+        always = data.get("always")
+        return always if isinstance(always, dict) else {}
+
+    def _always(self, server: str, tool: str) -> str | None:
+        record = self._read().get(server, {})
+        entry = record.get(tool) if isinstance(record, dict) else None
+        value = entry.get("configHash") if isinstance(entry, dict) else None
+        return value if isinstance(value, str) else None
+
+    def _remember(self, server: str, tool: str, fingerprint: str) -> None:
+        always = self._read()
+        always.setdefault(server, {})[tool] = {
+            "configHash": fingerprint,
+            "at": int(self._clock() * 1000),
+        }
+        data = json.dumps({"version": _FILE_VERSION, "always": always}, indent=2)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".mcp-approvals-")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as file:
+                    file.write(data)
+                os.replace(tmp, self.path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+        except OSError as exc:
+            logger.warning("cannot remember the approval in %s: %s", self.path, exc)

@@ -1,0 +1,200 @@
+"""OpenAI Agents SDK binding: the adapter's surfaces as ``FunctionTool`` objects.
+
+``pip install 'pi-mcp-adapter[openai-agents]'``, then::
+
+    async with McpTools.open() as mcp:                # owns the adapter and every server
+        agent = Agent(name="assistant", model=model, tools=mcp.tools)
+        result = await Runner.run(agent, "What time is it in Tokyo?")
+
+or ``McpTools(adapter)`` over an adapter you opened yourself.
+
+``mcp.tools`` is a live list: every tool the surfaces register (the ``mcp`` proxy tool, or
+``ToolSearch`` and its deferred tools, and direct tools) is in it once, and each tool's
+``is_enabled`` reads the adapter's active set, which the Runner evaluates before every model
+call. A tool ``ToolSearch`` activates is therefore offered on the next model call of the same
+run. Tools that appear later (a server's tools changed) are appended to the same list; a tool
+that disappears stays in it, disabled, so the list never shrinks under a running agent. Pass your
+own tools as ``own_tools``: they lead the list, stay enabled, and MCP tools never shadow them.
+
+Results keep images (``ToolOutputImage`` with a data URL) next to text; an error result comes
+back as its text (``"Error: ..."``), which is how the SDK shows a failure to the model.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+try:
+    from agents import FunctionTool, RunContextWrapper, ToolOutputImage, ToolOutputText
+    from agents.tool_context import ToolContext
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
+    raise ImportError(
+        "pi_mcp_adapter.hosts.openai_agents needs the OpenAI Agents SDK: "
+        "pip install 'pi-mcp-adapter[openai-agents]'"
+    ) from exc
+
+from pi_mcp_adapter.engine import (
+    ImagePart,
+    McpAdapter,
+    NotifyLevel,
+    TextPart,
+    ToolDefinition,
+    ToolResult,
+)
+from pi_mcp_adapter.surface import SurfaceKind, Surfaces
+
+from ._export import ExportHost
+
+__all__ = ["McpTools", "to_agents_output"]
+
+_log = logging.getLogger("pi_mcp_adapter")
+
+AgentsOutput = str | list[ToolOutputText | ToolOutputImage]
+
+
+def _log_notice(message: str, level: NotifyLevel) -> None:
+    _log.log({"info": logging.INFO, "warning": logging.WARNING}.get(level, logging.ERROR), message)
+
+
+class _AgentsHost(ExportHost):
+    """The in-memory host, mirrored into one live list of ``FunctionTool`` objects."""
+
+    def __init__(self, on_notify: Callable[[str, NotifyLevel], None]) -> None:
+        super().__init__(on_notify=on_notify)
+        self.function_tools: list[Any] = []
+        self._by_name: dict[str, FunctionTool] = {}
+
+    def register_tool(self, tool: ToolDefinition) -> None:
+        super().register_tool(tool)
+        existing = self._by_name.get(tool.name)
+        if existing is not None:
+            # Updated in place: the list and its entries stay the ones a running agent holds.
+            existing.description = tool.description
+            existing.params_json_schema = dict(tool.parameters)
+            return
+        function_tool = FunctionTool(
+            name=tool.name,
+            description=tool.description,
+            params_json_schema=dict(tool.parameters),
+            on_invoke_tool=self._invoker(tool.name),
+            # MCP schemas are not written for strict mode (optional properties, open objects).
+            strict_json_schema=False,
+            is_enabled=self._enabled(tool.name),
+        )
+        self._by_name[tool.name] = function_tool
+        self.function_tools.append(function_tool)
+
+    def host_tool_names(self) -> Sequence[str]:
+        mine = set(self._by_name)
+        return [
+            name
+            for t in self.function_tools
+            if isinstance(name := getattr(t, "name", None), str) and name not in mine
+        ]
+
+    def set_active_tools(self, names: Sequence[str]) -> None:
+        # The caller's own tools are always enabled; only MCP tools are gated.
+        self.active = list(dict.fromkeys(n for n in names if n in self.tools))
+
+    def _enabled(self, name: str) -> Callable[[RunContextWrapper[Any], Any], bool]:
+        def is_enabled(ctx: RunContextWrapper[Any], agent: Any) -> bool:
+            return name in self.tools and name in self.active
+
+        return is_enabled
+
+    def _invoker(self, name: str) -> Callable[[ToolContext[Any], str], Any]:
+        async def invoke(ctx: ToolContext[Any], arguments_json: str) -> AgentsOutput:
+            try:
+                arguments = json.loads(arguments_json) if arguments_json.strip() else {}
+            except json.JSONDecodeError as exc:
+                return f"Error: the arguments are not valid JSON ({exc.msg})."
+            if not isinstance(arguments, dict):
+                return "Error: the arguments must be a JSON object."
+            return to_agents_output(await self.execute(name, arguments))
+
+        return invoke
+
+
+class McpTools:
+    """The adapter's surfaces as tools for the OpenAI Agents SDK.
+
+    Args:
+        adapter: a running adapter; its lifecycle stays with whoever opened it
+            (:meth:`open` opens one for you).
+        surface: ``"proxy"`` or ``"toolsearch"``; defaults to ``settings.surface``.
+        own_tools: the agent's own tools, placed first in :attr:`tools`.
+        on_notify: receives notices; by default they are logged to the ``pi_mcp_adapter``
+            logger.
+    """
+
+    def __init__(
+        self,
+        adapter: McpAdapter,
+        *,
+        surface: SurfaceKind | None = None,
+        own_tools: Sequence[Any] = (),
+        on_notify: Callable[[str, NotifyLevel], None] | None = None,
+    ) -> None:
+        self.adapter = adapter
+        self.host = _AgentsHost(on_notify or _log_notice)
+        self.host.function_tools.extend(own_tools)
+        self.surfaces: Surfaces = self.host.attach(adapter, surface=surface)
+
+    @property
+    def tools(self) -> list[Any]:
+        """The live list to pass as ``Agent(tools=...)``."""
+        return self.host.function_tools
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls,
+        *,
+        surface: SurfaceKind | None = None,
+        own_tools: Sequence[Any] = (),
+        on_notify: Callable[[str, NotifyLevel], None] | None = None,
+        **adapter_options: Any,
+    ) -> AsyncIterator[McpTools]:
+        """Open an adapter (``McpAdapter(**adapter_options)``) and tools over it; both close
+        when the block ends, in the task that entered it."""
+        async with McpAdapter(**adapter_options) as adapter:
+            tools = cls(adapter, surface=surface, own_tools=own_tools, on_notify=on_notify)
+            try:
+                yield tools
+            finally:
+                tools.close()
+
+    def close(self) -> None:
+        """Stop following catalog changes (the adapter itself is closed by its owner)."""
+        self.surfaces.close()
+
+    async def command(self, name: str, args: str = "") -> str:
+        """Run ``/mcp args`` (``name="mcp"``) or ``/mcp-auth args`` and return its text."""
+        return await self.host.run_command(name, args)
+
+    async def turn_end(self) -> None:
+        """The engine's turn hook (eager servers that dropped reconnect); call after a run."""
+        await self.adapter.on_turn_end()
+
+
+def to_agents_output(result: ToolResult) -> AgentsOutput:
+    """A :class:`ToolResult` as a function tool's output: text, or text and images."""
+    if result.is_error:
+        return f"Error: {result.text_content}"
+    if all(isinstance(p, TextPart) for p in result.content):
+        return result.text_content
+    outputs: list[ToolOutputText | ToolOutputImage] = []
+    for part in result.content:
+        if isinstance(part, TextPart):
+            outputs.append(ToolOutputText(text=part.text))
+        elif isinstance(part, ImagePart):
+            url = f"data:{part.mime_type};base64,{part.data}"
+            outputs.append(ToolOutputImage(image_url=url))
+        else:
+            note = f"[audio content: {part.mime_type}; not shown: function tools take no audio]"
+            outputs.append(ToolOutputText(text=note))
+    return outputs

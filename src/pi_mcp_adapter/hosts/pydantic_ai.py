@@ -1,0 +1,211 @@
+"""pydantic-ai binding: a capability that gives an agent the adapter's surfaces.
+
+``pip install 'pi-mcp-adapter[pydantic-ai]'``, then::
+
+    async with McpCapability.open() as mcp:           # owns the adapter and every server
+        agent = Agent(model, capabilities=[mcp])
+        result = await agent.run("What time is it in Tokyo?")
+
+or ``McpCapability(adapter)`` over an adapter you opened yourself.
+
+The capability's toolset lists every tool registered by the surfaces (the ``mcp`` proxy tool,
+or ``ToolSearch`` and its deferred tools, and direct tools); its ``prepare_tools`` hook drops
+the registered tools that are not active, on every model request. A tool ``ToolSearch``
+activates is therefore offered on the next request of the same run. Results keep their
+content types: text stays text, images become ``BinaryImage``, audio ``BinaryContent``; an
+error result is raised as ``ToolFailed``, which pydantic-ai shows the model as a failed tool
+call without spending retries. After each run the engine's turn hook runs (eager servers that
+dropped reconnect).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+try:
+    import pydantic_core
+    from pydantic_ai import RunContext
+    from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.exceptions import ToolFailed
+    from pydantic_ai.messages import BinaryContent, BinaryImage
+    from pydantic_ai.run import AgentRunResult
+    from pydantic_ai.tools import ToolDefinition as PaiToolDefinition
+    from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
+    raise ImportError(
+        "pi_mcp_adapter.hosts.pydantic_ai needs pydantic-ai: "
+        "pip install 'pi-mcp-adapter[pydantic-ai]'"
+    ) from exc
+
+from pi_mcp_adapter.engine import (
+    ImagePart,
+    McpAdapter,
+    NotifyLevel,
+    TextPart,
+    ToolDefinition,
+    ToolResult,
+)
+from pi_mcp_adapter.surface import SurfaceKind, Surfaces
+
+from ._export import ExportHost
+
+__all__ = ["McpCapability", "McpToolset", "to_pydantic_ai_content"]
+
+_log = logging.getLogger("pi_mcp_adapter")
+
+# MCP tools validate their own arguments against their JSON schema (the engine does, before a
+# call); pydantic-ai only has to hand over a JSON object.
+_ARGS_VALIDATOR = pydantic_core.SchemaValidator(
+    schema=pydantic_core.core_schema.dict_schema(
+        pydantic_core.core_schema.str_schema(), pydantic_core.core_schema.any_schema()
+    )
+)
+
+ToolReturnContent = str | BinaryContent | list[str | BinaryContent]
+
+
+def _log_notice(message: str, level: NotifyLevel) -> None:
+    _log.log({"info": logging.INFO, "warning": logging.WARNING}.get(level, logging.ERROR), message)
+
+
+class McpToolset(AbstractToolset[Any]):
+    """Every tool registered with ``host``; re-read on every step of a run."""
+
+    def __init__(self, host: ExportHost, *, id: str = "pi-mcp-adapter", max_retries: int = 1):
+        self._host = host
+        self._id = id
+        self._max_retries = max_retries
+        # Built once per registered definition: a large catalog is listed on every step.
+        self._built: dict[str, tuple[ToolDefinition, ToolsetTool[Any]]] = {}
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        tools: dict[str, ToolsetTool[Any]] = {}
+        for name, definition in self._host.tools.items():
+            built = self._built.get(name)
+            if built is None or built[0] is not definition:
+                tool_def = PaiToolDefinition(
+                    name=name,
+                    description=definition.description,
+                    parameters_json_schema=dict(definition.parameters),
+                )
+                tool = ToolsetTool[Any](
+                    toolset=self,
+                    tool_def=tool_def,
+                    max_retries=self._max_retries,
+                    args_validator=_ARGS_VALIDATOR,
+                )
+                built = self._built[name] = (definition, tool)
+            tools[name] = built[1]
+        for name in set(self._built) - set(tools):
+            del self._built[name]
+        return tools
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> ToolReturnContent:
+        result = await self._host.execute(name, tool_args)
+        if result.is_error:
+            raise ToolFailed(result.text_content or f"Tool {name!r} failed.")
+        return to_pydantic_ai_content(result)
+
+
+class McpCapability(AbstractCapability[Any]):
+    """The adapter's surfaces as a pydantic-ai capability.
+
+    Args:
+        adapter: a running adapter; its lifecycle stays with whoever opened it
+            (:meth:`open` opens one for you).
+        surface: ``"proxy"`` or ``"toolsearch"``; defaults to ``settings.surface``.
+        builtin_tools: the agent's own tool names, which MCP tools must not shadow.
+        on_notify: receives notices (a server's tools changed, a skipped tool); by default
+            they are logged to the ``pi_mcp_adapter`` logger.
+    """
+
+    def __init__(
+        self,
+        adapter: McpAdapter,
+        *,
+        surface: SurfaceKind | None = None,
+        builtin_tools: Sequence[str] = (),
+        on_notify: Callable[[str, NotifyLevel], None] | None = None,
+    ) -> None:
+        self.adapter = adapter
+        self.host = ExportHost(
+            builtin_tools=tuple(builtin_tools), on_notify=on_notify or _log_notice
+        )
+        self.surfaces: Surfaces = self.host.attach(adapter, surface=surface)
+        self.toolset = McpToolset(self.host)
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls,
+        *,
+        surface: SurfaceKind | None = None,
+        builtin_tools: Sequence[str] = (),
+        on_notify: Callable[[str, NotifyLevel], None] | None = None,
+        **adapter_options: Any,
+    ) -> AsyncIterator[McpCapability]:
+        """Open an adapter (``McpAdapter(**adapter_options)``) and a capability over it; both
+        close when the block ends, in the task that entered it."""
+        async with McpAdapter(**adapter_options) as adapter:
+            capability = cls(
+                adapter, surface=surface, builtin_tools=builtin_tools, on_notify=on_notify
+            )
+            try:
+                yield capability
+            finally:
+                capability.close()
+
+    def close(self) -> None:
+        """Stop following catalog changes (the adapter itself is closed by its owner)."""
+        self.surfaces.close()
+
+    async def command(self, name: str, args: str = "") -> str:
+        """Run ``/mcp args`` (``name="mcp"``) or ``/mcp-auth args`` and return its text."""
+        return await self.host.run_command(name, args)
+
+    # ------------------------------------------------------------------ capability hooks
+
+    def get_toolset(self) -> McpToolset:
+        return self.toolset
+
+    async def prepare_tools(
+        self, ctx: RunContext[Any], tool_defs: list[PaiToolDefinition]
+    ) -> list[PaiToolDefinition]:
+        registered = self.host.tools
+        active = set(self.host.get_active_tools())
+        return [d for d in tool_defs if d.name not in registered or d.name in active]
+
+    async def after_run(
+        self, ctx: RunContext[Any], *, result: AgentRunResult[Any]
+    ) -> AgentRunResult[Any]:
+        await self.adapter.on_turn_end()
+        return result
+
+
+def to_pydantic_ai_content(result: ToolResult) -> ToolReturnContent:
+    """A :class:`ToolResult`'s content as pydantic-ai tool return content.
+
+    One text part is returned as a string; several parts, or any image or audio, as a list of
+    strings and binary content the model receives as such.
+    """
+    parts: list[str | BinaryContent] = []
+    for part in result.content:
+        if isinstance(part, TextPart):
+            parts.append(part.text)
+        elif isinstance(part, ImagePart):
+            parts.append(BinaryImage(data=base64.b64decode(part.data), media_type=part.mime_type))
+        else:
+            parts.append(BinaryContent(data=base64.b64decode(part.data), media_type=part.mime_type))
+    if len(parts) == 1 and isinstance(parts[0], str):
+        return parts[0]
+    return parts
