@@ -172,18 +172,43 @@ def test_synonyms_of_common_verbs_find_the_tool(index: SearchIndex) -> None:
     assert names(index.search("fetch forecast").hits)[0] == "weather_get_forecast"
 
 
-def test_nonsense_gets_no_confident_match_and_no_hits(index: SearchIndex) -> None:
-    # "page" is a catalog word, the rest is not: a weak partial match must not be shown.
-    page = index.search("recommend a succulent drip irrigation for my garden page")
+@pytest.mark.parametrize("ranking", ["lexical", "hybrid"])
+def test_nonsense_is_answered_with_the_closest_tools_flagged_as_weak(ranking: str) -> None:
+    # "page" is a catalog word, the rest is not: the partial match is shown, marked weak.
+    page = SearchIndex(CATALOG, ranking=ranking).search(
+        "recommend a succulent drip irrigation for my garden page"
+    )
     assert not page.confident
-    assert page.hits == ()
-    assert page.total == 0
-    assert page.next_offset is None
+    assert "chrome-devtools_list_pages" in names(page.hits)
 
 
-def test_a_query_of_unknown_words_only_is_not_confident(index: SearchIndex) -> None:
-    page = index.search("zzyzx qwertyuiop")
+def test_a_query_of_unknown_words_only_gets_nothing_from_the_lexical_ranking() -> None:
+    page = SearchIndex(CATALOG, ranking="lexical").search("zzyzx qwertyuiop")
     assert (page.confident, page.hits) == (False, ())
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        pytest.param("forecast for Zermatt", id="capitalised-name"),
+        pytest.param("forecast for PMID 31452104 and arXiv 1706.03762", id="identifiers"),
+        pytest.param("save the forecast to ~/reports/q3-summary.md", id="path"),
+        pytest.param('forecast titled "Frobnicated Quuxes"', id="quoted"),
+        pytest.param("forecast from https://frobnicate.example/zzq", id="url"),
+    ],
+)
+def test_values_in_a_request_do_not_count_as_unknown_words(query: str) -> None:
+    page = SearchIndex(CATALOG, ranking="lexical").search(query, limit=3)
+    assert page.confident
+    assert names(page.hits)[0] == "weather_get_forecast"
+
+
+def test_plain_words_the_catalog_never_uses_make_an_answer_weak() -> None:
+    page = SearchIndex(CATALOG, ranking="lexical").search(
+        "forecast succulent irrigation fertiliser mulch compost hydroponic trellis"
+    )
+    assert not page.confident
+    assert names(page.hits)[0] == "weather_get_forecast"
 
 
 def test_server_filter_keeps_only_that_servers_tools(index: SearchIndex) -> None:
@@ -307,10 +332,71 @@ def test_unusable_tool_search_queries_are_usage_errors(text: str) -> None:
 
 
 def test_unknown_ranking_is_a_usage_error_naming_the_known_ones() -> None:
-    with pytest.raises(UsageError, match="bm25, default, seed004"):
+    with pytest.raises(UsageError, match="bm25, default, hybrid, lexical, seed004"):
         SearchIndex(CATALOG, ranking="magic")
 
 
 def test_an_empty_catalog_answers_with_nothing() -> None:
     page = SearchIndex([]).search("anything")
     assert (page.hits, page.total, page.confident) == ((), 0, False)
+
+
+def test_chinese_text_is_split_into_character_pairs() -> None:
+    assert split_words("获取天气信息") == ["获取", "取天", "天气", "气信", "信息"]
+    assert split_words("weather天气API") == ["weather", "天气", "api"]
+    assert split_words("查") == ["查"]
+
+
+@pytest.mark.parametrize("ranking", ["lexical", "hybrid"])
+def test_a_chinese_description_is_found_by_its_chinese_words(ranking: str) -> None:
+    catalog = [
+        tool("weather", "get_forecast", "获取城市的天气预报"),
+        tool("weather", "get_alerts", "获取地区的气象预警信息"),
+        tool("maps", "geocode", "Turn an address into coordinates"),
+    ]
+    page = SearchIndex(catalog, ranking=ranking).search("查询北京的天气预报")
+    assert page.confident
+    assert names(page.hits)[0] == "weather_get_forecast"
+
+
+@pytest.mark.parametrize("ranking", ["lexical", "hybrid"])
+def test_a_generic_tool_that_takes_the_requests_path_beats_a_specific_namesake(
+    ranking: str,
+) -> None:
+    catalog = [
+        tool("browser", "save_as_pdf", "Print the current page to PDF", scale="Zoom factor"),
+        tool(
+            "filesystem",
+            "write_file",
+            "Create a new file or overwrite an existing one with new content",
+            path="Where to write",
+            content="What to write",
+        ),
+        tool("browser", "list_pages", "List the open pages"),
+    ]
+    page = SearchIndex(catalog, ranking=ranking).search("save the report to ~/notes/q3.md")
+    assert names(page.hits)[0] == "filesystem_write_file"
+
+
+@pytest.mark.parametrize("ranking", ["lexical", "hybrid"])
+def test_a_url_in_the_request_favours_the_tool_that_takes_urls(ranking: str) -> None:
+    # The browser's tools handle "the current page" and "pages" but take no URL.
+    browser = [t for t in CATALOG if t.original_name != "navigate_page"]
+    fetch = tool("web", "fetch", "Fetches a URL from the internet as markdown", url="URL to fetch")
+    catalog = [*browser, fetch]
+    page = SearchIndex(catalog, ranking=ranking).search("grab the page at https://lwn.net")
+    assert names(page.hits)[0] == "web_fetch"
+
+
+def test_a_page_names_the_servers_that_match_best(index: SearchIndex) -> None:
+    page = index.search("list repositories and browser pages", limit=2)
+    servers = [m.server for m in page.servers]
+    assert set(servers) >= {"github", "chrome-devtools"}
+    by_name = {m.server: m for m in page.servers}
+    assert by_name["github"].tools >= 2
+    assert page.servers == tuple(sorted(page.servers, key=lambda m: -m.best_score))
+
+
+def test_unranked_modes_name_no_servers(index: SearchIndex) -> None:
+    assert index.search("^github_", regex=True).servers == ()
+    assert index.search("", server="github").servers == ()

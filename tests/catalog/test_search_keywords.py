@@ -52,10 +52,10 @@ def test_a_keyword_finds_a_tool_whose_name_and_description_never_say_it() -> Non
     index = SearchIndex(infos)
     assert [h.tool.original_name for h in index.search("sql").hits][:1] == ["run_query"]
     assert [h.tool.original_name for h in index.search("sql", regex=True).hits] == ["run_query"]
-    without = SearchIndex(
-        build_tool_infos("db", METADATA, entry=ServerEntry(command="db"), settings=Settings())
-    )
-    assert not without.search("sql").hits
+    plain = build_tool_infos("db", METADATA, entry=ServerEntry(command="db"), settings=Settings())
+    assert not SearchIndex(plain, ranking="lexical").search("sql").hits
+    # The hybrid ranking still offers the closest tools, but flags them as weak.
+    assert not SearchIndex(plain).search("sql").confident
 
 
 def test_keywords_are_never_part_of_what_the_model_is_shown() -> None:

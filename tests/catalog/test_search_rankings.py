@@ -8,14 +8,21 @@ import pytest
 
 from pi_mcp_adapter.catalog._metadata import ToolInfo
 from pi_mcp_adapter.catalog._search import RANKINGS, SearchIndex
+from pi_mcp_adapter.catalog._search_semantic import semantic_available
 
 
 def tool(name: str, description: str, server: str = "s") -> ToolInfo:
     return ToolInfo(name=name, original_name=name, server=server, description=description)
 
 
-def test_the_three_rankings_are_registered_by_name() -> None:
-    assert sorted(RANKINGS) == ["bm25", "default", "seed004"]
+def test_the_rankings_are_registered_by_name() -> None:
+    assert sorted(RANKINGS) == ["bm25", "hybrid", "lexical", "seed004"]
+
+
+def test_default_means_hybrid_when_the_semantic_extra_is_installed() -> None:
+    expected = "hybrid" if semantic_available() else "lexical"
+    assert SearchIndex(BM25_CATALOG).ranking == expected
+    assert SearchIndex(BM25_CATALOG, ranking="lexical").ranking == "lexical"
 
 
 # Two documents of plain words: "alpha beta" (2 words) and "beta gamma gamma" (3 words).
@@ -105,18 +112,18 @@ DEFAULT_CATALOG = [
 
 def test_default_ranks_name_matches_above_description_matches() -> None:
     # "forecast" is in get_forecast's name and description, "alerts" only in get_alerts's.
-    page = SearchIndex(DEFAULT_CATALOG).search("forecast")
+    page = SearchIndex(DEFAULT_CATALOG, ranking="lexical").search("forecast")
     assert [h.tool.name for h in page.hits] == ["get_forecast"]
 
 
 def test_default_prefers_the_tool_covering_more_of_the_query() -> None:
-    page = SearchIndex(DEFAULT_CATALOG).search("weather alerts region")
+    page = SearchIndex(DEFAULT_CATALOG, ranking="lexical").search("weather alerts region")
     assert [h.tool.name for h in page.hits][:2] == ["get_alerts", "get_forecast"]
     assert page.hits[0].score > page.hits[1].score > 0
 
 
 def test_default_scores_are_best_first_and_positive() -> None:
-    page = SearchIndex(DEFAULT_CATALOG).search("email the weather forecast")
+    page = SearchIndex(DEFAULT_CATALOG, ranking="lexical").search("email the weather forecast")
     scores = [h.score for h in page.hits]
     assert scores == sorted(scores, reverse=True)
     assert all(s > 0 for s in scores)

@@ -145,10 +145,45 @@ async def test_search_with_a_bad_regex_is_an_error_result(shared_adapter: McpAda
 
 
 async def test_search_with_no_match_says_so(shared_adapter: McpAdapter) -> None:
-    result = await mcp(shared_adapter, search="zzqx frobnicate quux")
+    result = await mcp(shared_adapter, search="zzqx frobnicate quux", server="time")
     assert not result.is_error
-    assert result.details["matches"] == []
-    assert result.text_content.startswith('No tools matching "zzqx frobnicate quux"')
+    if result.details["matches"]:  # the semantic signal offers the closest tools, marked weak
+        assert result.details["confident"] is False
+        assert result.text_content.startswith('No strong match; closest tools for "zzqx')
+    else:
+        assert result.text_content.startswith('No tools matching "zzqx frobnicate quux"')
+
+
+async def test_a_weak_search_still_shows_the_closest_tools_and_says_so(
+    shared_adapter: McpAdapter,
+) -> None:
+    # "time" is a catalog word, the gardening is not: the closest tool comes back, flagged.
+    result = await mcp(
+        shared_adapter, search="time to repot succulents with cactus compost and perlite"
+    )
+    assert result.details["confident"] is False
+    assert result.text_content.startswith("No strong match; closest tools for")
+    assert any(m["server"] == "time" for m in result.details["matches"])
+
+
+async def test_search_groups_hits_by_server_and_names_the_matching_servers(
+    shared_adapter: McpAdapter,
+) -> None:
+    # Both servers match ("echo a message": workbench, "current time": time); one hit shows.
+    result = await mcp(
+        shared_adapter,
+        search="echo a message with the current time",
+        limit=1,
+        includeSchemas=False,
+    )
+    text = result.text_content
+    servers = [m["server"] for m in result.details["servers"]]
+    assert len(servers) >= 2, result.details
+    shown = result.details["matches"][0]["server"]
+    assert f"\n{shown} (" in text
+    others = [s for s in servers if s != shown]
+    assert "Also matching: " + others[0] in text
+    assert "server=<name>" in text
 
 
 async def test_describe_renders_parameters_with_required_marks_and_enums(

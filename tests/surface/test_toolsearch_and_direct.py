@@ -10,6 +10,7 @@ import pytest
 from pi_mcp_adapter.config._models import ServerEntry
 from pi_mcp_adapter.hosts import ExportHost
 from pi_mcp_adapter.surface._direct import resolve_direct_selection
+from pi_mcp_adapter.surface._render import WEAK_MATCH_HEADER
 from pi_mcp_adapter.surface._tokens_report import definition_tokens
 from pi_mcp_adapter.surface._toolsearch import TOOL_SEARCH_NAME, parse_select
 
@@ -92,6 +93,22 @@ async def test_toolsearch_activates_matches_for_the_next_turn(workspace: Workspa
         called = await host.execute("time_get_current_time", {"timezone": "UTC"})
         assert not called.is_error
         assert json.loads(called.text_content)["timezone"] == "UTC"
+
+
+@pytest.mark.slow
+async def test_toolsearch_says_when_it_found_only_weak_matches(workspace: Workspace) -> None:
+    workspace.write_config({"time": time_entry()}, settings={"surface": "toolsearch"})
+    host = ExportHost()
+    async with workspace.attached(host):
+        strong = await host.execute(TOOL_SEARCH_NAME, {"query": "current time in Tokyo"})
+        assert strong.details["confident"] is True
+        assert not strong.text_content.startswith(WEAK_MATCH_HEADER)
+        weak = await host.execute(
+            TOOL_SEARCH_NAME, {"query": "time to repot succulents with cactus compost"}
+        )
+        assert weak.details["confident"] is False
+        assert weak.text_content.startswith(WEAK_MATCH_HEADER)
+        assert weak.details["matches"]
 
 
 @pytest.mark.slow

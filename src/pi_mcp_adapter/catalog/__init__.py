@@ -8,7 +8,10 @@
 - ``_cache``     :class:`MetadataCache`: the process-safe ``mcp-cache.json`` and
                  tool-definition change records.
 - ``_schema``    :func:`render_parameters` and :func:`render_shape` for input schemas.
-- ``_search``    ranking for ``mcp({search})`` and ``ToolSearch``.
+- ``_search``    :class:`SearchIndex` for ``mcp({search})`` and ``ToolSearch``; its parts:
+                 ``_search_text`` (words, values, steps), ``_search_rankings`` (lexical,
+                 hybrid, BM25), ``_search_semantic`` (the offline model and the tool-vector
+                 cache ``mcp-search-vectors.npz``), ``_eval`` (labelled-set measurement).
 
 See the package docstring of :mod:`pi_mcp_adapter` for how this layer fits.
 """

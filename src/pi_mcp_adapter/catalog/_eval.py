@@ -9,9 +9,11 @@ the top :data:`RANKED_DEPTH` results are scored:
   (the mean of 1/rank of the first gold tool in the top 20, 0 when absent);
 - ``match: "all"`` queries: the share of gold sets found in the top five (a set is found when
   any of its members is there), averaged over queries;
-- ``match: "none"`` queries: the share *answered with nothing*, meaning the search returned
-  no hits at all (for the default ranking, a "no confident match" answer). A weak hit shown
-  anyway counts as an answer.
+- ``match: "none"`` queries: the share *flagged*, meaning answered with nothing or with hits
+  marked not confident (``SearchPage.confident`` is False: "no strong match; closest
+  tools"), so a caller can tell that nothing fits;
+- every feasible (``any`` or ``all``) query: the share answered with nothing (it should be
+  none) and the share flagged not confident (false alarms).
 
 No server is started: the catalog is built from the set's ``tools``.
 """
@@ -88,10 +90,16 @@ class QueryOutcome:
     first_gold_rank: int | None  # 1-based, "any" queries only
     sets_found_share: float | None  # "all" queries only
     seconds: float
+    confident: bool = True
 
     @property
     def answered_nothing(self) -> bool:
         return not self.ranked
+
+    @property
+    def flagged(self) -> bool:
+        """Answered with nothing, or with hits marked as weak."""
+        return not self.ranked or not self.confident
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +112,9 @@ class LevelMetrics:
     hit_at_5: float | None
     mrr: float | None
     sets_at_5: float | None
-    none_answered: float | None
-    any_answered_nothing: float | None  # share of "any" queries that got no hits at all
+    none_flagged: float | None  # share of "none" queries answered with nothing or weak hits
+    feasible_answered_nothing: float | None  # share of "any"/"all" queries with no hits
+    feasible_flagged: float | None  # share of "any"/"all" queries flagged not confident
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -115,8 +124,9 @@ class LevelMetrics:
             "hit_at_5": self.hit_at_5,
             "mrr": self.mrr,
             "sets_at_5": self.sets_at_5,
-            "none_answered": self.none_answered,
-            "any_answered_nothing": self.any_answered_nothing,
+            "none_flagged": self.none_flagged,
+            "feasible_answered_nothing": self.feasible_answered_nothing,
+            "feasible_flagged": self.feasible_flagged,
         }
 
 
@@ -282,6 +292,7 @@ def _metrics(label: str, outcomes: Sequence[QueryOutcome]) -> LevelMetrics:
     any_q = [o for o in outcomes if o.match == "any"]
     all_q = [o for o in outcomes if o.match == "all"]
     none_q = [o for o in outcomes if o.match == "none"]
+    feasible = any_q + all_q
     ranks = [o.first_gold_rank for o in any_q]
     return LevelMetrics(
         label=label,
@@ -290,18 +301,24 @@ def _metrics(label: str, outcomes: Sequence[QueryOutcome]) -> LevelMetrics:
         hit_at_5=_mean(1.0 if r is not None and r <= 5 else 0.0 for r in ranks),
         mrr=_mean(1.0 / r if r is not None else 0.0 for r in ranks),
         sets_at_5=_mean(o.sets_found_share or 0.0 for o in all_q),
-        none_answered=_mean(1.0 if o.answered_nothing else 0.0 for o in none_q),
-        any_answered_nothing=_mean(1.0 if o.answered_nothing else 0.0 for o in any_q),
+        none_flagged=_mean(1.0 if o.flagged else 0.0 for o in none_q),
+        feasible_answered_nothing=_mean(1.0 if o.answered_nothing else 0.0 for o in feasible),
+        feasible_flagged=_mean(1.0 if o.flagged else 0.0 for o in feasible),
     )
 
 
-def evaluate(labelled: LabelledSet, *, ranking: str = "default") -> EvalReport:
+def evaluate(
+    labelled: LabelledSet, *, ranking: str = "default", vector_cache: Path | None = None
+) -> EvalReport:
     """Run every query of ``labelled`` through a :class:`SearchIndex` and score the answers.
+
+    ``ranking`` is a name :class:`SearchIndex` accepts; the report names the one used
+    (``"default"`` resolves to ``"hybrid"`` or ``"lexical"``). ``vector_cache`` is passed on.
 
     Raises:
         UsageError: ``ranking`` is unknown.
     """
-    index = SearchIndex(labelled.tools, ranking=ranking)
+    index = SearchIndex(labelled.tools, ranking=ranking, vector_cache=vector_cache)
     outcomes: list[QueryOutcome] = []
     for query in labelled.queries:
         started = time.perf_counter()
@@ -318,6 +335,7 @@ def evaluate(labelled: LabelledSet, *, ranking: str = "default") -> EvalReport:
                 first_gold_rank=rank,
                 sets_found_share=share,
                 seconds=seconds,
+                confident=page.confident if page else False,
             )
         )
     levels = sorted({o.level for o in outcomes if o.level is not None})
@@ -325,7 +343,7 @@ def evaluate(labelled: LabelledSet, *, ranking: str = "default") -> EvalReport:
         _metrics(f"level {lv}", [o for o in outcomes if o.level == lv]) for lv in levels
     )
     return EvalReport(
-        ranking=ranking,
+        ranking=index.ranking,
         tools=len(labelled.tools),
         overall=_metrics("all", outcomes),
         levels=by_level,

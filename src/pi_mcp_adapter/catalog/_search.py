@@ -4,8 +4,9 @@
 supports four ways to ask:
 
 - ranked keywords (the default): any of the words may match, tools matching more of the
-  query and matching it in their names rank higher, an exact tool name comes first, and
-  when nothing fits well the answer says so (``SearchPage.confident`` is False);
+  query and matching it in their names rank higher, an exact tool name comes first, the
+  meaning of the request counts too when the semantic extra is installed, and when nothing
+  fits well the closest tools come back flagged as weak (``SearchPage.confident`` is False);
 - ``regex=True``: a case-insensitive regular expression over the name, the original name and
   the description, unranked, in catalog order;
 - ``select:name1,name2`` (or :meth:`SearchIndex.select`): exact names, in the order given;
@@ -16,14 +17,18 @@ Each mode can be filtered to one server and paged with ``limit`` and ``offset``.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from pi_mcp_adapter._errors import UsageError
 
 from ._metadata import ToolInfo
-from ._search_rankings import RANKINGS, Ranking, RankingFactory
+from ._search_rankings import RANKINGS, HybridRanking, Ranking, ServerMatch
+from ._search_semantic import semantic_available
 
 __all__ = [
     "MAX_REGEX_LENGTH",
@@ -31,14 +36,40 @@ __all__ = [
     "SearchHit",
     "SearchIndex",
     "SearchPage",
+    "ServerMatch",
     "ToolSearchQuery",
     "parse_tool_search_query",
+    "resolve_ranking",
 ]
 
 MAX_REGEX_LENGTH = 256
 """Longest accepted regular expression, in characters (the reference uses the same bound)."""
 
 _SELECT_PREFIX = "select:"
+
+logger = logging.getLogger(__name__)
+
+
+def resolve_ranking(ranking: str | None) -> str:
+    """The ranking to use for a requested name: ``"default"`` and None mean ``"hybrid"``
+    when the semantic extra is installed and ``"lexical"`` otherwise; ``"hybrid"`` without
+    the extra is ``"lexical"`` (there is nothing to mix in).
+
+    Raises:
+        UsageError: ``ranking`` is not ``"default"`` nor one of :data:`RANKINGS`.
+    """
+    if ranking is None or ranking == "default":
+        return "hybrid" if semantic_available() else "lexical"
+    if ranking not in RANKINGS:
+        known = ", ".join(sorted(["default", *RANKINGS]))
+        raise UsageError(f"Unknown search ranking {ranking!r}; known rankings: {known}.")
+    if ranking == "hybrid" and not semantic_available():
+        logger.warning(
+            "hybrid search needs the semantic extra (pip install 'pi-mcp-adapter[semantic]'); "
+            "searching with the lexical ranking"
+        )
+        return "lexical"
+    return ranking
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +85,9 @@ class SearchPage:
     """One page of a search answer.
 
     ``total`` counts every result across pages; ``next_offset`` is the ``offset`` of the next
-    page, or None on the last one. ``confident`` is False when the ranking found no tool that
-    fits the query well ("no confident match"); the page is then empty.
+    page, or None on the last one. ``confident`` is False when no tool fits the query well:
+    the hits are then the closest tools, shown as weak matches ("no strong match"), and a
+    request for something the catalog cannot do usually ends up here.
     """
 
     hits: tuple[SearchHit, ...]
@@ -63,6 +95,9 @@ class SearchPage:
     offset: int
     next_offset: int | None
     confident: bool = True
+    servers: tuple[ServerMatch, ...] = ()
+    """For ranked keywords: the servers whose tools match best, best first, with how many of
+    their tools are among the results (search again with ``server=`` for more of one)."""
 
     def __post_init__(self) -> None:
         if self.offset < 0 or self.total < 0:
@@ -137,14 +172,21 @@ class SearchIndex:
         UsageError: ``ranking`` is not one of :data:`RANKINGS`.
     """
 
-    def __init__(self, tools: Sequence[ToolInfo], *, ranking: str = "default") -> None:
-        factory: RankingFactory | None = RANKINGS.get(ranking)
-        if factory is None:
-            known = ", ".join(sorted(RANKINGS))
-            raise UsageError(f"Unknown search ranking {ranking!r}; known rankings: {known}.")
+    def __init__(
+        self,
+        tools: Sequence[ToolInfo],
+        *,
+        ranking: str = "default",
+        vector_cache: Path | None = None,
+    ) -> None:
+        name = resolve_ranking(ranking)
         self._tools: tuple[ToolInfo, ...] = tuple(tools)
-        self._ranking_name = ranking
-        self._ranking: Ranking = factory(self._tools)
+        self._ranking_name = name
+        self._ranking: Ranking
+        if name == "hybrid":
+            self._ranking = HybridRanking(self._tools, vector_cache=vector_cache)
+        else:
+            self._ranking = RANKINGS[name](self._tools)
         self._by_name: dict[str, int] = {}
         self._by_server: dict[str, list[int]] = {}
         for position, tool in enumerate(self._tools):
@@ -234,9 +276,10 @@ class SearchIndex:
         candidates = frozenset(in_server) if in_server is not None else None
         depth = None if limit is None else offset + limit
         ranked = self._ranking.rank(parsed.keywords, candidates, depth)
-        return self._page(
+        page = self._page(
             ranked.order, limit, offset, confident=ranked.confident, total=ranked.total
         )
+        return dataclasses.replace(page, servers=ranked.servers) if ranked.servers else page
 
     def _page(
         self,

@@ -12,32 +12,55 @@ regular expressions or ``select:``; :class:`~._search.SearchIndex` adds those.
 from __future__ import annotations
 
 import heapq
+import logging
 import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._metadata import ToolInfo
+from ._search_semantic import EmbeddedTexts, TextEmbedder, ToolVectors, load_default_embedder
 from ._search_text import (
     QUERY_STOPWORDS,
     VERB_SYNONYMS,
+    ValueKind,
+    ValueSpan,
+    document_terms,
+    find_values,
     normalize_identifier,
     split_clauses,
+    split_words,
+    stem,
     terms,
 )
+
+if TYPE_CHECKING:
+    from ._search_semantic import FloatMatrix
 
 __all__ = [
     "RANKINGS",
     "Bm25Ranking",
     "FieldRanking",
+    "HybridRanking",
     "RankedTools",
     "Ranking",
     "RankingFactory",
     "Seed004Ranking",
+    "ServerMatch",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerMatch:
+    """A server with tools among the results: how many, and the score of its best one."""
+
+    server: str
+    tools: int
+    best_score: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +76,8 @@ class RankedTools:
     order: tuple[tuple[int, float], ...]
     confident: bool
     total: int
+    servers: tuple[ServerMatch, ...] = ()
+    """The servers that match best, best first (rankings may leave it empty)."""
 
 
 class Ranking(Protocol):
@@ -67,6 +92,8 @@ class Ranking(Protocol):
 
 
 RankingFactory = Callable[[Sequence[ToolInfo]], Ranking]
+
+logger = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------------------------
@@ -236,15 +263,60 @@ class _QueryTerm:
     direct: bool  # written in the query (not a synonym added for it)
 
 
-# Text in quotes or backticks is usually an argument value (a title, a path, a message), not
-# a description of the wanted action, so its words count for less.
-_QUOTED = re.compile(
-    r"```.*?```|`[^`\n]+`|\"[^\"\n]+\"|“[^”\n]+”|‘[^’\n]+’|(?<!\w)'[^'\n]+'(?!\w)", re.DOTALL
+# What a value in a request says about the wanted tool: a path is a file to read or write,
+# a URL a web page to fetch, an address someone to e-mail.
+_IMPLIED_TERMS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        kind: tuple(stem(w) for w in words)
+        for kind, words in {"path": ("file",), "url": ("url", "web"), "email": ("email",)}.items()
+    }
 )
+# Parameter names that take each kind of value (as stemmed words of the name).
+_VALUE_PARAMETERS: Mapping[str, frozenset[str]] = MappingProxyType(
+    {
+        kind: frozenset(stem(w) for w in words.split())
+        for kind, words in {
+            "path": "path paths file files filename filepath dir directory folder destination",
+            "url": "url urls uri link href website",
+            "email": "email emails recipient recipients",
+        }.items()
+    }
+)
+_RAW_TOKEN = re.compile(r"[^\W_]+(?:[_\-'][^\W_]+)*")
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;\n]\s*|[\"'(]\s*)$")
+
+
+def _plain_chunks(text: str, values: Sequence[ValueSpan]) -> Iterable[tuple[str, ValueKind | None]]:
+    """``text`` cut into pieces, each with the kind of value it is (None for plain text)."""
+    position = 0
+    for span in values:
+        if span.start > position:
+            yield text[position : span.start], None
+        yield text[span.start : span.end], span.kind
+        position = span.end
+    if position < len(text):
+        yield text[position:], None
+
+
+def _tokens(chunk: str, is_value: bool) -> Iterable[tuple[str, bool]]:
+    """Raw tokens of a chunk, each with whether it looks like a value (a name, an id)."""
+    for match in _RAW_TOKEN.finditer(chunk):
+        token = match.group(0)
+        if is_value:
+            yield token, True
+            continue
+        value_like = any(c.isdigit() for c in token)
+        if not value_like and token[:1].isupper():
+            # A capital at the start of a sentence says nothing; elsewhere it marks a name.
+            # All capitals or inner capitals (AAPL, McDonald) mark one anywhere.
+            inner_caps = any(c.isupper() for c in token[1:])
+            value_like = inner_caps or not _SENTENCE_START.search(chunk[: match.start()])
+        yield token, value_like
 
 
 class FieldRanking:
-    """Our ranking: BM25F over tool fields, plus coverage, name evidence, diversity, abstention.
+    """Our ranking: BM25F over tool fields, plus coverage, name evidence, values, diversity
+    and a confidence flag; with ``vectors``, mixed with semantic similarity (hybrid).
 
     Build time: each tool's name, server, description, parameter names, parameter
     descriptions and server context (words shared by the server's other tools) are split at
@@ -254,8 +326,9 @@ class FieldRanking:
 
     Query time:
 
-    - terms: stopwords and numbers are dropped; words in quotes or backticks (usually
-      argument values) weigh less; common verbs bring their everyday synonyms at half weight;
+    - terms: stopwords and numbers are dropped; argument values (quoted text, paths, URLs,
+      addresses) weigh less and imply a word for their kind; common verbs bring their
+      everyday synonyms at half weight;
     - score: the sum of the terms' precomputed evidence (OR semantics), multiplied by
       ``1 + coverage + name evidence (+ mention)``, where coverage is the IDF-weighted share
       of the query the tool matches, name evidence the share of the tool's own name that the
@@ -265,26 +338,37 @@ class FieldRanking:
     - steps: a request made of several steps (split at sentence ends, "then", "finally", or a
       comma before a verb) is also scored step by step, and places 2 to 5 are refilled so
       that every step is represented (greedy selection in the manner of xQuAD);
-    - confidence: words the catalog never uses count against the best tool's coverage; when
-      neither the whole query nor any step is covered well enough, the answer is "no
-      confident match" and nothing is returned.
+    - values: tools with a parameter for a kind of value the request gives (a path, a URL)
+      score higher;
+    - semantic (hybrid): per request and per step, scores are mixed with the similarity of
+      a static embedding model (:meth:`_fuse`);
+    - confidence: plain words the catalog never uses count against the best tool's
+      coverage; when neither the whole query nor any step is covered well enough, the
+      results are flagged not confident, and still returned.
     """
 
     # BM25 saturation: how quickly repeated evidence for one term stops adding up.
     k1 = 1.2
     # Query term weights, relative to a plain word of the request.
     synonym_weight = 0.5
+    implied_weight = 0.5
+    # Words inside values: a quoted title may still say what it is about ("the 'Q3 sales'
+    # report"); the words of a path, URL or address name data, not the action.
     quoted_weight = 0.3
+    locator_weight = 0.1
     # Multipliers of the base score.
     coverage_gain = 1.0
     name_gain = 0.3
     mention_gain = 1.0
+    # A tool with a parameter for the kind of value the request gives (a path, a URL, an
+    # address) can take it: its score is multiplied by 1 + this.
+    value_fit_gain = 0.6
     # Multi-step requests: how strongly unserved steps pull (0 = plain score order), how
     # many places are refilled, and from how many candidates per step.
     diversity = 0.85
     diversify_top = 5
     diversify_pool = 20
-    min_steps = 3
+    min_steps = 2
     step_depth = 200
     # A word the catalog never uses counts this much of a word found in one tool, against
     # the coverage that decides confidence.
@@ -297,8 +381,27 @@ class FieldRanking:
     rescore_depth = 400
     # Results scoring below this share of the best are not returned.
     relative_floor = 0.1
+    # The semantic signal (hybrid ranking): its share of the mixed score, and how many of
+    # the tools most similar to a request (or step) join the lexical candidates.
+    semantic_weight = 0.4
+    semantic_depth = 30
+    fusion_depth = 100
+    # Servers reported as matching: those whose best tool reaches this share of the best
+    # result, at most this many.
+    server_match_share = 0.3
+    server_matches = 8
 
-    def __init__(self, tools: Sequence[ToolInfo]) -> None:
+    def __init__(self, tools: Sequence[ToolInfo], *, vectors: ToolVectors | None = None) -> None:
+        if vectors is not None and len(vectors) != len(tools):
+            raise ValueError(f"{len(vectors)} tool vectors for {len(tools)} tools")
+        self._vectors = vectors
+        self._server_of = [t.server for t in tools]
+        self._value_weights: Mapping[str, float] = {
+            "quoted": self.quoted_weight,
+            "url": self.locator_weight,
+            "path": self.locator_weight,
+            "email": self.locator_weight,
+        }
         n_docs = len(tools)
         server_words: dict[str, list[str]] = {}
         for tool in tools:
@@ -346,6 +449,11 @@ class FieldRanking:
         self._name_postings = dict(name_postings)
         self._name_mass = name_mass
         self._name_sets = [frozenset(ft["name"]) for ft in field_terms]
+        self._accepts: dict[str, set[int]] = defaultdict(set)
+        for doc, ft in enumerate(field_terms):
+            for kind, parameter_words in _VALUE_PARAMETERS.items():
+                if parameter_words.intersection(ft["param_words"]):
+                    self._accepts[kind].add(doc)
         self._exact: dict[str, list[int]] = defaultdict(list)
         self._by_original: dict[str, list[int]] = defaultdict(list)
         for doc, tool in enumerate(tools):
@@ -356,25 +464,53 @@ class FieldRanking:
     # -- query side -----------------------------------------------------------------------
 
     def _query_terms(self, text: str) -> tuple[list[_QueryTerm], float]:
-        """The weighted terms of ``text`` found in the catalog, and the mass of those not."""
-        plain = _QUOTED.sub(" ", text)
+        """The weighted terms of ``text`` found in the catalog, and the mass of those not.
+
+        Only plain words count as unknown. Argument values (quoted text, paths, URLs, e-mail
+        addresses, file names) are what the tool will work on, not what it is: their words
+        found in the catalog count at :attr:`quoted_weight` or :attr:`locator_weight`.
+        Words with digits (``PMID 31452104``, ``Q3``) and capitalised names (``Zermatt``,
+        ``AAPL``) count fully when the catalog uses them (``S3``, ``Slack``); otherwise they,
+        like the words of values, are ignored rather than unknown. A value also implies what
+        it is: a path implies a file, a URL a web page. An unknown word with an everyday
+        synonym the catalog uses is read as that synonym.
+        """
+        values = find_values(text)
         weights: dict[str, float] = {}
+        unknown: list[str] = []
+        for chunk, kind in _plain_chunks(text, values):
+            for token, value_like in _tokens(chunk, kind is not None):
+                for t in terms(token, drop_stopwords=True):
+                    if t.isdigit():
+                        continue
+                    if t not in self._idf:
+                        if not value_like and t not in unknown:
+                            unknown.append(t)
+                        continue
+                    weight = self._value_weights.get(kind, 1.0) if kind else 1.0
+                    if weight > weights.get(t, 0.0):
+                        weights[t] = weight
+        for span in values:
+            for t in _IMPLIED_TERMS.get(span.kind, ()):
+                if t in self._idf and weights.get(t, 0.0) < self.implied_weight:
+                    weights[t] = self.implied_weight
+        out = [_QueryTerm(t, w, True) for t, w in weights.items()]
         unknown_mass = 0.0
-        for t in terms(plain, drop_stopwords=True):
-            if t in weights or t.isdigit():
-                continue
-            if t in self._idf:
-                weights[t] = 1.0
+        for t in unknown:
+            # A word the catalog never uses may still have an everyday synonym it does use
+            # ("save" for "write"): then the request is understood, through the synonym.
+            known = [syn for syn in VERB_SYNONYMS.get(t, ()) if syn in self._idf]
+            if known:
+                for syn in known:
+                    if syn not in weights:
+                        out.append(_QueryTerm(syn, self.synonym_weight, True))
+                        weights[syn] = self.synonym_weight
             else:
-                weights[t] = 0.0
                 unknown_mass += self._unknown_idf
-        for match in _QUOTED.finditer(text):
-            for t in terms(match.group(0), drop_stopwords=True):
-                if t not in weights and t in self._idf and not t.isdigit():
-                    weights[t] = self.quoted_weight
-        out = [_QueryTerm(t, w, True) for t, w in weights.items() if w > 0]
         if self.synonym_weight > 0:
             for q in list(out):
+                if q.weight < 1.0:  # no synonyms of words in values
+                    continue
                 for syn in VERB_SYNONYMS.get(q.term, ()):
                     if syn not in weights and syn in self._idf:
                         out.append(_QueryTerm(syn, self.synonym_weight * q.weight, False))
@@ -494,19 +630,34 @@ class FieldRanking:
             for d in self._exact.get(normalize_identifier(query), ())
             if candidates is None or d in candidates
         ]
-        whole = self._score_text(query, candidates)
-        steps: list[_Scored] = []
-        if whole is not None:
-            clauses = split_clauses(query)
-            if len(clauses) > 1:
-                within = heapq.nlargest(self.step_depth, whole.final, key=whole.final.__getitem__)
-                scored = (self._score_text(c, candidates, within) for c in clauses)
-                steps = [s for s in scored if s is not None]
-        confidence = max([s.confidence for s in steps] + [whole.confidence if whole else 0.0])
-        if whole is None or (not exact and confidence < self.min_confidence):
+        clauses = split_clauses(query)
+        texts = [query, *clauses] if len(clauses) > 1 else [query]
+        embedded = self._embed(texts)
+        lexical = self._score_text(query, candidates)
+        whole = lexical
+        if embedded is not None:
+            row = embedded.similarity(0)
+            pool = self._semantic_head(row, candidates)
+            whole = self._fuse(lexical, row, pool, embedded.baseline(0))
+        whole = self._fit_values(whole, query)
+        if whole is None:
             return RankedTools(
                 order=tuple((d, 1.0) for d in exact), confident=bool(exact), total=len(exact)
             )
+        steps: list[_Scored] = []
+        if len(texts) > 1:
+            within = heapq.nlargest(self.step_depth, whole.final, key=whole.final.__getitem__)
+            for i, clause in enumerate(clauses, start=1):
+                step = self._score_text(clause, candidates, within)
+                if embedded is not None:
+                    # A step is judged among the request's best candidates, so its similarity
+                    # is needed for those tools only.
+                    row = embedded.similarity(i, within)
+                    step = self._fuse(step, row, within, embedded.baseline(i))
+                step = self._fit_values(step, clause)
+                if step is not None:
+                    steps.append(step)
+        confidence = max([s.confidence for s in steps] + [whole.confidence])
 
         floor = whole.best * self.relative_floor
         kept = [(d, s) for d, s in whole.final.items() if s >= floor]
@@ -525,7 +676,125 @@ class FieldRanking:
             ]
         total = len(kept) + sum(1 for d in exact if d not in whole.final or whole.final[d] < floor)
         order = tuple(ranked if limit is None else ranked[:limit])
-        return RankedTools(order=order, confident=True, total=total)
+        confident = bool(exact) or confidence >= self.min_confidence
+        return RankedTools(
+            order=order, confident=confident, total=total, servers=self._servers_of(kept)
+        )
+
+    def _servers_of(self, results: Sequence[tuple[int, float]]) -> tuple[ServerMatch, ...]:
+        """The servers of ``results`` whose best tool scores at least
+        :attr:`server_match_share` of the best result, best first, at most
+        :attr:`server_matches`."""
+        if not results:
+            return ()
+        counts: Counter[str] = Counter()
+        best: dict[str, float] = {}
+        server_of = self._server_of
+        for doc, score in results:
+            server = server_of[doc]
+            counts[server] += 1
+            if score > best.get(server, 0.0):
+                best[server] = score
+        floor = max(best.values()) * self.server_match_share
+        strong = sorted((s for s in best if best[s] >= floor), key=lambda s: (-best[s], s))
+        return tuple(
+            ServerMatch(server=s, tools=counts[s], best_score=best[s])
+            for s in strong[: self.server_matches]
+        )
+
+    def _fit_values(self, scored: _Scored | None, text: str) -> _Scored | None:
+        """Favour the tools that take the kinds of value ``text`` gives (a path, a URL, an
+        e-mail address): asked to "save the report to ~/q3.md", a tool with a ``path``
+        parameter can do it and one named ``save_as_pdf`` without one probably cannot."""
+        if scored is None or not self.value_fit_gain:
+            return scored
+        kinds = {span.kind for span in find_values(text)}
+        fitting = set().union(*(self._accepts.get(k, ()) for k in kinds)) if kinds else set()
+        fitting.intersection_update(scored.final)
+        if not fitting:
+            return scored
+        gain = 1.0 + self.value_fit_gain
+        final = {d: s * gain if d in fitting else s for d, s in scored.final.items()}
+        return _Scored(final=final, best=max(final.values()), confidence=scored.confidence)
+
+    # -- the semantic signal --------------------------------------------------------------
+
+    def _embed(self, texts: Sequence[str]) -> EmbeddedTexts | None:
+        """The texts embedded for similarity to the tools; None without the semantic signal."""
+        if self._vectors is None:
+            return None
+        try:
+            return self._vectors.embed([_semantic_text(t) for t in texts])
+        except (OSError, ValueError, RuntimeError) as exc:
+            # A model that cannot be read (a damaged install) leaves search lexical.
+            logger.warning("semantic search is off for this query: %s", exc)
+            return None
+
+    def _semantic_head(self, row: FloatMatrix, candidates: Collection[int] | None) -> list[int]:
+        """The :attr:`semantic_depth` tools most similar to a text (among ``candidates``)."""
+        import numpy as np
+
+        depth = self.semantic_depth
+        if candidates is not None:
+            allowed = np.fromiter(candidates, dtype=np.int64, count=len(candidates))
+            if len(allowed) <= depth:
+                return [int(d) for d in allowed]
+            top = np.argpartition(-row[allowed], depth)[:depth]
+            return [int(d) for d in allowed[top]]
+        if len(row) <= depth:
+            return list(range(len(row)))
+        return [int(d) for d in np.argpartition(-row, depth)[:depth]]
+
+    def _fuse(
+        self, lexical: _Scored | None, row: FloatMatrix, pool: Iterable[int], baseline: float
+    ) -> _Scored | None:
+        """Lexical and semantic scores of one text, mixed per tool.
+
+        Each signal is divided by its best value among the tools considered, so both run
+        from 0 to 1; semantic similarity is measured from ``baseline``, the catalog's mean
+        similarity to the text (a tool merely as similar as an average tool gets nothing).
+        ``row`` holds the similarity of every tool in ``pool`` and in ``lexical``. The mix is
+        ``(1 - w) * lexical + w * semantic`` with ``w`` = :attr:`semantic_weight`. Confidence
+        stays the lexical one: similarity has no absolute scale that says "nothing fits".
+        """
+        import numpy as np
+
+        pool_docs = np.fromiter(pool, dtype=np.int64)
+        if lexical is not None and lexical.final:
+            lexical_docs = np.fromiter(lexical.final, dtype=np.int64, count=len(lexical.final))
+            lexical_scores = np.fromiter(
+                lexical.final.values(), dtype=np.float64, count=len(lexical.final)
+            )
+            if len(lexical_docs) > self.fusion_depth:
+                # Past this depth a tool's lexical share cannot lift it to the first places;
+                # the semantic head is in the pool anyway.
+                head = np.argpartition(-lexical_scores, self.fusion_depth)[: self.fusion_depth]
+                lexical_docs, lexical_scores = lexical_docs[head], lexical_scores[head]
+            extra = pool_docs[~np.isin(pool_docs, lexical_docs)]
+            docs = np.concatenate([lexical_docs, extra])
+            lexical_part = np.concatenate([lexical_scores, np.zeros(len(extra))])
+            lexical_part *= (1.0 - self.semantic_weight) / lexical.best
+        else:
+            docs = np.unique(pool_docs)
+            lexical_part = np.zeros(len(docs))
+        if not len(docs):
+            return lexical
+        sims = row[docs].astype(np.float64)
+        spread = float(sims.max()) - baseline
+        if spread > 0:
+            semantic_part = np.maximum(sims - baseline, 0.0) * (self.semantic_weight / spread)
+            fused = lexical_part + semantic_part
+        else:
+            fused = lexical_part
+        keep = fused > 0
+        if not keep.any():
+            return lexical
+        final = dict(zip(docs[keep].tolist(), fused[keep].tolist(), strict=True))
+        return _Scored(
+            final=final,
+            best=float(fused[keep].max()),
+            confidence=lexical.confidence if lexical is not None else 0.0,
+        )
 
     def _diversify(
         self, ranked: list[tuple[int, float]], whole: _Scored, steps: Sequence[_Scored]
@@ -620,7 +889,7 @@ def _tool_fields(
     def words_of(text: str) -> list[str]:
         found = memo.get(text)
         if found is None:
-            found = memo[text] = terms(text, drop_stopwords=True)
+            found = memo[text] = list(document_terms(text))
         return found
 
     name_seq = terms(tool.original_name)
@@ -640,6 +909,7 @@ def _tool_fields(
         "server": server_words,
         "description": words_of(" ".join((tool.description, *tool.keywords))),
         "param_names": words_of(" ".join(names)) if names else [],
+        "param_words": [stem(w) for n in names for w in split_words(n)],
         "param_text": words_of("\n".join(texts)) if texts else [],
         "name_seq": name_seq,
         "server_context": [],
@@ -664,9 +934,53 @@ def _schema_strings(
                 _schema_strings(inner, names, texts, depth + 1)
 
 
+def _semantic_text(text: str) -> str:
+    """A request as the model should read it: each value replaced by what it is ("save the
+    report to ~/q3.md" reads "save the report to a file"), because the words of a path, a
+    URL or a quoted title are data, not what the request is about."""
+    values = find_values(text)
+    if not values:
+        return text
+    parts = [
+        chunk if kind is None else _VALUE_NOUNS[kind] for chunk, kind in _plain_chunks(text, values)
+    ]
+    return " ".join(" ".join(parts).split()) or text
+
+
+_VALUE_NOUNS: Mapping[str, str] = MappingProxyType(
+    {"quoted": " ", "path": " a file ", "url": " a web page ", "email": " an email address "}
+)
+
+
+class HybridRanking(FieldRanking):
+    """Our ranking with the semantic signal: :class:`FieldRanking` fused with the similarity
+    of a static embedding model, per request and per step (see :meth:`FieldRanking._fuse`).
+
+    Without a model (the ``semantic`` extra not installed) it is the lexical ranking.
+    """
+
+    def __init__(
+        self,
+        tools: Sequence[ToolInfo],
+        *,
+        embedder: TextEmbedder | None = None,
+        vector_cache: Path | None = None,
+    ) -> None:
+        model = embedder if embedder is not None else load_default_embedder()
+        # An empty catalog has nothing to compare with; it stays lexical.
+        vectors = ToolVectors(tools, model, cache_path=vector_cache) if model and tools else None
+        super().__init__(tools, vectors=vectors)
+
+    @property
+    def semantic(self) -> bool:
+        """Whether the semantic signal is in use."""
+        return self._vectors is not None
+
+
 RANKINGS: Mapping[str, RankingFactory] = MappingProxyType(
     {
-        "default": FieldRanking,
+        "lexical": FieldRanking,
+        "hybrid": HybridRanking,
         "seed004": Seed004Ranking,
         "bm25": Bm25Ranking,
     }

@@ -9,19 +9,31 @@ ranking in :mod:`._search_rankings`:
 - :func:`stem` strips common English inflections with a few suffix rules, so that ``files``,
   ``searching`` and ``created`` meet ``file``, ``search`` and ``create``;
 - :data:`QUERY_STOPWORDS` drops the filler of natural-language requests ("could you please");
-- :data:`VERB_SYNONYMS` maps common action verbs to their everyday equivalents.
+- :data:`VERB_SYNONYMS` maps common action verbs to their everyday equivalents;
+- :func:`find_values` finds the argument values in a request (paths, URLs, e-mail addresses,
+  file names, quoted text), which say little about which tool is wanted.
+
+Chinese and Japanese text has no spaces between words, so runs of those characters become
+overlapping character pairs (bigrams): ``天气预报`` gives ``天气 气预 预报``, and a request
+``查询天气`` meets a description ``获取天气信息`` on ``天气``.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
+from typing import Literal
 
 __all__ = [
     "QUERY_STOPWORDS",
     "VERB_SYNONYMS",
+    "ValueKind",
+    "ValueSpan",
+    "document_terms",
+    "find_values",
     "normalize_identifier",
     "split_clauses",
     "split_words",
@@ -33,15 +45,42 @@ __all__ = [
 # "HTTPServer" -> "HTTP Server", "v2Api" -> "v2 Api".
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _WORD = re.compile(r"[^\W_]+")
+# Han ideographs (with extension A and compatibility forms), kana: scripts written without
+# spaces between words.
+_CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_CJK_RUN = re.compile(f"[{_CJK_CHARS}]+")
+_HAS_CJK = re.compile(f"[{_CJK_CHARS}]")
 
 
 def split_words(text: str) -> list[str]:
     """Lower-case words of ``text``, with identifiers split at case changes and separators.
 
     Letters and digits stay together (``v2``, ``s3``, ``gpt4o``), so version-like names keep
-    their meaning; any other character (``_ - . / : space``) separates words.
+    their meaning; any other character (``_ - . / : space``) separates words. Runs of Chinese
+    or Japanese characters become their overlapping character pairs (a lone character stays
+    itself), because those scripts do not separate words and a pair is the most common word
+    length.
     """
-    return _WORD.findall(_CAMEL_BOUNDARY.sub(" ", text).lower())
+    words: list[str] = _WORD.findall(_CAMEL_BOUNDARY.sub(" ", text).lower())
+    if not _HAS_CJK.search(text):
+        return words
+    out: list[str] = []
+    for word in words:
+        if not _HAS_CJK.search(word):
+            out.append(word)
+            continue
+        position = 0
+        for run in _CJK_RUN.finditer(word):
+            if run.start() > position:
+                out.append(word[position : run.start()])
+            chars = run.group(0)
+            out.extend(
+                [chars] if len(chars) == 1 else [chars[i : i + 2] for i in range(len(chars) - 1)]
+            )
+            position = run.end()
+        if position < len(word):
+            out.append(word[position:])
+    return out
 
 
 def normalize_identifier(text: str) -> str:
@@ -149,6 +188,16 @@ def terms(text: str, *, drop_stopwords: bool = False) -> list[str]:
     return [stem(w) for w in words]
 
 
+@lru_cache(maxsize=1 << 16)
+def document_terms(text: str) -> tuple[str, ...]:
+    """``terms(text, drop_stopwords=True)``, remembered across index builds.
+
+    A catalog is indexed again whenever a server connects or changes its tools, and nearly
+    all of its texts are the same as last time; tokenising is most of the build's cost.
+    """
+    return tuple(terms(text, drop_stopwords=True))
+
+
 # Imperative verbs people start a step of a request with. General English, used only to
 # tell where one step of a request ends and the next begins.
 _STEP_VERBS = (
@@ -164,7 +213,6 @@ _STEP_VERBS = (
     "draft review register connect subscribe use"
 )
 _VERB_ALTERNATION = "|".join(_STEP_VERBS.split())
-
 # Where a request moves on to its next step: sentence ends, semicolons, the sequencing words
 # people use to chain actions ("then", "after that", "finally"), and a comma or "and"
 # followed by an imperative verb ("..., verify the wallet", "... and send it").
@@ -187,3 +235,71 @@ def split_clauses(text: str) -> list[str]:
     """
     parts = [p.strip(" ,") for p in _CLAUSE_BREAK.split(text)]
     return [p for p in parts if p] or [text]
+
+
+ValueKind = Literal["quoted", "url", "email", "path"]
+
+
+@dataclass(frozen=True, slots=True)
+class ValueSpan:
+    """An argument value written in a request: where it is and what kind of value it is."""
+
+    start: int
+    end: int
+    kind: ValueKind
+
+
+# Argument values people paste into requests. Their words describe the data, not the tool:
+# "~/reports/q3-summary.md" is a file to write to, not a request for a summariser. Order
+# matters: an earlier alternative wins where spans overlap.
+_VALUE_PATTERNS: tuple[tuple[ValueKind, re.Pattern[str]], ...] = (
+    (
+        "quoted",
+        re.compile(
+            r"```.*?```|`[^`\n]+`|\"[^\"\n]+\"|“[^”\n]+”|‘[^’\n]+’|「[^」\n]+」"
+            r"|(?<!\w)'[^'\n]+'(?!\w)",
+            re.DOTALL,
+        ),
+    ),
+    ("url", re.compile(r"\b(?:[a-z][a-z0-9+.\-]*://|www\.)[^\s\"'<>]+", re.IGNORECASE)),
+    ("email", re.compile(r"\b[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+\b")),
+    (
+        "path",
+        re.compile(
+            # ~/x, ./x, ../x, /x/y, C:\\x, and a/b/c with two or more separators.
+            r"(?:(?<![\w/])(?:~|\.{1,2})?/[\w.\-~@%+]+(?:/[\w.\-~@%+]*)*"
+            r"|\b[A-Za-z]:\\[^\s\"'<>]+"
+            r"|\b[\w.\-]+(?:/[\w.\-]+){2,})"
+        ),
+    ),
+    # A file name: a word, a dot and a short lower-case extension ("notes.md", "data.csv").
+    ("path", re.compile(r"\b[\w\-]+\.(?:[a-z][a-z0-9]{0,4})\b(?!\.\w)")),
+)
+
+
+@lru_cache(maxsize=256)
+def find_values(text: str) -> tuple[ValueSpan, ...]:
+    """The argument values in ``text`` (quoted text, URLs, e-mail addresses, paths and file
+    names), in order and not overlapping. Cached: a query asks several times."""
+    taken: list[ValueSpan] = []
+    for kind, pattern in _VALUE_PATTERNS:
+        for match in pattern.finditer(text):
+            start, end = match.span()
+            if kind == "path" and not _looks_like_path(match.group(0)):
+                continue
+            if any(s.start < end and start < s.end for s in taken):
+                continue
+            taken.append(ValueSpan(start, end, kind))
+    taken.sort(key=lambda s: s.start)
+    return tuple(taken)
+
+
+# Abbreviations that look like file names ("e.g", "i.e") and version-like decimals are not
+# paths; a real one has a letter in its extension and is not just a number.
+_NOT_FILE_NAMES = frozenset({"e.g", "i.e", "etc", "vs", "a.m", "p.m"})
+
+
+def _looks_like_path(candidate: str) -> bool:
+    if "/" in candidate or "\\" in candidate:
+        return any(c.isalnum() for c in candidate)
+    return candidate.lower() not in _NOT_FILE_NAMES and not candidate.replace(".", "").isdigit()

@@ -17,10 +17,10 @@ if TYPE_CHECKING:
 
     from pi_mcp_adapter.catalog._eval import EvalReport
 
-RANKING_NAMES = ("bm25", "default", "seed004")
-"""The rankings ``--ranking`` accepts, written out so that ``--help`` needs no catalog import
-(a test holds it equal to the catalog's own list)."""
-_RANKING_NAMES = ", ".join(RANKING_NAMES)
+RANKING_NAMES = ("bm25", "hybrid", "lexical", "seed004")
+"""The named rankings ``--ranking`` accepts besides ``default``, written out so that ``--help``
+needs no catalog import (a test holds it equal to the catalog's own list)."""
+_RANKING_NAMES = ", ".join(["default", *RANKING_NAMES])
 RANKED_DEPTH = 20
 
 
@@ -37,7 +37,9 @@ def _table(report: EvalReport) -> Table:
             f"{report.tools:,} tools ({report.mean_query_ms:.2f} ms per query)"
         )
     )
-    for column in ("level", "queries", "hit@1", "hit@5", "MRR", "sets@5", "none answered"):
+    columns = ["level", "queries", "hit@1", "hit@5", "MRR", "sets@5", "none flagged"]
+    columns += ["weak", "empty"]
+    for column in columns:
         table.add_column(column, justify="left" if column == "level" else "right")
     for metrics in (*report.levels, report.overall):
         if metrics is report.overall:
@@ -49,8 +51,15 @@ def _table(report: EvalReport) -> Table:
             _fmt(metrics.hit_at_5),
             _fmt(metrics.mrr),
             _fmt(metrics.sets_at_5),
-            _fmt(metrics.none_answered),
+            _fmt(metrics.none_flagged),
+            _fmt(metrics.feasible_flagged),
+            _fmt(metrics.feasible_answered_nothing),
         )
+    table.caption = (
+        "none flagged: infeasible queries answered with nothing or marked not confident; "
+        "weak: feasible queries marked not confident; empty: feasible queries answered with "
+        "nothing"
+    )
     return table
 
 
@@ -68,7 +77,14 @@ def eval_search(
         ),
     ],
     ranking: Annotated[
-        str, typer.Option("--ranking", help=f"Ranking to measure: {_RANKING_NAMES}.")
+        str,
+        typer.Option(
+            "--ranking",
+            help=(
+                f"Ranking to measure: {_RANKING_NAMES}. lexical and hybrid are the values of "
+                "settings.searchRanking; default is hybrid when the semantic extra is installed."
+            ),
+        ),
     ] = "default",
     rankings_out: Annotated[
         Path | None,
@@ -80,11 +96,11 @@ def eval_search(
     as_json: JsonOption = False,
 ) -> None:
     """Measure tool search on a labelled set: hit@1, hit@5, MRR, gold sets in the top 5, and
-    queries with no fitting tool answered with nothing. No server is started."""
+    how often queries with no fitting tool are flagged as weak. No server is started."""
     from pi_mcp_adapter.catalog._eval import evaluate, load_labelled_set, write_rankings
 
     cli = get_context(ctx)
-    if ranking not in RANKING_NAMES:
+    if ranking != "default" and ranking not in RANKING_NAMES:
         raise fail(f"unknown ranking {ranking!r}; choose one of: {_RANKING_NAMES}", code=EXIT_USAGE)
     try:
         labelled = load_labelled_set(set_path.expanduser())

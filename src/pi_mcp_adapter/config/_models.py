@@ -22,6 +22,7 @@ from ._masking import MASK, mask_args, mask_extra, mask_url
 Lifecycle = Literal["lazy", "eager", "keep-alive", "lazy-keep-alive"]
 ToolPrefixMode = Literal["server", "short", "none", "mcp"]
 Surface = Literal["proxy", "toolsearch"]
+SearchRanking = Literal["lexical", "hybrid"]
 AuthKind = Literal["bearer", "oauth"]
 
 DEFAULT_IDLE_TIMEOUT_MIN = 10.0
@@ -238,6 +239,8 @@ class Settings(_Model):
     approve_tools: bool | tuple[str, ...] = False
     tool_search_limit: int = 5
     tool_search_budget_tokens: int = 600
+    search_ranking: SearchRanking | None = None
+    """``None``: hybrid when the ``semantic`` extra is installed, lexical otherwise."""
     health_check_interval_ms: int = 30_000
     startup_concurrency: int = 10
 

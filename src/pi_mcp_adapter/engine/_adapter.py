@@ -37,6 +37,7 @@ from pi_mcp_adapter._errors import (
 from pi_mcp_adapter.catalog import Catalog, MetadataCache
 from pi_mcp_adapter.catalog._metadata import ServerMetadata, ToolInfo
 from pi_mcp_adapter.catalog._search import SearchIndex
+from pi_mcp_adapter.catalog._search_semantic import search_vector_cache_path
 from pi_mcp_adapter.config import LoadedConfig, load_config
 from pi_mcp_adapter.config._locations import default_agent_dir
 from pi_mcp_adapter.config._models import ServerEntry, Settings
@@ -329,7 +330,14 @@ class McpAdapter:
     @property
     def index(self) -> SearchIndex:
         if self._index is None:
-            self._index = SearchIndex(self.catalog.tools(), ranking=self._ranking)
+            ranking = self._ranking
+            if ranking == "default":
+                ranking = self.settings.search_ranking or "default"
+            self._index = SearchIndex(
+                self.catalog.tools(),
+                ranking=ranking,
+                vector_cache=search_vector_cache_path(self.agent_dir),
+            )
         return self._index
 
     def tools(self, server: str | None = None) -> Sequence[ToolInfo]:

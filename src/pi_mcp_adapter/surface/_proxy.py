@@ -26,9 +26,8 @@ from ._render import (
     describe_server,
     render_describe,
     render_list,
+    render_search_hits,
     render_status,
-    render_tool_card,
-    render_tool_line,
 )
 
 PROXY_TOOL_NAME = "mcp"
@@ -266,18 +265,11 @@ class ProxyTool:
                 lines += ["Not searchable right now:"]
                 lines += [f"  {describe_server(u)}" for u in results.unavailable]
             return ToolResult.text("\n".join(lines), details=details)
-        header = f'Found {page.total} tool{"s" if page.total != 1 else ""} matching "{query}"'
-        if not page.confident:
-            header += " (weak matches; none fits the query well)"
-        blocks = [
-            render_tool_card(h.tool) if include_schemas else render_tool_line(h.tool)
-            for h in page.hits
-        ]
-        sep = "\n\n" if include_schemas else "\n"
-        text = header + ":\n\n" + sep.join(blocks)
-        if page.next_offset is not None:
-            shown = page.offset + len(page.hits)
-            text += f"\n\n{shown} of {page.total}; offset: {page.next_offset} for more"
+        text = render_search_hits(query, page, include_schemas=include_schemas, server=server)
+        if page.servers:
+            details["servers"] = [
+                {"server": m.server, "tools": m.tools, "score": m.best_score} for m in page.servers
+            ]
         return ToolResult.text(text, details=details)
 
     def _with_activated(self, result: ToolResult) -> ToolResult:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from pi_mcp_adapter.catalog._metadata import ToolInfo
 from pi_mcp_adapter.catalog._schema import render_parameters, render_shape
+from pi_mcp_adapter.catalog._search import SearchPage
 from pi_mcp_adapter.engine import ServerStatus, StatusReport
 
 STATUS_ICONS = {
@@ -136,3 +137,51 @@ def render_list(
     if instructions:
         lines += ["", "Server instructions:", truncate_words(instructions, 300)]
     return "\n".join(lines)
+
+
+WEAK_MATCH_HEADER = "No strong match; closest tools:"
+"""What a page of weak matches starts with (``SearchPage.confident`` is False)."""
+
+
+def render_search_hits(
+    query: str, page: SearchPage, *, include_schemas: bool, server: str | None = None
+) -> str:
+    """A page of search hits for the model, grouped by server.
+
+    A confident page says how many tools match; a weak one says ``No strong match; closest
+    tools:`` so the model does not take a guess for an answer. Hits are grouped under their
+    server, in the order of each server's best hit, with how many of its tools match; servers
+    that match but have no hit on this page are named at the end, so the model can search
+    one of them with ``server``.
+    """
+    count = f"{page.total} tool{'s' if page.total != 1 else ''}"
+    if page.confident:
+        header = f'Found {count} matching "{query}":'
+    else:
+        header = f'{WEAK_MATCH_HEADER[:-1]} for "{query}":'
+    matching = {m.server: m.tools for m in page.servers}
+    groups: dict[str, list[ToolInfo]] = {}
+    for hit in page.hits:
+        groups.setdefault(hit.tool.server, []).append(hit.tool)
+    sep = "\n\n" if include_schemas else "\n"
+    blocks: list[str] = []
+    for name, tools in groups.items():
+        rendered = sep.join(
+            render_tool_card(t) if include_schemas else render_tool_line(t) for t in tools
+        )
+        if page.servers and server is None:
+            total = max(matching.get(name, 0), len(tools))
+            label = f"{name} ({total} matching tool{'s' if total != 1 else ''}):"
+            rendered = f"{label}{sep}{rendered}"
+        blocks.append(rendered)
+    text = header + "\n\n" + "\n\n".join(blocks)
+    if page.next_offset is not None:
+        shown = page.offset + len(page.hits)
+        text += f"\n\n{shown} of {page.total}; offset: {page.next_offset} for more"
+    others = [m for m in page.servers if m.server not in groups]
+    if others and server is None:
+        named = ", ".join(
+            f"{m.server} ({m.tools} tool{'s' if m.tools != 1 else ''})" for m in others
+        )
+        text += f"\n\nAlso matching: {named}. Search with server=<name> for more of one server."
+    return text

@@ -18,7 +18,7 @@ from pi_mcp_adapter.engine import Host, McpAdapter, ToolDefinition, ToolExecute,
 
 from ._direct import DIRECT_TOOLS_ENV, tool_definition
 from ._guard import guard_execute
-from ._render import truncate_words
+from ._render import WEAK_MATCH_HEADER, truncate_words
 from ._tokens import count_tokens
 
 TOOL_SEARCH_NAME = "ToolSearch"
@@ -205,12 +205,13 @@ class ToolSearchSurface:
             host.set_active_tools([*active, *new])
         return new
 
-    def find(self, query: str) -> tuple[list[ToolInfo], list[str]]:
-        """Tools a query selects, and the names in a ``select:`` query that matched nothing."""
+    def find(self, query: str) -> tuple[list[ToolInfo], list[str], bool]:
+        """Tools a query selects, the names in a ``select:`` query that matched nothing, and
+        whether the match is strong (False: the tools are only the closest ones)."""
         names = parse_select(query)
         if names is None:
             page = self._adapter.index.search(query, limit=self.limit)
-            return [h.tool for h in page.hits], []
+            return [h.tool for h in page.hits], [], page.confident
         found: list[ToolInfo] = []
         missing: list[str] = []
         for name in names:
@@ -221,7 +222,7 @@ class ToolSearchSurface:
                 continue
             if tool not in found:
                 found.append(tool)
-        return found, missing
+        return found, missing, True
 
     async def execute(self, params: Mapping[str, Any]) -> ToolResult:
         query = params.get("query") if isinstance(params, Mapping) else None
@@ -230,7 +231,7 @@ class ToolSearchSurface:
                 'ToolSearch needs a query: keywords, or "select:name1,name2".', is_error=True
             )
         try:
-            tools, missing = self.find(query)
+            tools, missing, confident = self.find(query)
         except McpAdapterError as exc:
             return ToolResult.text(str(exc), is_error=True)
         host = self._host
@@ -244,13 +245,14 @@ class ToolSearchSurface:
             "loaded": new,
             "matches": [t.name for t in tools],
             "missing": missing,
+            "confident": confident,
         }
         if not tools:
             text = f'No tools matched "{query}".'
             if missing:
                 text += f" Unknown names: {', '.join(missing)}."
             return ToolResult.text(text, details=details)
-        lines = []
+        lines = [] if confident else [WEAK_MATCH_HEADER]
         if new:
             lines.append(
                 f"Loaded {len(new)} tool{'s' if len(new) != 1 else ''}; "

@@ -2,11 +2,12 @@
 
 Run from the repository root after ``make npm``::
 
-    .venv/bin/python tests/catalog/data/refresh.py
+    .venv/bin/python tests/catalog/data/refresh.py [SERVER ...]
 
-Each fixture is the server's ``tools/list`` result (every page), dumped in the wire's camelCase
-shape and in the order the server sent (property order matters to renderings), so the
-schema-rendering tests read exactly what a live server sends.
+Listing tools needs no network. Each fixture is the server's ``tools/list`` result (every
+page), dumped in the wire's camelCase shape and in the order the server sent (property order
+matters to renderings), so the schema-rendering tests read exactly what a live server sends.
+The search benchmark's second catalog (``bench/data``) is built from these lists too.
 """
 
 from __future__ import annotations
@@ -40,6 +41,13 @@ def _servers(scratch_dir: str) -> dict[str, StdioServerParameters]:
         "mcp-server-time": StdioServerParameters(
             command=str(VENV_BIN / "mcp-server-time"), args=["--local-timezone", "UTC"]
         ),
+        "server-memory": StdioServerParameters(
+            command=str(NPM_BIN / "mcp-server-memory"),
+            env={"MEMORY_FILE_PATH": str(Path(scratch_dir) / "memory.jsonl")},
+        ),
+        "mcp-server-git": StdioServerParameters(command=str(VENV_BIN / "mcp-server-git")),
+        "mcp-server-fetch": StdioServerParameters(command=str(VENV_BIN / "mcp-server-fetch")),
+        "wikipedia-mcp": StdioServerParameters(command=str(VENV_BIN / "wikipedia-mcp")),
     }
 
 
@@ -59,9 +67,11 @@ async def _dump_tools(params: StdioServerParameters) -> list[dict[str, Any]]:
     return tools
 
 
-async def main() -> None:
+async def main(only: list[str]) -> None:
     with tempfile.TemporaryDirectory() as scratch_dir:
         for name, params in _servers(scratch_dir).items():
+            if only and name not in only:
+                continue
             tools = await _dump_tools(params)
             out = DATA_DIR / f"{name}.json"
             out.write_text(json.dumps({"tools": tools}, indent=2, ensure_ascii=False) + "\n")
@@ -69,4 +79,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    anyio.run(main, sys.argv[1:])

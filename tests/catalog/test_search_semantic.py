@@ -1,0 +1,203 @@
+"""The semantic signal: the packaged model, the tool-vector cache and the hybrid ranking."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from pi_mcp_adapter.catalog._metadata import ToolInfo
+from pi_mcp_adapter.catalog._search import SearchIndex
+from pi_mcp_adapter.catalog._search_rankings import HybridRanking
+from pi_mcp_adapter.catalog._search_semantic import (
+    TextEmbedder,
+    ToolVectors,
+    load_default_embedder,
+    semantic_available,
+)
+
+pytestmark = pytest.mark.skipif(
+    not semantic_available(), reason="the semantic extra (wordllama) is not installed"
+)
+
+
+def tool(server: str, original: str, description: str) -> ToolInfo:
+    return ToolInfo(
+        name=f"{server}_{original}",
+        original_name=original,
+        server=server,
+        description=description,
+        input_schema={"type": "object", "properties": {}},
+    )
+
+
+CATALOG = [
+    tool("music", "search_tracks", "Search the catalogue for tracks by title or artist."),
+    tool("music", "get_album", "Get an album with its track list."),
+    tool("podcasts", "search_episodes", "Search podcast episodes by keyword."),
+    tool("files", "read_text_file", "Read the complete contents of a file as text."),
+    tool("web", "fetch", "Fetches a URL from the internet and extracts its contents."),
+]
+
+
+class CountingEmbedder:
+    """The packaged model, counting the texts it is asked to embed."""
+
+    def __init__(self, model_id: str | None = None) -> None:
+        real = load_default_embedder()
+        assert real is not None
+        self._real: TextEmbedder = real
+        self._model_id = model_id or real.model_id
+        self.texts: list[str] = []
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    def embed(self, texts: Sequence[str]) -> object:
+        self.texts.extend(texts)
+        return self._real.embed(texts)
+
+
+def build(
+    tools: Sequence[ToolInfo], cache: Path, model_id: str | None = None
+) -> tuple[ToolVectors, CountingEmbedder]:
+    embedder = CountingEmbedder(model_id)
+    return ToolVectors(tools, embedder, cache_path=cache), embedder  # type: ignore[arg-type]
+
+
+def test_the_packaged_model_loads_from_its_files_without_the_network() -> None:
+    # A fresh interpreter with every socket refused: loading and embedding still work, and
+    # the wordllama package itself (which reconfigures logging on import) is never imported.
+    script = textwrap.dedent(
+        """
+        import socket, sys
+        def refuse(*args, **kwargs):
+            raise OSError("network is off in this test")
+        socket.socket.connect = refuse
+        socket.create_connection = refuse
+        from pi_mcp_adapter.catalog._search_semantic import load_default_embedder
+        model = load_default_embedder()
+        vectors = model.embed(["find a song", "search tracks"])
+        assert vectors.shape == (2, 256), vectors.shape
+        assert abs(float((vectors[0] ** 2).sum()) - 1.0) < 1e-4
+        assert "wordllama" not in sys.modules
+        print("ok")
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE"))}
+    env["HF_HUB_OFFLINE"] = "1"
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def test_a_warm_start_embeds_nothing(tmp_path: Path) -> None:
+    cache = tmp_path / "vectors.npz"
+    cold, cold_embedder = build(CATALOG, cache)
+    assert (cold.embedded, len(cold_embedder.texts)) == (len(CATALOG), len(CATALOG))
+    assert cache.is_file()
+    warm, warm_embedder = build(CATALOG, cache)
+    assert (warm.embedded, warm_embedder.texts) == (0, [])
+    query = ["find that song"]
+    assert warm.similarities(query).tolist() == cold.similarities(query).tolist()
+
+
+def test_a_changed_tool_is_the_only_one_embedded_again(tmp_path: Path) -> None:
+    cache = tmp_path / "vectors.npz"
+    build(CATALOG, cache)
+    changed = [*CATALOG[:-1], tool("web", "fetch", "Download a web page as markdown.")]
+    vectors, embedder = build(changed, cache)
+    assert vectors.embedded == 1
+    assert embedder.texts == ["fetch. fetch. Download a web page as markdown."]
+
+
+def test_vectors_of_another_model_are_not_reused(tmp_path: Path) -> None:
+    cache = tmp_path / "vectors.npz"
+    build(CATALOG, cache, model_id="some-other-model")
+    vectors, _ = build(CATALOG, cache)
+    assert vectors.embedded == len(CATALOG)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param(b"", id="empty"),
+        pytest.param(b"not a zip file at all", id="garbage"),
+        pytest.param(b"PK\x03\x04truncated", id="truncated-zip"),
+    ],
+)
+def test_a_damaged_cache_file_is_rebuilt(tmp_path: Path, content: bytes) -> None:
+    cache = tmp_path / "vectors.npz"
+    cache.write_bytes(content)
+    vectors, _ = build(CATALOG, cache)
+    assert vectors.embedded == len(CATALOG)
+    again, _ = build(CATALOG, cache)
+    assert again.embedded == 0
+
+
+def test_a_failed_write_keeps_the_previous_file_and_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "vectors.npz"
+    build(CATALOG[:2], cache)
+    before = cache.read_bytes()
+
+    def fail_replace(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", fail_replace)
+    vectors, _ = build(CATALOG, cache)  # three new tools: a rewrite is attempted and fails
+    assert vectors.embedded == 3
+    assert cache.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vectors.npz"]
+
+
+def test_the_hybrid_ranking_knows_a_song_is_a_track() -> None:
+    query = "find that song by Queen about a bicycle"
+    lexical = SearchIndex(CATALOG, ranking="lexical").search(query, limit=3)
+    hybrid = SearchIndex(CATALOG, ranking="hybrid").search(query, limit=3)
+    assert lexical.hits[0].tool.original_name != "search_tracks"
+    assert hybrid.hits[0].tool.original_name == "search_tracks"
+
+
+def test_the_hybrid_ranking_answers_requests_with_no_catalog_word() -> None:
+    # No word of the request occurs in the catalog: lexical has nothing, hybrid the closest
+    # tools, flagged as weak.
+    query = "tunes of Freddie Mercury"
+    assert SearchIndex(CATALOG, ranking="lexical").search(query).hits == ()
+    page = SearchIndex(CATALOG, ranking="hybrid").search(query, limit=2)
+    assert not page.confident
+    assert page.hits[0].tool.server == "music"
+
+
+def test_hybrid_index_writes_its_vectors_to_the_given_cache(tmp_path: Path) -> None:
+    cache = tmp_path / "agent" / "mcp-search-vectors.npz"
+    index = SearchIndex(CATALOG, ranking="hybrid", vector_cache=cache)
+    assert index.ranking == "hybrid"
+    assert cache.is_file()
+    ranking = HybridRanking(CATALOG, vector_cache=cache)
+    assert ranking.semantic
+
+
+def test_a_temporary_file_left_by_a_dead_writer_is_removed_by_the_next_one(
+    tmp_path: Path,
+) -> None:
+    cache = tmp_path / "vectors.npz"
+    leftover = tmp_path / ".vectors.npz.abc123.tmp"
+    leftover.write_bytes(b"half a file")
+    recent = tmp_path / ".vectors.npz.def456.tmp"  # maybe a live writer's: kept
+    recent.write_bytes(b"being written")
+    hour_ago = leftover.stat().st_mtime - 3600
+    os.utime(leftover, (hour_ago, hour_ago))
+    build(CATALOG, cache)
+    assert not leftover.exists()
+    assert recent.exists()
+    assert cache.is_file()
