@@ -33,7 +33,12 @@ pytestmark = pytest.mark.usefixtures("no_leaked_processes")
 
 
 def _running_fixtures() -> int:
-    return sum(1 for p in live_descendants() if str(MCP_FIXTURE) in " ".join(p.cmdline()))
+    # The supervisor that starts each stdio server names the server in its command line too.
+    return sum(
+        1
+        for p in live_descendants()
+        if str(MCP_FIXTURE) in " ".join(p.cmdline()) and "_reaper.py" not in " ".join(p.cmdline())
+    )
 
 
 # -- without servers ------------------------------------------------------------------------

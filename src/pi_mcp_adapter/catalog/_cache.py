@@ -38,9 +38,10 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import filelock
+if TYPE_CHECKING:
+    import filelock
 
 from pi_mcp_adapter._errors import UsageError
 from pi_mcp_adapter.config._models import ServerEntry
@@ -473,9 +474,7 @@ class MetadataCache:
         self._environ = environ
         self._clock = clock
         self._max_age_ms = max_age_s * 1000
-        self._lock = filelock.FileLock(
-            f"{self.path}.lock", timeout=LOCK_TIMEOUT_S, poll_interval=LOCK_POLL_INTERVAL_S
-        )
+        self._file_lock: filelock.FileLock | None = None
         self._state_lock = threading.RLock()
         self._servers: dict[str, Any] = {}
         self._loaded = False
@@ -515,7 +514,7 @@ class MetadataCache:
                         # Another process may have rewritten it since: only a file that is
                         # still unreadable under the lock is set aside.
                         self._servers, set_aside = self._read_or_set_aside()
-                except filelock.Timeout:
+                except TimeoutError:  # filelock.Timeout
                     self._warn(f"{self.path} is unreadable and stays locked; using no cache")
                     return "set-aside"
                 return "set-aside" if set_aside else "loaded"
@@ -630,6 +629,17 @@ class MetadataCache:
 
     # ------------------------------------------------------------------------ internals
 
+    @property
+    def _lock(self) -> filelock.FileLock:
+        # Made on first write: reading the cache (every command) needs no lock, nor filelock.
+        if self._file_lock is None:
+            import filelock
+
+            self._file_lock = filelock.FileLock(
+                f"{self.path}.lock", timeout=LOCK_TIMEOUT_S, poll_interval=LOCK_POLL_INTERVAL_S
+            )
+        return self._file_lock
+
     def _ensure_loaded(self) -> None:
         if not self._loaded:
             self.load()
@@ -703,7 +713,7 @@ class MetadataCache:
                     update(servers)
                     self._remove_orphaned_temp_files()
                     self._write(servers)
-            except filelock.Timeout:
+            except TimeoutError:  # filelock.Timeout
                 self._warn(f"{self.path} stayed locked for {LOCK_TIMEOUT_S:.0f} s; not saved")
                 update(self._servers)
                 return

@@ -11,22 +11,26 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import anyio
 import typer
 
 from pi_mcp_adapter._errors import McpAdapterError
-from pi_mcp_adapter.config import load_config
-from pi_mcp_adapter.engine import McpAdapter
-from pi_mcp_adapter.servers._oauth import OAuthProviders, OAuthState, allow_prompts
-from pi_mcp_adapter.servers._oauth_prompt import AuthorizationPrompt
-from pi_mcp_adapter.surface._commands import auth_help
+
+if TYPE_CHECKING:
+    # OAuth pulls in the MCP SDK: loaded when auth or logout runs, not for every --help.
+    from pi_mcp_adapter.engine import McpAdapter
+    from pi_mcp_adapter.servers._oauth import OAuthState
 
 from ._app import JsonOption, app, fail, get_context, print_json
 
 
 def _adapter_for(ctx: typer.Context, server: str) -> McpAdapter:
+    from pi_mcp_adapter.config import load_config
+    from pi_mcp_adapter.engine import McpAdapter
+    from pi_mcp_adapter.servers._oauth import OAuthProviders
+    from pi_mcp_adapter.servers._oauth_prompt import AuthorizationPrompt
+
     cli = get_context(ctx)
     loaded = load_config(
         agent_dir=cli.agent_dir,
@@ -80,6 +84,11 @@ def auth(
     Opens a browser (or prints the URL and reads the redirect URL pasted on stdin when none
     can open). Servers that use a bearer token or run locally are explained instead.
     """
+    import anyio
+
+    from pi_mcp_adapter.servers._oauth import allow_prompts
+    from pi_mcp_adapter.surface._commands import auth_help
+
     adapter = _adapter_for(ctx, server)
     entry = adapter.servers[server]
     if entry.url is None or entry.oauth_mode is None:

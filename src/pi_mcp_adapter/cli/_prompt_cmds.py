@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from pi_mcp_adapter._errors import McpAdapterError
-from pi_mcp_adapter.engine import McpAdapter, ToolResult
-from pi_mcp_adapter.surface._prompts import run_prompt
-from pi_mcp_adapter.surface._proxy import parse_args
+
+if TYPE_CHECKING:
+    from pi_mcp_adapter.engine import McpAdapter, ToolResult
 
 from ._app import JsonOption, app, fail
 from ._engine_cmds import emit_result, run
@@ -24,11 +24,15 @@ def prompt(
 ) -> None:
     """Render a server's prompt and print its messages (exit 1 on an error)."""
     try:
+        from pi_mcp_adapter.surface._proxy import parse_args
+
         arguments = parse_args(args_json)
     except McpAdapterError as exc:
         raise fail(str(exc)) from None
 
     async def body(adapter: McpAdapter) -> ToolResult:
+        from pi_mcp_adapter.surface._prompts import run_prompt
+
         return await run_prompt(adapter, name, arguments)
 
     emit_result(run(ctx, body, quiet=as_json), as_json=as_json)

@@ -145,6 +145,20 @@ class ServerEntry(_Model):
     debug: bool = False
     _written: Mapping[str, object] | None = PrivateAttr(default=None)
     """The transport and credential fields as the files wrote them, before interpolation."""
+    _env_templates: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @property
+    def env_templates(self) -> dict[str, str]:
+        """Fields whose value came from environment variables, as written: ``{"args[2]":
+        "postgresql://app:${PASS}@db/x"}``. Shown instead of the value wherever the entry is
+        displayed (keys: ``url``, ``command``, ``cwd``, ``args[i]``, ``env.K``, ``headers.K``,
+        ``bearerToken``)."""
+        return self._env_templates
+
+    def with_env_templates(self, templates: dict[str, str]) -> ServerEntry:
+        """Record where ``templates`` came from (the loader calls this); returns ``self``."""
+        self._env_templates = dict(templates)
+        return self
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         # repr() and str() end up in logs and tracebacks, so secrets never reach them.

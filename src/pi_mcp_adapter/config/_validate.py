@@ -72,15 +72,28 @@ class ValidEntry:
     line: int | None
 
 
+class _FieldAdapters(dict[str, "TypeAdapter[Any]"]):
+    """One validator per model field, built on first use: building all of them costs tens of
+    milliseconds, paid by every command, while a file sets only a few fields."""
+
+    def __init__(self, model: type[BaseModel]) -> None:
+        super().__init__()
+        self._model = model
+
+    def __missing__(self, name: str) -> TypeAdapter[Any]:
+        annotation = self._model.model_fields[name].annotation
+        assert annotation is not None
+        adapter: TypeAdapter[Any] = TypeAdapter(annotation)
+        self[name] = adapter
+        return adapter
+
+
 def _field_tables(model: type[BaseModel]) -> tuple[dict[str, str], dict[str, TypeAdapter[Any]]]:
     by_key: dict[str, str] = {}
-    adapters: dict[str, TypeAdapter[Any]] = {}
     for name, info in model.model_fields.items():
         by_key[info.alias or name] = name
         by_key[name] = name
-        assert info.annotation is not None
-        adapters[name] = TypeAdapter(info.annotation)
-    return by_key, adapters
+    return by_key, _FieldAdapters(model)
 
 
 _SERVER_KEYS, _SERVER_ADAPTERS = _field_tables(ServerEntry)
@@ -169,13 +182,58 @@ def _type_error(
     line: int | None,
     field: str,
     consequence: str,
+    error: ValidationError | None = None,
 ) -> ConfigError:
+    inner = _inner_location(error, annotation, value)
+    if inner is not None:
+        suffix, annotation, value = inner
+        what = f"{what[:-1]}{suffix}'" if what.endswith("'") else f"{what}{suffix}"
+        field = f"{field}{suffix}"
     return ConfigError(
-        f"{what} must be {_describe(annotation)}, not {json_type(value)}; {consequence}",
+        f"{what} must be {_describe(annotation)}, {_shown(annotation, value)}; {consequence}",
         path=str(path),
         line=line,
         field=field,
     )
+
+
+def _inner_location(
+    error: ValidationError | None, annotation: object, value: object
+) -> tuple[str, object, object] | None:
+    """For a wrong item inside an object or list field: its path suffix, type and value."""
+    if error is None:
+        return None
+    union = get_origin(annotation) in (typing.Union, types.UnionType)
+    options = [a for a in get_args(annotation) if a is not type(None)] if union else []
+    container = next(
+        (a for a in [annotation, *options] if get_origin(a) in (dict, tuple, list)), None
+    )
+    if container is None:
+        return None
+    for detail in error.errors():
+        loc = detail.get("loc", ())
+        if not loc:
+            continue
+        step = loc[0]
+        if get_origin(container) is dict and isinstance(value, dict) and step in value:
+            return f".{step}", get_args(container)[1], value[step]
+        if isinstance(step, int) and isinstance(value, list) and 0 <= step < len(value):
+            return f"[{step}]", get_args(container)[0], value[step]
+    return None
+
+
+def _shown(annotation: object, value: object) -> str:
+    """The wrong value for the message: written out only for choices (never a secret there),
+    otherwise its JSON type, so that a misplaced token is not printed."""
+    union = get_origin(annotation) in (typing.Union, types.UnionType)
+    options = [a for a in get_args(annotation) if a is not type(None)] if union else [annotation]
+    is_choice = any(get_origin(a) is Literal for a in options)
+    if is_choice and isinstance(value, str | int | float | bool) and len(str(value)) <= 40:
+        from ._masking import looks_like_credential
+
+        if not (isinstance(value, str) and looks_like_credential(value)):
+            return "got " + (repr(value) if isinstance(value, str) else _literal(value))
+    return f"not {json_type(value)}"
 
 
 def validate_server_entry(raw: RawEntry) -> tuple[ValidEntry | None, list[ConfigError], list[str]]:
@@ -228,7 +286,7 @@ def validate_server_entry(raw: RawEntry) -> tuple[ValidEntry | None, list[Config
             continue
         try:
             fields[name] = _SERVER_ADAPTERS[name].validate_python(value)
-        except ValidationError:
+        except ValidationError as exc:
             annotation = ServerEntry.model_fields[name].annotation
             errors.append(
                 _type_error(
@@ -238,6 +296,7 @@ def validate_server_entry(raw: RawEntry) -> tuple[ValidEntry | None, list[Config
                     path=raw.path,
                     line=raw.line_of(key_path),
                     field=format_json_path(key_path),
+                    error=exc,
                     consequence="this entry is ignored in this file; "
                     "the server's entries in other files still apply",
                 )
@@ -379,8 +438,8 @@ def validate_settings(
             warnings.append(f"{location}: unknown setting {key!r} is kept but not used")
             continue
         try:
-            result[name] = _SETTINGS_ADAPTERS[name].validate_python(item)
-        except ValidationError:
+            checked = _SETTINGS_ADAPTERS[name].validate_python(item)
+        except ValidationError as exc:
             errors.append(
                 _type_error(
                     f"setting {key!r}",
@@ -390,6 +449,34 @@ def validate_settings(
                     line=line_of(key_path),
                     field=format_json_path(key_path),
                     consequence="this setting is ignored in this file",
+                    error=exc,
                 )
             )
+            continue
+        minimum = _SETTINGS_MINIMUMS.get(name)
+        if minimum is not None and isinstance(checked, int | float) and checked < minimum[0]:
+            errors.append(
+                ConfigError(
+                    f"setting {key!r} must be {minimum[1]}, got {checked!r}; "
+                    "this setting is ignored in this file",
+                    path=str(path),
+                    line=line_of(key_path),
+                    field=format_json_path(key_path),
+                )
+            )
+            continue
+        result[name] = checked
     return result, errors, warnings
+
+
+_SETTINGS_MINIMUMS: dict[str, tuple[float, str]] = {
+    "output_limit_bytes": (0, "0 (no limit) or a positive whole number"),
+    "output_limit_lines": (0, "0 (no limit) or a positive whole number"),
+    "idle_timeout": (0, "0 (never close idle servers) or a positive number of minutes"),
+    "health_check_interval_ms": (0, "0 (no health checks) or a positive whole number"),
+    "startup_concurrency": (1, "at least 1"),
+    "tool_search_limit": (1, "at least 1"),
+    "tool_search_budget_tokens": (0, "0 or a positive whole number"),
+}
+"""Lower bounds of numeric settings, with what to write instead; checked at load time so that
+a bad value is reported with its file and line, not when it is first used."""

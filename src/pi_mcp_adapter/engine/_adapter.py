@@ -19,12 +19,10 @@ import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.abc
-import mcp_types as types
-from mcp.shared.dispatcher import ProgressFnT
 
 from pi_mcp_adapter._errors import (
     AmbiguousToolError,
@@ -47,11 +45,12 @@ from pi_mcp_adapter.config import LoadedConfig, load_config
 from pi_mcp_adapter.config._locations import default_agent_dir
 from pi_mcp_adapter.config._models import ServerEntry, Settings
 from pi_mcp_adapter.servers import ServerManager, ServerState
-from pi_mcp_adapter.servers._oauth import OAuthProviders, allow_prompts
+from pi_mcp_adapter.servers._failures import FAILURES_FILE_NAME, FailureMemory
+from pi_mcp_adapter.servers._prompt_policy import allow_prompts
 
 from ._approval import Ask, AsksQuestions, ToolApprovals
+from ._arguments import argument_problems
 from ._host import Host, NotifyLevel
-from ._stats import CallStats
 from ._trace import open_call_trace
 from ._validate import validate_arguments
 from ._values import (
@@ -62,6 +61,16 @@ from ._values import (
     ServerStatus,
     StatusReport,
 )
+
+if TYPE_CHECKING:
+    # SDK types appear in signatures only: the SDK is imported by the first connect, so that
+    # commands answered from the cache never pay for it.
+    import mcp_types as types
+    from mcp.shared.dispatcher import ProgressFnT
+
+    from pi_mcp_adapter.servers._oauth import OAuthProviders
+
+    from ._stats import CallStats
 
 ProgressCallback = Callable[[str, str, str | None], None]
 """``(server, phase, detail)`` with phase ``connecting`` | ``connected`` | ``failed``."""
@@ -87,6 +96,10 @@ class McpAdapter:
             hooks); ``None`` for library/CLI use. Registering tools is the surfaces' job.
         connect_missing: connect, at start, every enabled server whose tools are not in the
             metadata cache yet (the first run), so search and describe have something to show.
+        connect_eager: connect eager and keep-alive servers at start (a one-shot command
+            that needs none of them passes False).
+        start_deadline_s: one overall deadline for the connects at start; servers still
+            connecting then are abandoned, reported as failed and back off.
         clock: wall clock in seconds (``time.time``), injectable for tests.
         relay_server_requests: tell servers this client can sample and elicit, and route
             their sampling, elicitation and log messages to the caller of the call they belong
@@ -115,6 +128,8 @@ class McpAdapter:
         config_loader: Callable[[], LoadedConfig] | None = None,
         host: Host | None = None,
         connect_missing: bool = True,
+        connect_eager: bool = True,
+        start_deadline_s: float | None = None,
         ranking: str = "default",
         resolve_npx: bool = True,
         on_progress: ProgressCallback | None = None,
@@ -135,10 +150,10 @@ class McpAdapter:
         self._config_given = config is not None and config_loader is None
         self.config = config or self._load_config()
         self.host = host
-        self.oauth = oauth or OAuthProviders(
-            self.servers, agent_dir=self.agent_dir, settings=self.settings, environ=self._environ
-        )
+        self._oauth = oauth
         self._connect_missing = connect_missing
+        self._connect_eager = connect_eager
+        self._start_deadline_s = start_deadline_s
         self._ranking = ranking
         self._resolve_npx = resolve_npx
         self._on_progress = on_progress
@@ -187,6 +202,20 @@ class McpAdapter:
     # ------------------------------------------------------------------ lifecycle
 
     @property
+    def oauth(self) -> OAuthProviders:
+        """One OAuth provider per remote server, made on first use (it loads the SDK)."""
+        if self._oauth is None:
+            from pi_mcp_adapter.servers._oauth import OAuthProviders
+
+            self._oauth = OAuthProviders(
+                self.servers,
+                agent_dir=self.agent_dir,
+                settings=self.settings,
+                environ=self._environ,
+            )
+        return self._oauth
+
+    @property
     def settings(self) -> Settings:
         return self.config.settings
 
@@ -226,9 +255,10 @@ class McpAdapter:
                 log_dir=self.agent_dir / "logs",
                 npx_cache_path=self.agent_dir / "mcp-npx-cache.json",
                 resolve_npx=self._resolve_npx,
-                auth_factory=self.oauth.auth_for,
+                auth_factory=lambda name: self.oauth.auth_for(name),
                 environ=self._environ,
                 relay_requests=self._relay_server_requests,
+                failures=FailureMemory(self.agent_dir / FAILURES_FILE_NAME),
             )
             self._manager = await stack.enter_async_context(manager)
             manager.on_tools_changed(self._server_connected)
@@ -238,6 +268,8 @@ class McpAdapter:
             if self.host is not None:
                 stack.callback(self._clear_status_line)
             if self.settings.capture_stats:
+                from ._stats import CallStats
+
                 self._stats = CallStats.from_setting(self.settings.capture_stats, self.agent_dir)
                 # Registered before the task group: runs after the flusher has stopped.
                 stack.callback(self._stats.flush)
@@ -278,6 +310,16 @@ class McpAdapter:
             raise UsageError("McpAdapter is not running: use `async with McpAdapter(...)`")
         return self._manager
 
+    def load_cached(self) -> None:
+        """Read the metadata cache into the catalog without starting anything.
+
+        For one-shot, read-only uses (``pi-mcp search`` from a warm cache): search, lookup and
+        server states work on what the cache holds; anything that talks to a server still
+        needs :meth:`start`.
+        """
+        self._load_cache()
+        self._rebuild()
+
     def _load_cache(self) -> None:
         self.cache.load()
         for name in self.enabled_servers():
@@ -287,33 +329,36 @@ class McpAdapter:
                 self._changes[name] = self.cache.definition_changes(name)
 
     async def _connect_at_start(self, among: Collection[str] | None = None) -> None:
-        manager = self._require_manager()
         wanted = [
             name
             for name in self.enabled_servers()
             if (among is None or name in among)
             and (
-                self.servers[name].lifecycle in ("eager", "keep-alive")
+                (self._connect_eager and self.servers[name].lifecycle in ("eager", "keep-alive"))
                 or (self._connect_missing and name not in self._metadata)
             )
         ]
+        await self.connect_uncached(wanted, only_uncached=False)
+
+    async def connect_uncached(
+        self, names: Sequence[str] | None = None, *, only_uncached: bool = True
+    ) -> None:
+        """Connect ``names`` (default: every enabled server whose tools are not cached) in
+        parallel, under the start deadline; failures are reported through ``on_progress``."""
+        manager = self._require_manager()
+        wanted = list(names if names is not None else self.enabled_servers())
+        if only_uncached:
+            wanted = [n for n in wanted if n in self.servers and n not in self._metadata]
         if not wanted:
             return
-        limiter = anyio.CapacityLimiter(max(1, self.settings.startup_concurrency))
-
-        async def connect_one(name: str) -> None:
-            async with limiter:
-                self._progress(name, "connecting", None)
-                try:
-                    await manager.connect(name)
-                except McpAdapterError as exc:
-                    self._progress(name, "failed", str(exc))
-                else:
-                    self._progress(name, "connected", None)
-
-        async with anyio.create_task_group() as tg:
-            for name in wanted:
-                tg.start_soon(connect_one, name)
+        for name in wanted:
+            self._progress(name, "connecting", None)
+        results = await manager.connect_many(wanted, deadline_s=self._start_deadline_s)
+        for name, error in results.items():
+            metadata = manager.metadata(name)
+            if error is None and metadata is not None and name not in self._metadata:
+                self._server_connected(name, metadata)  # before the caller reads the catalog
+            self._progress(name, "failed" if error else "connected", str(error) if error else None)
 
     # ------------------------------------------------------------------ reload
 
@@ -579,7 +624,7 @@ class McpAdapter:
         state = self._manager.state(name) if self._manager is not None else None
         if state is None or state.status in ("closed", "idle", "new"):
             status = "cached" if name in self._metadata else "not-cached"
-            if self.oauth.needs_auth(name):
+            if entry.oauth_mode == "explicit" and self.oauth.needs_auth(name):
                 status = "needs-auth"
             return ServerStatus(
                 name,
@@ -739,16 +784,19 @@ class McpAdapter:
             return CallOutcome(
                 name, error_kind="ambiguous_tool", message=str(exc), candidates=exc.candidates
             )
-        if self.settings.validate_args and not tool.is_resource:
+        # Text JSON cannot carry, or nesting that would exhaust the encoder's stack, is the
+        # caller's mistake: it is never sent (a server would get a broken connection).
+        problems = argument_problems(arguments)
+        if not problems and self.settings.validate_args and not tool.is_resource:
             problems = validate_arguments(tool.input_schema, arguments)
-            if problems:
-                return CallOutcome(
-                    name,
-                    tool,
-                    error_kind="invalid_arguments",
-                    message=f"Invalid arguments for {tool.name}",
-                    problems=tuple(problems),
-                )
+        if problems:
+            return CallOutcome(
+                name,
+                tool,
+                error_kind="invalid_arguments",
+                message=f"Invalid arguments for {tool.name}",
+                problems=tuple(problems),
+            )
         blocked = self._refused_for_change(name, tool)
         if blocked is not None:
             return blocked

@@ -7,13 +7,16 @@ gateway) renders them in its own words.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
-
-import mcp_types as types
+from typing import TYPE_CHECKING, Literal
 
 from pi_mcp_adapter.catalog._definition_diff import ToolDefinitionDiff
 from pi_mcp_adapter.catalog._metadata import ToolInfo
 from pi_mcp_adapter.catalog._search import SearchPage
+
+if TYPE_CHECKING:
+    # Only results of calls hold SDK types, and a call has imported the SDK already; commands
+    # answered from the cache never load it (it takes most of a second).
+    import mcp_types as types
 
 ServerStatusName = Literal[
     "connected",
@@ -127,9 +130,11 @@ class CallOutcome:
     @property
     def is_error(self) -> bool:
         """No answer, or an answer the server marked as an error."""
-        if self.error_kind is not None:
-            return True
-        return isinstance(self.result, types.CallToolResult) and self.result.is_error
+        if self.error_kind is not None or self.result is None:
+            return self.error_kind is not None
+        import mcp_types
+
+        return isinstance(self.result, mcp_types.CallToolResult) and self.result.is_error
 
 
 @dataclass(frozen=True, slots=True)

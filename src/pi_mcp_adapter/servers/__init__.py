@@ -14,17 +14,43 @@
 - ``_relay``      per-call routing of a server's sampling, elicitation and log messages to the
                    caller that made the call (the gateway's clients).
 - ``_npx``         ``npx``/``npm exec`` commands resolved to the package's own binary.
+- ``_failures``    failed connects remembered across processes (``mcp-failures.json``).
+- ``_stdio``       the stdio process: its own process group, bounded shutdown.
+- ``_reaper``      the supervisor a stdio server runs under, so its tree dies with us.
 
 See the package docstring of pi_mcp_adapter for how this layer fits.
 """
 
 from __future__ import annotations
 
-from ._connection import ServerConnection
+from typing import TYPE_CHECKING, Any
+
 from ._manager import MetadataListener, ServerManager, ServerSetChange, StateListener
-from ._npx import ResolvedCommand, resolve_npx_command
-from ._relay import CallRelay, current_relay, relay_calls
 from ._state import ServerState, ServerStatus, TransportKind
+
+if TYPE_CHECKING:
+    from ._connection import ServerConnection
+    from ._npx import ResolvedCommand, resolve_npx_command
+    from ._relay import CallRelay, current_relay, relay_calls
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded when asked for: ServerConnection imports the MCP SDK, and commands answered from
+    # the cache need neither it nor npx resolution.
+    if name == "ServerConnection":
+        from ._connection import ServerConnection
+
+        return ServerConnection
+    if name in ("ResolvedCommand", "resolve_npx_command"):
+        from . import _npx
+
+        return getattr(_npx, name)
+    if name in ("CallRelay", "current_relay", "relay_calls"):
+        from . import _relay
+
+        return getattr(_relay, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CallRelay",

@@ -20,15 +20,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
-import mcp_types as types
-from mcp.shared.dispatcher import ProgressFnT
 
 from pi_mcp_adapter._errors import (
     ConnectionLostError,
+    ConnectTimeoutError,
     McpAdapterError,
     NeedsAuthError,
     ServerBackoffError,
@@ -41,7 +40,7 @@ from pi_mcp_adapter._errors import (
 from pi_mcp_adapter.catalog._metadata import ServerMetadata
 from pi_mcp_adapter.config._models import ServerEntry, Settings
 
-from ._connection import ServerConnection
+from ._failures import FailureMemory, backoff_after_s
 from ._lifecycle import (
     HEALTH_PING_TIMEOUT_S,
     SHUTDOWN_TIMEOUT_S,
@@ -52,7 +51,15 @@ from ._lifecycle import (
     keep_alive_retry_delay_s,
 )
 from ._state import ServerState, ServerStatus, TransportKind
-from ._transports import AuthFactory
+
+if TYPE_CHECKING:
+    # The connection module pulls in the MCP SDK (most of a second); it is imported when the
+    # first connect begins, so that commands answered from the cache never pay for it.
+    import mcp_types as types
+    from mcp.shared.dispatcher import ProgressFnT
+
+    from ._connection import ServerConnection
+    from ._transports import AuthFactory
 
 logger = logging.getLogger("pi_mcp_adapter.servers")
 
@@ -125,6 +132,11 @@ class ServerManager:
     ``httpx2.Auth`` (such as an OAuth provider) for HTTP servers; it is called on every connect,
     so it should hand out one long-lived provider per server. ``environ`` is the environment
     stdio servers inherit and ``bearerTokenEnv`` is read from (default: ``os.environ``).
+
+    With ``failures`` (a :class:`FailureMemory`), failed connects are remembered across
+    processes: a server that failed recently in any process starts in backoff here too, and the
+    backoff doubles with each consecutive failure (up to ten minutes). A successful connect
+    clears the record.
     """
 
     def __init__(
@@ -140,6 +152,7 @@ class ServerManager:
         clock: Callable[[], float] = time.monotonic,
         backoff_s: float = DEFAULT_BACKOFF_S,
         relay_requests: bool = False,
+        failures: FailureMemory | None = None,
     ) -> None:
         if backoff_s < 0:
             raise ValueError("backoff_s cannot be negative")
@@ -153,6 +166,7 @@ class ServerManager:
         self._clock = clock
         self._backoff_s = backoff_s
         self._relay_requests = relay_requests
+        self._failures = failures
         self._tools_changed: list[MetadataListener] = []
         self._reconnected: list[MetadataListener] = []
         self._resource_listeners: list[Callable[[str, str], Awaitable[None]]] = []
@@ -172,6 +186,7 @@ class ServerManager:
             raise UsageError("a ServerManager can be entered only once; create a new one")
         self._entered = True
         self._limiter = anyio.CapacityLimiter(max(1, self._settings.startup_concurrency))
+        self._recall_failures()
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
@@ -343,12 +358,14 @@ class ServerManager:
     async def refresh(self, name: str) -> ServerMetadata:
         """List ``name``'s tools, resources and prompts again (connecting if needed).
 
-        Raises like :meth:`connect` and :meth:`call_tool`.
+        This is an explicit request (``pi-mcp connect``, ``mcp({connect})``): it connects even
+        while the server is backing off after a failure. Raises like :meth:`connect` and
+        :meth:`call_tool`, except for :class:`ServerBackoffError`.
         """
         slot = self._slot(name)
         slot.in_flight += 1
         try:
-            connection = await self._ensure(slot, respect_backoff=True)
+            connection = await self._ensure(slot, respect_backoff=False)
             return await connection.refresh_metadata()
         finally:
             self._release(slot)
@@ -362,6 +379,37 @@ class ServerManager:
         """
         names = [name for name, slot in self._slots.items() if connects_at_start(slot.entry)]
         return await self._connect_many(names, respect_backoff=False)
+
+    async def connect_many(
+        self, names: list[str], *, deadline_s: float | None = None
+    ) -> dict[str, ServerUnavailableError | None]:
+        """Connect ``names`` in parallel (respecting backoff), all within one overall deadline.
+
+        At most ``settings.startupConcurrency`` connect at once. A server still connecting when
+        ``deadline_s`` runs out is abandoned and recorded as failed (so it backs off, in this
+        process and, with a failure memory, in the next ones) with a
+        :class:`ConnectTimeoutError`. Never raises for a server; returns
+        ``{name: None or error}`` in the order given.
+        """
+        if deadline_s is None:
+            return await self._connect_many(names, respect_backoff=True)
+        results: dict[str, ServerUnavailableError | None] = {}
+        with anyio.move_on_after(deadline_s):
+            results = await self._connect_many(names, respect_backoff=True, into=results)
+        for name in names:
+            if name in results:
+                continue
+            slot = self._slots[name]
+            await self.close(name)
+            error = ConnectTimeoutError(
+                name,
+                f"server {name!r} did not finish connecting within the {deadline_s:g} s "
+                f"start-up deadline",
+                timeout_s=deadline_s,
+            )
+            self._record_failure(slot, error)
+            results[name] = error
+        return {name: results[name] for name in names}
 
     async def on_turn_end(self) -> dict[str, ServerUnavailableError | None]:
         """Reconnect eager and keep-alive servers that dropped; call at the end of each turn.
@@ -731,6 +779,8 @@ class ServerManager:
         )
 
     def _begin_attempt(self, slot: _Slot) -> _Attempt:
+        from ._connection import ServerConnection
+
         tg = self._usable(slot)
         previous = slot.attempt
         slot.generation += 1
@@ -806,6 +856,8 @@ class ServerManager:
         slot.connection = connection
         slot.status = "connected"
         slot.transport = connection.transport
+        if slot.error is not None and self._failures is not None:
+            self._failures.clear(slot.name)
         slot.error = None
         slot.backoff_until = None
         slot.has_history = True
@@ -826,13 +878,37 @@ class ServerManager:
         assert self._tg is not None
         self._tg.start_soon(self._announce, slot.name, connection.metadata, reconnected)
 
+    def _recall_failures(self) -> None:
+        """Put servers that failed recently (in any process) into backoff, as if here."""
+        if self._failures is None:
+            return
+        now, wall_now = self._clock(), self._failures.now()
+        for slot in self._slots.values():
+            if not slot.entry.is_enabled:
+                continue
+            record = self._failures.get(slot.name, slot.entry)
+            if record is None:
+                continue
+            ago_s = max(0.0, wall_now - record.failed_at)
+            remaining_s = backoff_after_s(self._backoff_s, record.attempts) - ago_s
+            slot.error = record.reason or "connect failed"
+            slot.failed_at = now - ago_s
+            slot.has_history = True
+            if remaining_s > 0:
+                slot.status = "failed"
+                slot.backoff_until = now + remaining_s
+
     def _record_failure(self, slot: _Slot, error: ServerUnavailableError) -> None:
         now = self._clock()
         slot.attempt = None
         slot.status = "needs-auth" if isinstance(error, NeedsAuthError) else "failed"
         slot.error = error.message
         slot.failed_at = now
-        slot.backoff_until = now + self._backoff_s
+        backoff_s = self._backoff_s
+        if self._failures is not None:
+            record = self._failures.record(slot.name, slot.entry, error.message)
+            backoff_s = backoff_after_s(self._backoff_s, record.attempts)
+        slot.backoff_until = now + backoff_s
         slot.has_history = True
         slot.keep_alive_failures += 1
         slot.keep_alive_next_at = now + keep_alive_retry_delay_s(slot.keep_alive_failures)
@@ -889,9 +965,13 @@ class ServerManager:
                 logger.exception("listener %r failed for server %r", listener, name)
 
     async def _connect_many(
-        self, names: list[str], *, respect_backoff: bool
+        self,
+        names: list[str],
+        *,
+        respect_backoff: bool,
+        into: dict[str, ServerUnavailableError | None] | None = None,
     ) -> dict[str, ServerUnavailableError | None]:
-        results: dict[str, ServerUnavailableError | None] = {}
+        results: dict[str, ServerUnavailableError | None] = {} if into is None else into
         limiter = self._limiter
         if limiter is None:
             raise UsageError(

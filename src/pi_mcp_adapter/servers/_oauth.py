@@ -22,15 +22,13 @@ Secrets (tokens, codes, verifiers, client secrets) are never logged or put in me
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import json
 import logging
 import os
 import sys
 import time
 import warnings
-from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -56,6 +54,7 @@ from ._oauth_prompt import (
     loopback_socket,
     parse_pasted_redirect,
 )
+from ._prompt_policy import allow_prompts, prompts_allowed
 from ._token_store import AuthRecord, ServerTokenStorage, TokenStore, create_token_store
 
 __all__ = [
@@ -74,27 +73,6 @@ REFRESH_MARGIN_S = 30.0
 request does not leave with a token that expires on the way."""
 REFRESH_LOCK_TIMEOUT_S = 60.0
 """Another process refreshing holds the lock for one token request; a minute means stuck."""
-
-_PROMPTS_ALLOWED: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "pi_mcp_adapter_oauth_prompts_allowed", default=False
-)
-
-
-@contextlib.contextmanager
-def allow_prompts(allowed: bool = True) -> Iterator[None]:
-    """Let OAuth flows started inside this block ask a person (open a browser, read stdin).
-
-    Everywhere else (startup connects, health checks, background reconnects) a server that
-    needs a new authorization fails at once with :class:`NeedsAuthError`. The setting is a
-    context variable, so connections started inside the block (and their transport tasks)
-    inherit it.
-    """
-    # Only ever widens: an outer block that allowed prompts (``pi-mcp auth``) stays in force.
-    token = _PROMPTS_ALLOWED.set(allowed or _PROMPTS_ALLOWED.get())
-    try:
-        yield
-    finally:
-        _PROMPTS_ALLOWED.reset(token)
 
 
 class _HideReportedFlowErrors(logging.Filter):
@@ -506,7 +484,7 @@ class _CodeFlowProvider(_StoredExpiryMixin, OAuthClientProvider):
         return await super()._refresh_token()
 
     async def _redirect(self, authorization_url: str) -> None:
-        if not _PROMPTS_ALLOWED.get():
+        if not prompts_allowed():
             raise needs_auth_error(self._server)
         self._pending_url = self._with_configured_params(authorization_url)
 

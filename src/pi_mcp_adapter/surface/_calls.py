@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import mcp_types as types
-
 from pi_mcp_adapter.catalog._metadata import ToolInfo
 from pi_mcp_adapter.catalog._schema import NO_PARAMETERS, render_parameters
 from pi_mcp_adapter.engine import CallOutcome, ContentPart, McpAdapter, TextPart, ToolResult
@@ -104,7 +102,9 @@ def render_outcome(
         )
     settings = adapter.settings
     raw = outcome.result
-    if isinstance(raw, types.ReadResourceResult):
+    import mcp_types  # a call has loaded the SDK already; importing here keeps search free of it
+
+    if isinstance(raw, mcp_types.ReadResourceResult):
         result = convert_read_resource_result(raw)
     else:
         assert raw is not None

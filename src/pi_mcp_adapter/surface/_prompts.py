@@ -6,8 +6,6 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-import mcp_types as types
-
 from pi_mcp_adapter._errors import (
     AmbiguousToolError,
     McpAdapterError,
@@ -49,6 +47,9 @@ def render_messages(prompt: PromptInfo, rendered: PromptMessages) -> ToolResult:
         parts.append(TextPart(rendered.description))
     for message in rendered.messages:
         parts.append(TextPart(f"\n[{message.role}]"))
+        # Rendering a prompt needs the SDK's types; listing prompts (search, status) must not.
+        import mcp_types as types
+
         converted = convert_call_result(types.CallToolResult(content=[message.content]))
         parts += converted.content
     return ToolResult(

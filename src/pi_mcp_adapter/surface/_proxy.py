@@ -22,6 +22,7 @@ from pi_mcp_adapter.config._validate import json_type
 from pi_mcp_adapter.engine import CallOutcome, McpAdapter, TextPart, ToolDefinition, ToolResult
 
 from ._calls import call_tool, render_outcome
+from ._guard import guard_execute
 from ._prompts import render_prompt_line, run_prompt
 from ._render import (
     describe_server,
@@ -90,6 +91,10 @@ def parse_args(raw: object) -> dict[str, Any]:
                 f"Invalid args: not valid JSON ({exc.msg} at column {exc.colno}); "
                 'pass an object, e.g. args: {"query": "..."}'
             ) from exc
+        except RecursionError:
+            raise UsageError(
+                "Invalid args: the JSON is nested too deeply to read; pass a flatter object"
+            ) from None
         if isinstance(value, dict):
             return value
         raise UsageError(f"Invalid args: expected a JSON object, got {json_type(value)}")
@@ -149,7 +154,7 @@ class ProxyTool:
             name=PROXY_TOOL_NAME,
             description=PROXY_DESCRIPTION,
             parameters=PROXY_PARAMETERS,
-            execute=self.execute,
+            execute=guard_execute(PROXY_TOOL_NAME, self.execute),
         )
 
     async def execute(self, params: object) -> ToolResult:

@@ -18,6 +18,7 @@ from pi_mcp_adapter.catalog._metadata import ToolInfo
 from pi_mcp_adapter.engine import Host, McpAdapter, ToolDefinition, ToolExecute, ToolResult
 
 from ._direct import DIRECT_TOOLS_ENV, tool_definition
+from ._guard import guard_execute
 from ._render import WEAK_MATCH_HEADER, truncate_words
 from ._tokens import count_tokens
 
@@ -173,7 +174,7 @@ def toolsearch_definition(
             limit=limit,
         ),
         parameters=TOOL_SEARCH_PARAMETERS,
-        execute=execute or unavailable,
+        execute=guard_execute(TOOL_SEARCH_NAME, execute or unavailable),
     )
 
 
