@@ -22,6 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _summary import record
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "mcp_fixture.py"
 TARGETS = {"--help": 1.5, "search": 2.5}
@@ -81,6 +84,15 @@ def main() -> None:
         print(
             f"{name:<32} {median * 1000:8.1f} {p90 * 1000:8.1f} {median / floor:8.2f}x  {verdict}"
         )
+        if not name.startswith("floor"):
+            record(
+                "CLI start",
+                name,
+                median * 1000,
+                floor * 1000,
+                unit="ms",
+                baseline_name="python -c 'import typer, pydantic'",
+            )
 
 
 if __name__ == "__main__":
