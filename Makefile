@@ -46,8 +46,10 @@ typecheck: install
 
 check: lint typecheck test
 
+## Run every benchmark and print one table of ratios against baselines measured in the same run.
 bench: install npm
-	$(BIN)/python bench/run_all.py
+	PY=$(PY) bash bench/install_fastmcp.sh
+	$(BIN)/python bench/run
 
 clean:
 	rm -rf $(VENV) $(NPM_DIR)/node_modules

@@ -24,6 +24,9 @@ from mcp.client.stdio import stdio_client
 from pi_mcp_adapter.config._models import ServerEntry, Settings
 from pi_mcp_adapter.servers import ServerManager
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _summary import record
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "mcp_fixture.py"
 EVERYTHING = ROOT / "tests/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
@@ -95,6 +98,15 @@ async def main() -> None:
     p50_ratio = percentile(ours, 0.5) / percentile(bare, 0.5)
     p99_ratio = percentile(ours, 0.99) / percentile(bare, 0.99)
     print(f"{'ratio (ours/bare)':<18}{p50_ratio:>10.2f}{p99_ratio:>10.2f}")
+    for label, share in (("p50", 0.5), ("p99", 0.99)):
+        record(
+            "call overhead",
+            f"echo {label}, {options.server} server over stdio",
+            percentile(ours, share) * 1e3,
+            percentile(bare, share) * 1e3,
+            unit="ms",
+            baseline_name="bare SDK client",
+        )
 
 
 if __name__ == "__main__":

@@ -39,6 +39,9 @@ import anyio
 import psutil
 from mcp import Client, StdioServerParameters
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _summary import record
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "mcp_fixture.py"
 PI_MCP = Path(sys.executable).parent / "pi-mcp"
@@ -321,10 +324,41 @@ def print_tables(
             versus = f"{p50 / fastmcp:.2f}x" if fastmcp else "–"
             ratio = f"{p50 / direct:.2f}x"
             print(f"| {transport} | {front} | {p50:.3f} | {p99:.3f} | {ratio} | {versus} |")
+            if front == "direct":
+                continue
+            record(
+                "gateway hop",
+                f"echo p50 over {transport}, {front}",
+                p50,
+                direct,
+                unit="ms",
+                baseline_name="direct SDK client",
+            )
+            if fastmcp and front != "FastMCP proxy":
+                record(
+                    "gateway hop",
+                    f"echo p50 over {transport}, {front} vs FastMCP",
+                    p50,
+                    fastmcp,
+                    unit="ms",
+                    baseline_name="FastMCP proxy",
+                )
     print("\n| front (HTTP, stdio upstream) | K clients | calls/s | p99 ms | upstream processes |")
     print("|---|---|---|---|---|")
+    fastmcp_rates = {k: r for f, k, r, _, _ in load if f == "FastMCP proxy"}
     for front, clients, rate, p99, upstream in load:
         print(f"| {front} | {clients} | {rate:.0f} | {p99:.2f} | {upstream} |")
+        if front == "FastMCP proxy":
+            continue
+        record(
+            "gateway clients",
+            f"K={clients} HTTP clients, calls/s ({upstream} upstream process)",
+            rate,
+            fastmcp_rates.get(clients),
+            unit="calls/s",
+            baseline_name="FastMCP proxy",
+            lower_is_better=False,
+        )
 
 
 async def main() -> None:

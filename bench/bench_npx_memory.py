@@ -30,6 +30,9 @@ from mcp.client.stdio import stdio_client
 
 from pi_mcp_adapter.servers._npx import ResolvedCommand, resolve_npx_command
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _summary import record
+
 SERVERS = (
     "@modelcontextprotocol/server-memory@2026.8.31",
     "@modelcontextprotocol/server-everything@2026.8.31",
@@ -151,6 +154,23 @@ def print_table(rows: list[tuple[str, str, Sample]], rounds: int) -> None:
         print(
             f"{spec:<50} {ours.rss_bytes / base.rss_bytes:>17.2f} "
             f"{ours.startup_s / base.startup_s:>21.2f}"
+        )
+        name = spec.rsplit("/", 1)[-1]
+        record(
+            "npx resolution",
+            f"RSS of the process tree, {name}",
+            ours.rss_bytes / _MIB,
+            base.rss_bytes / _MIB,
+            unit="MiB",
+            baseline_name="npx -y",
+        )
+        record(
+            "npx resolution",
+            f"start, {name}",
+            ours.startup_s,
+            base.startup_s,
+            unit="s",
+            baseline_name="npx -y",
         )
 
 

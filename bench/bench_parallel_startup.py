@@ -22,6 +22,9 @@ import anyio
 from pi_mcp_adapter.config._models import ServerEntry, Settings
 from pi_mcp_adapter.servers import ServerManager
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _summary import record
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "mcp_fixture.py"
 EVERYTHING = ROOT / "tests/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
@@ -81,6 +84,14 @@ async def main() -> None:
     print(f"{'sum of singles':<16}{total:>10.3f}")
     print(f"{'parallel start':<16}{together:>10.3f}")
     print(f"{'speed-up':<16}{total / together:>10.2f}x")
+    record(
+        "parallel startup",
+        f"{len(servers)} real stdio servers",
+        together,
+        total,
+        unit="s",
+        baseline_name="one after another",
+    )
 
 
 if __name__ == "__main__":

@@ -44,10 +44,13 @@ from pi_mcp_adapter.catalog._search_semantic import (
 )
 from pi_mcp_adapter.catalog._search_text import document_terms
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _summary import record
+
 REPO = Path(__file__).resolve().parents[1]
 DEV_SET = REPO.parent / "shared" / "eval" / "etom-dev" / "etom_dev.json"
 REAL_SET = REPO / "bench" / "data" / "real_servers.json"
-QUALITY_RANKINGS = ("lexical", "hybrid", "bm25")
+QUALITY_RANKINGS = ("lexical", "hybrid", "seed004", "bm25")
 
 
 def replicate(tools: tuple[ToolInfo, ...], size: int) -> list[ToolInfo]:
@@ -134,6 +137,36 @@ def measure_quality(console: Console, sets: dict[str, LabelledSet]) -> None:
                 continue
             reports[ranking] = evaluate(labelled, ranking=ranking)
         console.print(quality_table(name, labelled, reports))
+        record_quality(name, reports)
+
+
+def record_quality(name: str, reports: dict[str, EvalReport]) -> None:
+    """Summary rows: each ranking's hit@5 and gold sets in top 5 per level, against BM25."""
+    baseline = reports.get("bm25")
+    if baseline is None:
+        return
+    for ranking, report in reports.items():
+        if ranking == "bm25":
+            continue
+        for level in report.levels:
+            base = next((m for m in baseline.levels if m.label == level.label), None)
+            if base is None:
+                continue
+            for metric, ours, theirs in (
+                ("hit@5", level.hit_at_5, base.hit_at_5),
+                ("gold sets in top 5", level.sets_at_5, base.sets_at_5),
+            ):
+                if ours is None or theirs is None:
+                    continue
+                record(
+                    "search quality",
+                    f"{name} {level.label} {metric}, {ranking}",
+                    ours,
+                    theirs,
+                    unit="share",
+                    baseline_name="BM25",
+                    lower_is_better=False,
+                )
 
 
 def measure_speed(console: Console, labelled: LabelledSet, sizes: list[int], queries: int) -> None:
@@ -199,6 +232,16 @@ def measure_speed(console: Console, labelled: LabelledSet, sizes: list[int], que
                 )
                 console.print(f"  measured {label} at {size} tools", style="dim")
         base_p95 = rows["bm25"][3] if "bm25" in rows else None
+        for label in ("lexical", "hybrid warm"):
+            if label in rows and base_p95:
+                record(
+                    "search latency",
+                    f"p95 at {len(catalog):,} tools, {label.split()[0]}",
+                    rows[label][3],
+                    base_p95,
+                    unit="ms",
+                    baseline_name="BM25",
+                )
         for label, (build_s, build_cpu_s, p50, p95, cpu_p95) in rows.items():
             ratio = f"{p95 / base_p95:.2f}x" if base_p95 else "-"
             table.add_row(

@@ -25,6 +25,9 @@ to register and never reaches past the engine.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._errors import (
     AmbiguousToolError,
     ConfigError,
@@ -45,11 +48,41 @@ from ._errors import (
     ToolNotFoundError,
     UsageError,
 )
-from .catalog._metadata import ToolInfo
-from .config._models import ServerEntry, Settings
-from .engine import Host, McpAdapter, Question, ToolDefinition, ToolResult
+
+if TYPE_CHECKING:
+    from .catalog._metadata import ToolInfo
+    from .config._models import ServerEntry, Settings
+    from .engine import Host, McpAdapter, Question, ToolDefinition, ToolResult
 
 __version__ = "0.1.0"
+
+# Loaded on first access (PEP 562): `pi-mcp --help` and `--version` import this package and
+# must not pay for pydantic models, the engine or the MCP SDK.
+_LAZY = {
+    "Host": ".engine",
+    "McpAdapter": ".engine",
+    "Question": ".engine",
+    "ServerEntry": ".config._models",
+    "Settings": ".config._models",
+    "ToolDefinition": ".engine",
+    "ToolInfo": ".catalog._metadata",
+    "ToolResult": ".engine",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    # The public names are __all__; helpers imported here (importlib, typing) are not API.
+    return sorted({*__all__, *(name for name in globals() if name.startswith("_"))})
+
 
 __all__ = [
     "AmbiguousToolError",

@@ -10,7 +10,7 @@ about it::
     │   ├── ServerDisabledError        the server is disabled in config
     │   ├── ServerStartError           the process/URL failed at connect (with stderr tail)
     │   ├── ConnectTimeoutError        the handshake did not finish within its deadline
-    │   ├── NeedsAuthError             HTTP 401: run `pi-mcp auth SERVER`
+    │   ├── NeedsAuthError             HTTP 401 or an OAuth sign-in needed: `pi-mcp auth SERVER`
     │   ├── HttpStatusError            HTTP 403/404/5xx at connect (status kept)
     │   ├── NotMcpError                the endpoint answered, but not with MCP
     │   ├── ConnectionLostError        the server went away mid-session

@@ -535,6 +535,13 @@ def test_a_changed_description_is_reported_and_recorded(
     assert changes == DefinitionChanges(
         changed=(ToolChange("search", ("description",)),),
         detected_at_ms=int((START_S + 60) * 1000),
+        baseline={
+            "search": {
+                "name": "search",
+                "description": "Search the web",
+                "inputSchema": {"type": "object"},
+            }
+        },
     )
     assert changes.names() == ("search",)
     assert changes.describe() == "changed: search (description)"
@@ -638,3 +645,25 @@ def test_a_malformed_change_record_reads_as_no_changes() -> None:
         )
         == DefinitionChanges()
     )
+
+
+def test_the_record_keeps_what_was_trusted_until_each_tool_is_acknowledged(
+    cache: MetadataCache, path: Path, clock: Clock
+) -> None:
+    cache.store("srv", ENTRY, tools(("search", "v1"), ("fetch", "Fetch")))
+    cache.store("srv", ENTRY, tools(("search", "v2"), ("fetch", "Fetch"), ("new", "New")))
+    cache.store("srv", ENTRY, tools(("search", "v3"), ("new", "New")))
+    record = MetadataCache(path, clock=clock).definition_changes("srv")
+    # The oldest definition stays the baseline, however often the tool changes again.
+    assert record.baseline["search"] is not None
+    assert record.baseline["search"]["description"] == "v1"
+    assert record.baseline["new"] is None
+    assert record.baseline["fetch"] is not None
+    assert set(record.names()) == {"search", "new", "fetch"}
+
+    cache.acknowledge_changes("srv", ["search"])
+    left = MetadataCache(path, clock=clock).definition_changes("srv")
+    assert set(left.names()) == {"new", "fetch"}
+    assert "search" not in left.baseline
+    cache.acknowledge_changes("srv", ["new", "fetch"])
+    assert "definitionChanges" not in file_json(path)["servers"]["srv"]

@@ -259,3 +259,43 @@ def test_a_miss_in_a_25000_tool_catalog_still_suggests_quickly(big_catalog: Cata
     elapsed_s = time.perf_counter() - started
     assert caught.value.suggestions[0] == "server-007_action_042_on_thing_007"
     assert elapsed_s < 1.0, f"{elapsed_s:.2f} s for a miss"
+
+
+@pytest.mark.parametrize(
+    "typed",
+    [
+        pytest.param("everything_get_doc_one", id="prefixed"),
+        pytest.param("get_doc_one", id="own-name"),
+        pytest.param("everything__GET_doc_one", id="double-separator-any-case"),
+    ],
+)
+def test_a_get_spelling_of_a_resource_tool_resolves_to_the_read_tool(
+    catalog: Catalog, typed: str
+) -> None:
+    assert catalog.lookup(typed).name == "everything_read_doc_one"
+
+
+def test_a_get_spelling_never_shadows_a_real_tool_or_reaches_a_non_resource() -> None:
+    built = Catalog.build(
+        {"docs": meta("get_readme", "read_log", resources=(("docs://readme", "readme"),))},
+        {"docs": entry()},
+        Settings(),
+    )
+    assert built.lookup("docs_get_readme").name == "docs_get_readme"
+    assert built.lookup("docs_read_readme").resource_uri == "docs://readme"
+    with pytest.raises(ToolNotFoundError):
+        built.lookup("docs_get_log")  # read_log is a tool, not a resource
+
+
+def test_with_a_double_separator_hyphens_in_server_names_become_underscores() -> None:
+    built = Catalog.build(
+        {"jetbrains-index": meta("find", resources=(("idx://status", "status"),))},
+        {"jetbrains-index": entry()},
+        Settings(tool_separator="__"),
+    )
+    assert [t.name for t in built.tools()] == [
+        "jetbrains_index__find",
+        "jetbrains_index__read_status",
+    ]
+    assert built.lookup("jetbrains-index_find").name == "jetbrains_index__find"
+    assert built.lookup("jetbrains_index__get_status").name == "jetbrains_index__read_status"

@@ -188,9 +188,9 @@ def test_cli_json_output_is_machine_readable(tiny_set: Path) -> None:
     assert data["ranking"] == "seed004"
     assert data["queries"] == 4
     assert {m["label"] for m in data["levels"]} == {"level 1", "level 4", "level 5"}
-    assert data["overall"]["hit_at_5"] == 1.0
+    assert data["overall"]["hitAt5"] == 1.0
     # Seed 004 scores "for" in a description, so the infeasible query still gets an answer.
-    assert data["overall"]["none_flagged"] == 0.0
+    assert data["overall"]["noneFlagged"] == 0.0
 
 
 @pytest.mark.parametrize(
@@ -236,6 +236,30 @@ def test_default_ranking_reaches_its_targets_and_beats_bm25_on_the_dev_set() -> 
     assert value(ours, 2, "mrr") > value(bm25, 2, "mrr") + 0.05
     assert value(ours, 4, "sets_at_5") > value(bm25, 4, "sets_at_5") + 0.05
     assert value(ours, 1, "hit_at_5") >= value(bm25, 1, "hit_at_5")
+
+
+def test_an_all_query_without_gold_is_skipped_with_a_warning_naming_it(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    data = json.loads(json.dumps(TINY_SET))
+    data["queries"].append({"qid": "empty-all", "query": "anything", "match": "all", "gold": []})
+    path = tmp_path / "with-empty.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    labelled = load_labelled_set(path)
+    assert [q.qid for q in labelled.queries] == ["a1", "a2", "m1", "n1"]
+    assert labelled.skipped == ("queries[4] (empty-all) has match 'all' but no gold ids; skipped",)
+    out = subprocess.run(
+        [sys.executable, "-m", "pi_mcp_adapter", "eval-search", "--set", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "warning: queries[4] (empty-all)" in out.stderr
+    report = json.loads(out.stdout)
+    assert report["queries"] == 4
+    assert "hitAt1" in report["overall"]
 
 
 def test_the_real_server_set_names_only_tools_of_its_catalog() -> None:

@@ -51,6 +51,11 @@ def test_server_prefix_follows_the_prefix_mode(server: str, mode: str, expected:
         pytest.param("github_search", "github", "server", "__", "github_search", id="prefixed-dbl"),
         pytest.param("github_", "github", "server", "_", "github_github_", id="only-prefix"),
         pytest.param("githubsearch", "github", "server", "_", "github_githubsearch", id="no-sep"),
+        pytest.param(
+            "find", "jetbrains-index", "server", "__", "jetbrains_index__find", id="dbl-no-hyphen"
+        ),
+        pytest.param("find", "jetbrains-index", "server", "_", "jetbrains-index_find", id="hyphen"),
+        pytest.param("find", "jet-brains-mcp", "short", "__", "jet_brains__find", id="short-dbl"),
     ],
 )
 def test_tool_names_are_prefixed_and_sanitised(

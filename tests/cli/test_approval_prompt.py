@@ -69,6 +69,19 @@ def _read_until(fd: int, marker: bytes, timeout_s: float = 60) -> bytes:
     return seen
 
 
+def _read_rest(fd: int) -> bytes:
+    seen = b""
+    while select.select([fd], [], [], 0.5)[0]:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # the slave side closed: the program ended
+            break
+        if not chunk:
+            break
+        seen += chunk
+    return seen
+
+
 def call_on_terminal(home: Path, answer: bytes) -> tuple[subprocess.CompletedProcess[str], bytes]:
     """Run ``pi-mcp call workbench_echo`` on a pty, answer the question, return the result."""
     master, slave = pty.openpty()
@@ -81,6 +94,7 @@ def call_on_terminal(home: Path, answer: bytes) -> tuple[subprocess.CompletedPro
         shown = _read_until(master, PROMPT)
         os.write(master, answer)
         stdout, _ = process.communicate(timeout=60)
+        shown += _read_rest(master)  # what came after the answer, failures included (stderr)
     finally:
         if process.poll() is None:
             process.kill()
@@ -108,14 +122,14 @@ def test_the_question_shows_the_tool_and_its_arguments_and_allow_once_runs_it(
     # Allowed once only: the next run without a terminal is refused.
     refused = call_without_terminal(home)
     assert refused.returncode == 1
-    assert "mcpServers.workbench.approveTools" in refused.stdout
+    assert "mcpServers.workbench.approveTools" in refused.stderr
 
 
 def test_deny_refuses_the_call(home: Path) -> None:
-    result, _ = call_on_terminal(home, b"deny\n")
+    result, shown = call_on_terminal(home, b"deny\n")
     assert result.returncode == 1
-    assert "denied" in result.stdout
-    assert "Echo:" not in result.stdout
+    assert b"denied" in shown  # failures go to stderr, here the terminal
+    assert result.stdout == ""
 
 
 def test_always_allow_is_remembered_in_the_agent_dir(home: Path) -> None:
@@ -132,5 +146,5 @@ def test_always_allow_is_remembered_in_the_agent_dir(home: Path) -> None:
 def test_without_a_terminal_the_call_fails_closed_naming_the_setting(home: Path) -> None:
     refused = call_without_terminal(home)
     assert refused.returncode == 1
-    assert "needs the user's approval (mcpServers.workbench.approveTools)" in refused.stdout
-    assert "Echo:" not in refused.stdout
+    assert "needs the user's approval (mcpServers.workbench.approveTools)" in refused.stderr
+    assert refused.stdout == ""

@@ -56,7 +56,7 @@ def test_tools_bootstraps_the_cache_then_status_reads_it(home: Path) -> None:
     status = json.loads(pi_mcp(home, "status", "--json").stdout)
     rows = {row["name"]: row for row in status["servers"]}
     assert rows["workbench"]["status"] == "cached"
-    assert rows["workbench"]["tool_count"] == 8
+    assert rows["workbench"]["toolCount"] == 8
     assert rows["off"]["status"] == "disabled"
 
 
@@ -74,16 +74,18 @@ def test_describe_shows_parameters(home: Path) -> None:
     assert "required" in out
     missing = pi_mcp(home, "describe", "workbench_ecko", check=False)
     assert missing.returncode == 1
-    assert "workbench_echo" in missing.stdout
+    assert "workbench_echo" in missing.stderr
+    assert missing.stdout == ""
 
 
 def test_call_prints_the_result_and_fails_on_tool_errors(home: Path) -> None:
     assert pi_mcp(home, "call", "workbench_echo", '{"message": "cli"}').stdout == "Echo: cli\n"
     failed = pi_mcp(home, "call", "workbench_fail", '{"message": "nope"}', check=False)
     assert failed.returncode == 1
-    assert "nope" in failed.stdout
+    assert "nope" in failed.stderr
+    assert failed.stderr.count("nope") == 1
     bad = pi_mcp(home, "call", "workbench_echo", "[1]", check=False)
-    assert bad.returncode == 1
+    assert bad.returncode == 2
     assert "expected a JSON object" in bad.stderr
 
 
@@ -96,7 +98,20 @@ def test_connect_and_reconnect_report_per_server(home: Path) -> None:
 
 def test_tokens_compares_the_proxy_with_every_tool(home: Path) -> None:
     report = json.loads(pi_mcp(home, "tokens", "--json").stdout)
-    assert report["tool_count"] == 10
-    assert 0 < report["proxy_tokens"] <= 250
-    assert report["all_tools_tokens"] > report["proxy_tokens"]
-    assert report["direct_tokens"] == 0
+    assert report["toolCount"] == 10
+    assert 0 < report["proxyTokens"] <= 250
+    assert report["allToolsTokens"] > report["proxyTokens"]
+    assert report["directTokens"] == 0
+
+
+def test_prompt_renders_a_servers_prompt(home: Path) -> None:
+    out = pi_mcp(home, "prompt", "workbench_greet", '{"name": "Cli"}').stdout
+    assert out == (
+        "Prompt workbench_greet (server workbench):\nGreet someone by name.\n"
+        "\n[user]\nPlease greet Cli in a plain style.\n\n[assistant]\nHello, Cli!\n"
+    )
+    data = json.loads(pi_mcp(home, "prompt", "greet", '{"name": "J"}', "--json").stdout)
+    assert data["details"]["name"] == "workbench_greet"
+    missing = pi_mcp(home, "prompt", "workbench_greet", check=False)
+    assert missing.returncode == 1
+    assert "needs argument(s): name" in missing.stdout

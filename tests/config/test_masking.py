@@ -101,8 +101,8 @@ def test_masked_views_keep_what_is_not_secret(canary_machine: Machine) -> None:
         "X-Trace": MASK,
     }
     assert http["url"] == f"https://user:{MASK}@api.example/mcp?access_token={MASK}&v=1"
-    # A credential-sounding key hides its whole value, objects included.
-    assert http["oauth"] == MASK
+    # The oauth object shows its public fields and hides the client secret.
+    assert http["oauth"] == {"clientId": "app", "clientSecret": MASK}
     assert http["bearerToken"] == MASK
     extras = mask_secrets(config.servers["extras"])
     assert extras["tuning"] == {"depth": 2, "clientSecret": MASK}
@@ -181,3 +181,60 @@ def test_the_installed_command_never_prints_the_secret(canary_machine: Machine) 
         assert "http" in done.stdout
         assert SECRET not in done.stdout
         assert SECRET not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        pytest.param(
+            f"postgresql://app:{SECRET}@db/x", "postgresql://app:********@db/x", id="url-password"
+        ),
+        pytest.param(
+            f"--dsn=redis://:{SECRET}@cache:6379", "--dsn=redis://:********@cache:6379", id="flag"
+        ),
+        pytest.param(
+            f"Authorization: Bearer {SECRET}", "Authorization: Bearer ********", id="bearer"
+        ),
+        pytest.param(f"x?token={SECRET}&v=1", "x?token=********&v=1", id="token-pair"),
+        pytest.param(f"api_key={SECRET}", "api_key=********", id="api-key-pair"),
+        pytest.param("postgresql://app:${PASS}@db/x", "postgresql://app:${PASS}@db/x", id="ref"),
+        pytest.param("http://host:8080/path", "http://host:8080/path", id="port-not-password"),
+        pytest.param("the token expired", "the token expired", id="prose"),
+    ],
+)
+def test_mask_text_hides_secrets_inside_free_text(text: str, shown: str) -> None:
+    from pi_mcp_adapter.config._masking import mask_text
+
+    assert mask_text(text) == shown
+
+
+def test_values_from_the_environment_are_shown_as_their_references(machine: Machine) -> None:
+    machine.environ.update(SECRET_ENV)
+    machine.write_layer(
+        "agent",
+        {
+            "mcpServers": {
+                "db": {
+                    "command": "psql-mcp",
+                    "args": ["postgresql://app:${CANARY_VALUE}@db/x", "--team=${CANARY_VALUE}"],
+                    "cwd": "/srv/${CANARY_VALUE}",
+                },
+                "api": {
+                    "url": "https://api.example/mcp",
+                    "headers": {
+                        "X-Custom": "${CANARY_VALUE}",
+                        "X-Honeycomb-Team": "${CANARY_VALUE}",
+                    },
+                },
+            }
+        },
+    )
+    config = machine.load()
+    db = mask_secrets(config.servers["db"])
+    assert db["args"] == ["postgresql://app:${CANARY_VALUE}@db/x", "--team=${CANARY_VALUE}"]
+    assert db["cwd"] == "/srv/${CANARY_VALUE}"
+    api = mask_secrets(config.servers["api"])
+    assert api["headers"] == {"X-Custom": "${CANARY_VALUE}", "X-Honeycomb-Team": "${CANARY_VALUE}"}
+    assert SECRET not in json.dumps([db, api])
+    # The entries themselves still carry the values the servers need.
+    assert config.servers["db"].args[0] == f"postgresql://app:{SECRET}@db/x"

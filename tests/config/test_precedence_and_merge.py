@@ -161,14 +161,25 @@ def test_project_overrides_merge_field_by_field(
         assert provenance.field_sources[key] == "agent"
 
 
-def test_credentials_of_unknown_kinds_are_dropped_with_the_url(machine: Machine) -> None:
+def test_oauth_settings_and_unknown_credentials_are_dropped_with_the_url(
+    machine: Machine,
+) -> None:
     machine.write_layer(
         "agent",
-        {"mcpServers": {"s": {"url": "https://one.example", "oauth": {"clientId": "x"}}}},
+        {
+            "mcpServers": {
+                "s": {
+                    "url": "https://one.example",
+                    "oauth": {"clientId": "x"},
+                    "bearerTokenStore": "keychain",
+                }
+            }
+        },
     )
     machine.write_layer("project", {"mcpServers": {"s": {"url": "https://two.example"}}})
     entry = machine.load().servers["s"]
-    assert "oauth" not in (entry.model_extra or {})
+    assert entry.oauth is None
+    assert "bearerTokenStore" not in (entry.model_extra or {})
 
 
 def test_settings_merge_shallowly_with_later_layers_winning(machine: Machine) -> None:

@@ -87,23 +87,22 @@ ENTRY_IGNORED = (
         ),
         pytest.param(
             '"command": "x",\n      "env": {"A": 1}',
-            "mcpServers.s.env",
-            "server 's': 'env' must be an object whose values are strings, not object; "
-            + ENTRY_IGNORED,
+            "mcpServers.s.env.A",
+            "server 's': 'env.A' must be a string, not number; " + ENTRY_IGNORED,
             id="env-number-value",
         ),
         pytest.param(
             '"command": "x",\n      "lifecycle": "sometimes"',
             "mcpServers.s.lifecycle",
             'server \'s\': \'lifecycle\' must be one of "lazy", "eager", "keep-alive", '
-            f'"lazy-keep-alive", not string; {ENTRY_IGNORED}',
+            f"\"lazy-keep-alive\", got 'sometimes'; {ENTRY_IGNORED}",
             id="lifecycle-unknown",
         ),
         pytest.param(
             '"command": "x",\n      "directTools": "all"',
             "mcpServers.s.directTools",
             "server 's': 'directTools' must be true or false or a list of strings or one of "
-            '"search", not string; ' + ENTRY_IGNORED,
+            "\"search\", got 'all'; " + ENTRY_IGNORED,
             id="direct-tools",
         ),
         pytest.param(
@@ -200,7 +199,7 @@ def test_a_wrong_setting_is_dropped_and_the_others_kept(machine: Machine) -> Non
     (error,) = config.errors
     assert (error.path, error.line, error.field) == (str(path), 4, "settings.toolPrefix")
     assert error.message == (
-        'setting \'toolPrefix\' must be one of "server", "short", "none", "mcp", not string; '
+        'setting \'toolPrefix\' must be one of "server", "short", "none", "mcp", got \'weird\'; '
         "this setting is ignored in this file"
     )
     assert config.settings.idle_timeout == 3

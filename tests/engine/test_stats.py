@@ -114,7 +114,7 @@ def test_flush_writes_the_documented_format(tmp_path: Path) -> None:
     path = tmp_path / "agent" / "mcp-stats.json"
     stats = stats_at(path)
     stats.record("github", "search_code", latency_ms=10.0, ok=True, bytes_out=100)
-    stats.record("github", "search_code", latency_ms=30.0, ok=False, bytes_out=5)
+    stats.record("github", "search_code", latency_ms=30.0, ok=False, bytes_out=5, connect_ms=900)
     assert stats.flush()
     document = json.loads(path.read_text(encoding="utf-8"))
     assert document == {
@@ -133,6 +133,9 @@ def test_flush_writes_the_documented_format(tmp_path: Path) -> None:
                     "bytesOut": 105,
                     "lastCalledAtMs": 1_795_000_000_000,
                     "recentLatenciesMs": [10.0, 30.0],
+                    "connects": 1,
+                    "totalConnectMs": 900.0,
+                    "meanConnectMs": 900.0,
                 }
             }
         },
@@ -324,3 +327,18 @@ def test_concurrent_sessions_lose_no_calls(tmp_path: Path) -> None:
     for writer in writers:
         assert writer.wait(timeout=60) == 0
     assert one(read_stats(path), "s", "t").calls == 4 * 20 * 5
+
+
+def test_a_file_without_connect_times_reads_as_none_recorded(tmp_path: Path) -> None:
+    path = tmp_path / "mcp-stats.json"
+    entry = {
+        "calls": 1,
+        "errors": 0,
+        "totalLatencyMs": 5.0,
+        "maxLatencyMs": 5.0,
+        "bytesOut": 3,
+        "recentLatenciesMs": [5.0],
+    }
+    path.write_text(json.dumps({"version": 1, "servers": {"s": {"t": entry}}}))
+    [stats] = read_stats(path)
+    assert (stats.connects, stats.total_connect_ms, stats.mean_connect_ms) == (0, 0.0, 0.0)

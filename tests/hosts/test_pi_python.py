@@ -269,7 +269,10 @@ def _time_server_pids() -> set[int]:
     pids = set()
     for process in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):
-            if "mcp_server_time" in " ".join(process.cmdline()) and process.is_running():
+            command = " ".join(process.cmdline())
+            # The supervisor each stdio server runs under names the server too; count servers.
+            server = "mcp_server_time" in command and "_reaper.py" not in command
+            if server and process.is_running():
                 pids.add(process.pid)
     return pids
 

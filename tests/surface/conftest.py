@@ -16,6 +16,7 @@ from pi_mcp_adapter.surface import McpAdapter, register_surfaces
 
 HERE = Path(__file__).parent
 WORKBENCH = HERE / "workbench_server.py"
+FIXTURE = HERE.parent / "fixtures" / "mcp_fixture.py"
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +26,11 @@ def anyio_backend() -> str:
 
 def workbench_entry(**extra: Any) -> dict[str, Any]:
     return {"command": sys.executable, "args": [str(WORKBENCH)], **extra}
+
+
+def fixture_entry(*options: str, **extra: Any) -> dict[str, Any]:
+    """The configurable fixture server of ``tests/fixtures/mcp_fixture.py``."""
+    return {"command": sys.executable, "args": [str(FIXTURE), *options], **extra}
 
 
 def time_entry(**extra: Any) -> dict[str, Any]:
@@ -66,10 +72,11 @@ class Workspace:
             agent_dir=self.agent_dir, project_dir=self.project_dir, home=self.home, environ={}
         )
         assert not config.errors, config.errors
+        # The adapter loads the files itself (as reload does again); this load only checks them.
         return McpAdapter(
-            config=config,
             agent_dir=self.agent_dir,
             project_dir=self.project_dir,
+            home=self.home,
             host=host,
             **kwargs,
         )

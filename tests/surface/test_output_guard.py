@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import os
 import re
 import stat
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -191,10 +193,46 @@ def test_when_the_file_cannot_be_written_the_note_says_so(tmp_path: Path) -> Non
     assert "could not be saved" in note(guarded)
 
 
-@pytest.mark.parametrize(("limit_bytes", "limit_lines"), [(0, 10), (10, 0), (-1, -1)])
-def test_limits_below_one_are_rejected(limit_bytes: int, limit_lines: int) -> None:
-    with pytest.raises(ValueError, match="at least 1"):
-        guard_output(ToolResult.text("x"), limit_bytes=limit_bytes, limit_lines=limit_lines)
+def test_a_limit_of_zero_means_no_limit_of_that_kind() -> None:
+    big = ToolResult.text(numbered_lines(5000))
+    assert guard_output(big, limit_bytes=0, limit_lines=0) is big
+    by_lines = guard_output(big, limit_bytes=0, limit_lines=10)
+    assert by_lines.details["truncated"] is True
+    assert numbered_lines(5000).startswith(shown_text(by_lines))
+    assert len(by_lines.text_content.splitlines()) <= 10
+    by_bytes = guard_output(big, limit_bytes=100, limit_lines=0)
+    assert len(shown_text(by_bytes).encode()) <= 100
+
+
+def test_every_process_spills_into_one_private_dir_per_user(system_temp: Path) -> None:
+    first = Path(guard_output(ToolResult.text("a\nb"), limit_lines=1).details["fullOutputPath"])
+    _output_guard._default_dir = None  # as a new process would start
+    second = Path(guard_output(ToolResult.text("c\nd"), limit_lines=1).details["fullOutputPath"])
+    assert first.parent == second.parent == system_temp / f"pi-mcp-output-{os.getuid()}"
+
+
+def test_spill_files_older_than_a_day_are_removed_when_a_process_starts_using_the_dir(
+    system_temp: Path,
+) -> None:
+    shared = system_temp / f"pi-mcp-output-{os.getuid()}"
+    shared.mkdir(mode=0o700)
+    old, recent = shared / "output-old.txt", shared / "output-recent.txt"
+    old.write_text("old")
+    recent.write_text("recent")
+    two_days_ago = time.time() - 2 * 86400
+    os.utime(old, (two_days_ago, two_days_ago))
+    guard_output(ToolResult.text("a\nb"), limit_lines=1)
+    assert not old.exists()
+    assert recent.exists()
+
+
+def test_a_shared_dir_others_can_read_is_not_used(system_temp: Path) -> None:
+    shared = system_temp / f"pi-mcp-output-{os.getuid()}"
+    shared.mkdir()
+    shared.chmod(0o755)
+    path = Path(guard_output(ToolResult.text("a\nb"), limit_lines=1).details["fullOutputPath"])
+    assert path.parent != shared
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
 
 
 _texts = st.text(st.characters(codec="utf-8"), max_size=60) | st.text("ab\n", max_size=60)

@@ -16,6 +16,8 @@ from pi_mcp_adapter.surface import McpAdapter, ToolResult
 from pi_mcp_adapter.surface._proxy import PROXY_TOOL_NAME, ProxyTool, parse_args, select_mode
 from pi_mcp_adapter.surface._tokens_report import definition_tokens
 
+from .conftest import Workspace, fixture_entry
+
 pytestmark = [pytest.mark.slow]
 
 HOST_TOOLS = ("read", "bash")
@@ -248,13 +250,31 @@ async def test_call_with_invalid_arguments_returns_the_schema_without_calling(
     text = result.text_content
     assert "destination" in text  # missing required property
     assert "passengers" in text  # below its minimum
-    assert "Expected parameters" in text
+    assert "Expected parameters:\n  origin (string) *required*" in text
+    assert "Parameters:" not in text.replace("Expected parameters:", "")
 
 
-async def test_a_tool_error_from_the_server_is_passed_through(shared_adapter: McpAdapter) -> None:
+async def test_a_tool_error_from_the_server_is_passed_through_with_the_parameters_once(
+    shared_adapter: McpAdapter,
+) -> None:
     result = await mcp(shared_adapter, tool="workbench_fail", args={"message": "disk full"})
     assert result.is_error
-    assert "disk full" in result.text_content
+    text = result.text_content
+    assert text.startswith("Error executing tool fail: disk full\n\nExpected parameters:")
+    assert text.count("Expected parameters:") == 1
+    assert "Expected parameters:\n  message (string) *required*" in text
+    assert "Parameters:" not in text.replace("Expected parameters:", "")
+    assert result.details["parameterHint"] is True
+
+
+async def test_a_tool_error_of_a_tool_without_parameters_says_it_takes_none(
+    workspace: Workspace,
+) -> None:
+    workspace.write_config({"fixture": fixture_entry()})
+    async with workspace.adapter() as adapter:
+        result = await mcp(adapter, tool="fixture_fail")
+    assert result.is_error
+    assert result.text_content == "it failed\n\nExpected parameters: none."
 
 
 async def test_an_unknown_tool_gets_suggestions(shared_adapter: McpAdapter) -> None:
@@ -330,6 +350,7 @@ _json = st.recursive(
 _keys = st.sampled_from(
     [
         "tool",
+        "prompt",
         "args",
         "connect",
         "describe",
@@ -357,3 +378,52 @@ async def test_any_parameter_object_yields_a_result_never_an_exception(
     result = await ProxyTool(shared_adapter, host_tools=HOST_TOOLS).execute(params)
     assert isinstance(result, ToolResult)
     json.dumps(dict(result.details), default=str)
+
+
+async def test_list_shows_the_servers_prompts_with_their_arguments(
+    shared_adapter: McpAdapter,
+) -> None:
+    result = await mcp(shared_adapter, server="workbench")
+    assert "Prompts (mcp({prompt, args})): 1" in result.text_content
+    assert "- workbench_greet - Greet someone by name. (args: name*, style)" in result.text_content
+
+
+async def test_prompt_mode_renders_the_messages_as_text(shared_adapter: McpAdapter) -> None:
+    result = await mcp(
+        shared_adapter, prompt="workbench_greet", args={"name": "Ada", "style": "warm"}
+    )
+    assert not result.is_error
+    assert result.text_content == (
+        "Prompt workbench_greet (server workbench):\n"
+        "Greet someone by name.\n"
+        "\n[user]\nPlease greet Ada in a warm style.\n"
+        "\n[assistant]\nHello, Ada!"
+    )
+    assert result.details["messages"] == 2
+    # Names resolve as tool names do: the server's own name, another separator.
+    same = await mcp(shared_adapter, prompt="greet", args='{"name": "Ada", "style": "warm"}')
+    assert same.text_content == result.text_content
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        pytest.param(
+            {"prompt": "workbench_greet"},
+            "Prompt workbench_greet needs argument(s): name. It takes: name*, style",
+            id="missing-argument",
+        ),
+        pytest.param({"prompt": "workbench_gret"}, "Did you mean: workbench_greet", id="typo"),
+    ],
+)
+async def test_prompt_mode_errors_say_what_to_pass(
+    shared_adapter: McpAdapter, params: dict[str, Any], expected: str
+) -> None:
+    result = await mcp(shared_adapter, **params)
+    assert result.is_error
+    assert expected in result.text_content
+
+
+def test_prompt_comes_right_after_tool_in_the_mode_priority() -> None:
+    assert select_mode({"tool": "t", "prompt": "p"}) == "call"
+    assert select_mode({"prompt": "p", "connect": "s", "search": "x"}) == "prompt"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import anyio
 import pytest
@@ -81,7 +82,12 @@ async def test_toolsearch_activates_matches_for_the_next_turn(workspace: Workspa
         assert "time_get_current_time" in host.tools
         assert host.get_active_tools() == ["read", "bash", TOOL_SEARCH_NAME]
         definition = host.tools[TOOL_SEARCH_NAME]
-        assert "workbench (8 tools)" in definition.description
+        description = definition.description
+        assert "workbench (8 tools):" in description
+        # One line per tool, name and the start of its description, as the budget allows.
+        assert "- workbench_echo: Echo a message back, prefixed with 'Echo: '." in description
+        assert "- time_get_current_time: Get current time in a specific timezone\n" in description
+        assert "not listed" not in description
         assert definition_tokens(definition) <= 600
 
         result = await host.execute(TOOL_SEARCH_NAME, {"query": "current time in a timezone"})
@@ -139,7 +145,12 @@ async def test_toolsearch_description_stays_within_its_budget_with_many_servers(
     async with workspace.attached(host):
         definition = host.tools[TOOL_SEARCH_NAME]
         assert definition_tokens(definition) <= 200 + 60  # the schema and name are outside it
-        assert "more servers" in definition.description
+        description = definition.description
+        assert "bench00 (8 tools):\n- bench00_echo: Echo a message back" in description
+        # What does not fit is counted per server on the closing line.
+        tail = description.splitlines()[-1]
+        assert tail.startswith("More tools, not listed (search finds them): bench00 (")
+        assert re.search(r"… and \d+ more servers \(\d+ tools\)$", tail)
 
 
 @pytest.mark.slow
@@ -200,6 +211,9 @@ async def test_direct_tools_survive_toolsearch_rebuilds_across_connects_and_reco
     host = ExportHost(builtin_tools=["read"])
     async with workspace.attached(host, connect_missing=False) as adapter:
         assert host.get_active_tools() == ["read", TOOL_SEARCH_NAME, "workbench_echo"]
+        description = host.tools[TOOL_SEARCH_NAME].description
+        assert "- workbench_add:" in description
+        assert "- workbench_echo:" not in description  # direct: already visible
         with anyio.fail_after(30):
             first = await host.execute("workbench_echo", {"message": "lazy"})
             await adapter.connect("time")

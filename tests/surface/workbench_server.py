@@ -11,8 +11,8 @@ Run as ``python workbench_server.py``. Tools:
 - ``book_flight(origin, destination, passengers, cabin)`` -> a confirmation; a schema with
   required fields, an enum and an integer minimum (argument validation tests)
 
-Resource ``notes://readme`` (name ``readme``) holds a short text. The server sends
-instructions.
+Resource ``notes://readme`` (name ``readme``) holds a short text. Prompt ``greet(name,
+style="plain")`` renders a user message and an assistant reply. The server sends instructions.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Literal
 
 from mcp.server.mcpserver import Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.prompts.base import AssistantMessage, Message, UserMessage
 from pydantic import Field
 
 PNG_1X1 = base64.b64decode(
@@ -83,6 +84,14 @@ def book_flight(
 )
 def readme() -> str:
     return "Workbench readme: hello from a resource."
+
+
+@server.prompt(description="Greet someone by name.")
+def greet(name: str, style: str = "plain") -> list[Message]:
+    return [
+        UserMessage(f"Please greet {name} in a {style} style."),
+        AssistantMessage(f"Hello, {name}!"),
+    ]
 
 
 if __name__ == "__main__":

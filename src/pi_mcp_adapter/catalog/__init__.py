@@ -5,8 +5,10 @@
 - ``_naming``    prefixes, separators, sanitising, resources as tools: :func:`build_tool_infos`.
 - ``_filters``   ``includeTools`` / ``excludeTools``.
 - ``_catalog``   :class:`Catalog`: every server's tools under unique names, and lookup.
+- ``_prompts``   :class:`PromptCatalog`: upstream prompts named and resolved like tools.
 - ``_cache``     :class:`MetadataCache`: the process-safe ``mcp-cache.json`` and
-                 tool-definition change records.
+                 tool-definition change records (with the trusted baseline).
+- ``_definition_diff``  :func:`diff_definitions`: how a changed tool differs, in short.
 - ``_schema``    :func:`render_parameters` and :func:`render_shape` for input schemas.
 - ``_search``    :class:`SearchIndex` for ``mcp({search})`` and ``ToolSearch``; its parts:
                  ``_search_text`` (words, values, steps), ``_search_rankings`` (lexical,
@@ -28,9 +30,11 @@ from ._cache import (
     config_hash,
 )
 from ._catalog import Catalog, NameCollision
+from ._definition_diff import ToolDefinitionDiff, diff_definitions
 from ._filters import ToolFilter
 from ._metadata import ServerMetadata, ToolInfo
 from ._naming import build_tool_infos, format_tool_name, resource_tool_name, server_prefix
+from ._prompts import PromptArgument, PromptCatalog, PromptInfo
 from ._schema import render_parameters, render_shape
 
 __all__ = [
@@ -41,12 +45,17 @@ __all__ = [
     "LoadResult",
     "MetadataCache",
     "NameCollision",
+    "PromptArgument",
+    "PromptCatalog",
+    "PromptInfo",
     "ServerMetadata",
     "ToolChange",
+    "ToolDefinitionDiff",
     "ToolFilter",
     "ToolInfo",
     "build_tool_infos",
     "config_hash",
+    "diff_definitions",
     "format_tool_name",
     "render_parameters",
     "render_shape",

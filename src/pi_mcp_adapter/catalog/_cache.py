@@ -37,12 +37,13 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import filelock
+if TYPE_CHECKING:
+    import filelock
 
 from pi_mcp_adapter._errors import UsageError
 from pi_mcp_adapter.config._models import ServerEntry
@@ -255,6 +256,9 @@ class DefinitionChanges:
     removed: tuple[str, ...] = ()
     changed: tuple[ToolChange, ...] = ()
     detected_at_ms: int | None = None
+    baseline: Mapping[str, JsonObject | None] = field(default_factory=dict)
+    """Each affected tool's definition as it was before its first unacknowledged change
+    (``None`` for an added tool): what the user last trusted, to show how it changed."""
 
     def __bool__(self) -> bool:
         return bool(self.added or self.removed or self.changed)
@@ -297,11 +301,30 @@ class DefinitionChanges:
             if change.name not in added:
                 earlier = changed.get(change.name, ())
                 changed[change.name] = tuple(dict.fromkeys((*earlier, *change.fields)))
+        affected = {*added, *removed, *changed}
+        # The older baseline wins: it is what the user last saw and trusted.
+        baseline = {
+            name: definition
+            for name, definition in {**newer.baseline, **self.baseline}.items()
+            if name in affected
+        }
         return DefinitionChanges(
             added=tuple(added),
             removed=tuple(removed),
             changed=tuple(ToolChange(n, f) for n, f in changed.items()),
             detected_at_ms=newer.detected_at_ms or self.detected_at_ms,
+            baseline=baseline,
+        )
+
+    def without(self, tools: Collection[str]) -> DefinitionChanges:
+        """This record minus the changes to ``tools`` (acknowledged one by one)."""
+        drop = set(tools)
+        return DefinitionChanges(
+            added=tuple(n for n in self.added if n not in drop),
+            removed=tuple(n for n in self.removed if n not in drop),
+            changed=tuple(c for c in self.changed if c.name not in drop),
+            detected_at_ms=self.detected_at_ms,
+            baseline={n: d for n, d in self.baseline.items() if n not in drop},
         )
 
     def to_json(self) -> JsonObject:
@@ -310,6 +333,7 @@ class DefinitionChanges:
             "added": list(self.added),
             "removed": list(self.removed),
             "changed": [{"name": c.name, "fields": list(c.fields)} for c in self.changed],
+            "baseline": dict(self.baseline),
         }
 
     @classmethod
@@ -328,11 +352,18 @@ class DefinitionChanges:
             if isinstance(item, Mapping) and isinstance(item.get("name"), str):
                 changed.append(ToolChange(item["name"], names(item.get("fields"))))
         detected = _as_number(data.get("detectedAt"))
+        raw_baseline = data.get("baseline")
+        baseline: dict[str, JsonObject | None] = {}
+        if isinstance(raw_baseline, Mapping):
+            for name, definition in raw_baseline.items():
+                if isinstance(name, str) and (definition is None or isinstance(definition, dict)):
+                    baseline[name] = definition
         return cls(
             added=names(data.get("added")),
             removed=names(data.get("removed")),
             changed=tuple(changed),
             detected_at_ms=int(detected) if detected is not None else None,
+            baseline=baseline,
         )
 
 
@@ -385,11 +416,19 @@ def _diff_tools(old_tools: Any, new_tools: Any, *, now_ms: int) -> DefinitionCha
             fields = tuple(f for f in _COMPARED_TOOL_FIELDS if old[name].get(f) != tool.get(f))
             if fields:
                 changed.append(ToolChange(name, fields))
+    added = tuple(n for n in new if n not in old)
+    removed = tuple(n for n in old if n not in new)
+    baseline: dict[str, JsonObject | None] = dict.fromkeys(added)
+    for name in (*removed, *(c.name for c in changed)):
+        baseline[name] = {
+            k: v for k, v in old[name].items() if k == "name" or k in _COMPARED_TOOL_FIELDS
+        }
     return DefinitionChanges(
-        added=tuple(n for n in new if n not in old),
-        removed=tuple(n for n in old if n not in new),
+        added=added,
+        removed=removed,
         changed=tuple(changed),
         detected_at_ms=now_ms,
+        baseline=baseline,
     )
 
 
@@ -437,9 +476,7 @@ class MetadataCache:
         self._environ = environ
         self._clock = clock
         self._max_age_ms = max_age_s * 1000
-        self._lock = filelock.FileLock(
-            f"{self.path}.lock", timeout=LOCK_TIMEOUT_S, poll_interval=LOCK_POLL_INTERVAL_S
-        )
+        self._file_lock: filelock.FileLock | None = None
         self._state_lock = threading.RLock()
         self._servers: dict[str, Any] = {}
         self._loaded = False
@@ -494,7 +531,7 @@ class MetadataCache:
                     servers = self._restored(known)
                     self._write_restored(servers)
                 self._servers = servers
-        except filelock.Timeout:
+        except TimeoutError:  # filelock.Timeout
             self._warn(f"{self.path} is unreadable and stays locked; using no cache")
             self._servers = {}
             return "set-aside"
@@ -587,12 +624,21 @@ class MetadataCache:
         self._modify(update)
         return changes
 
-    def acknowledge_changes(self, server: str) -> None:
-        """Forget ``server``'s recorded definition changes (the user has seen them)."""
+    def acknowledge_changes(self, server: str, tools: Collection[str] | None = None) -> None:
+        """Forget ``server``'s recorded definition changes (the user has seen them): all of
+        them, or those of ``tools`` (the server's own tool names)."""
 
         def update(servers: dict[str, Any]) -> None:
             raw = servers.get(server)
-            if isinstance(raw, dict):
+            if not isinstance(raw, dict):
+                return
+            if tools is None:
+                raw.pop("definitionChanges", None)
+                return
+            left = DefinitionChanges.from_json(raw.get("definitionChanges")).without(tools)
+            if left:
+                raw["definitionChanges"] = left.to_json()
+            else:
                 raw.pop("definitionChanges", None)
 
         self._modify(update)
@@ -602,6 +648,17 @@ class MetadataCache:
         self._modify(lambda servers: servers.pop(server, None))
 
     # ------------------------------------------------------------------------ internals
+
+    @property
+    def _lock(self) -> filelock.FileLock:
+        # Made on first write: reading the cache (every command) needs no lock, nor filelock.
+        if self._file_lock is None:
+            import filelock
+
+            self._file_lock = filelock.FileLock(
+                f"{self.path}.lock", timeout=LOCK_TIMEOUT_S, poll_interval=LOCK_POLL_INTERVAL_S
+            )
+        return self._file_lock
 
     def _ensure_loaded(self) -> None:
         if not self._loaded:
@@ -694,7 +751,7 @@ class MetadataCache:
                     update(servers)
                     self._remove_orphaned_temp_files()
                     self._write(servers)
-            except filelock.Timeout:
+            except TimeoutError:  # filelock.Timeout
                 self._warn(f"{self.path} stayed locked for {LOCK_TIMEOUT_S:.0f} s; not saved")
                 update(self._servers)
                 return

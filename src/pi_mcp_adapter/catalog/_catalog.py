@@ -27,6 +27,7 @@ _MIN_SUGGESTION_SCORE = 0.3
 _COMMON_WORD_TOOLS = 1000
 _SEPARATOR_RUN = re.compile(r"[-_.\s]+")
 _CAMEL_BOUNDARY = re.compile(r"([a-z0-9])([A-Z])")
+_GET_WORD = re.compile(r"(?:^|_)get_")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -238,11 +239,39 @@ class Catalog:
         Tried in order, the first rule that matches anything wins: the exact name; the
         server's own tool name; the same two with ``-``, ``_``, ``__`` and ``.`` treated
         alike; a server prefix (full or short) plus the server's own tool name; then all of
-        that ignoring case. ``server`` restricts every rule to that server's tools.
+        that ignoring case. ``server`` restricts every rule to that server's tools. Last, a
+        ``get_`` word read as ``read_`` may name a resource tool (``docs_get_readme`` for
+        ``docs_read_readme``), the spelling of resource tools in earlier designs.
 
         Raises:
             AmbiguousToolError: the first matching rule matched several tools (``candidates``).
             ToolNotFoundError: nothing matched (``suggestions`` holds up to 5 close names).
+        """
+        found = self._find(name, server)
+        if found is None:
+            found = self._find_resource_alias(name, server)
+        if found is None:
+            raise self._not_found(name, server)
+        return found
+
+    def _find_resource_alias(self, name: str, server: str | None) -> ToolInfo | None:
+        folded = _folded(name)
+        for match in _GET_WORD.finditer(folded):
+            start = match.end() - len("get_")
+            alias = f"{folded[:start]}read_{folded[match.end() :]}"
+            try:
+                tool = self._find(alias, server)
+            except AmbiguousToolError:
+                continue
+            if tool is not None and tool.is_resource:
+                return tool
+        return None
+
+    def _find(self, name: str, server: str | None) -> ToolInfo | None:
+        """The tool the first matching rule of :meth:`lookup` names, or None.
+
+        Raises:
+            AmbiguousToolError: that rule matched several tools.
         """
 
         def allowed(tool: ToolInfo) -> bool:
@@ -270,7 +299,7 @@ class Catalog:
             found = self._resolve(name, split)
             if found is not None:
                 return found
-        raise self._not_found(name, server)
+        return None
 
     def _resolve(self, name: str, candidates: Sequence[ToolInfo]) -> ToolInfo | None:
         unique = list({t.name: t for t in candidates}.values())

@@ -69,12 +69,14 @@ class LabelledQuery:
 class LabelledSet:
     """A catalog built from a labelled set, and its queries.
 
-    ``ids`` maps each tool's prefixed name to its id in the set.
+    ``ids`` maps each tool's prefixed name to its id in the set. ``skipped`` lists queries left
+    out, with the reason (a ``match: "all"`` query without gold ids has nothing to find).
     """
 
     tools: tuple[ToolInfo, ...]
     ids: Mapping[str, str]
     queries: tuple[LabelledQuery, ...]
+    skipped: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +233,7 @@ def load_labelled_set(path: Path) -> LabelledSet:
         tools.append(info if name == info.name else dataclasses.replace(info, name=name))
 
     queries: list[LabelledQuery] = []
+    skipped: list[str] = []
     for i, entry in enumerate(queries_raw):
         if not isinstance(entry, dict):
             raise _fail(path, f"queries[{i}] must be an object")
@@ -248,6 +251,9 @@ def load_labelled_set(path: Path) -> LabelledSet:
             )
         else:
             raise _fail(path, f"queries[{i}].gold_sets must be a list of lists")
+        if match == "all" and not gold and not any(gold_sets):
+            skipped.append(f"queries[{i}] ({qid}) has match 'all' but no gold ids; skipped")
+            continue
         if match != "none" and not gold:
             raise _fail(path, f"queries[{i}] ({qid}) has match {match!r} but no gold ids")
         level = entry.get("level")
@@ -261,7 +267,7 @@ def load_labelled_set(path: Path) -> LabelledSet:
                 level=level if isinstance(level, int) else None,
             )
         )
-    return LabelledSet(tools=tuple(tools), ids=ids, queries=tuple(queries))
+    return LabelledSet(tools=tuple(tools), ids=ids, queries=tuple(queries), skipped=tuple(skipped))
 
 
 def _score_query(query: LabelledQuery, ranked: Sequence[str]) -> tuple[int | None, float | None]:

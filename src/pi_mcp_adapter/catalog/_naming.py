@@ -5,6 +5,8 @@ A model-facing name is ``<prefix><separator><tool>``. The prefix comes from the 
 the server name (mode ``mcp``) or nothing (mode ``none``); the mode is set globally
 (``settings.toolPrefix``) or per server (``toolPrefix``).
 Every name is made acceptable to the common LLM tool APIs (``^[A-Za-z0-9_-]{1,64}$``).
+With ``settings.toolSeparator: "__"`` (the ToolSearch design's spelling) hyphens in the prefix
+become ``_`` as well: server ``jetbrains-index`` gives ``jetbrains_index__find``.
 
 Names built here are unique per tool identity but not yet across the catalog: two servers may
 produce the same name. :class:`~pi_mcp_adapter.catalog.Catalog` settles that and reports it.
@@ -28,6 +30,7 @@ __all__ = [
     "build_tool_infos",
     "format_tool_name",
     "resource_tool_name",
+    "separated_prefix",
     "server_prefix",
 ]
 
@@ -82,7 +85,14 @@ def format_tool_name(
     its prefix and ``_`` keeps that name instead of being prefixed twice; names longer than 64
     characters are cut and end in a hash of the server and tool name.
     """
-    return _qualify(tool_name, server, server_prefix(server, mode), separator)
+    return _qualify(
+        tool_name, server, separated_prefix(server_prefix(server, mode), separator), separator
+    )
+
+
+def separated_prefix(prefix: str, separator: str) -> str:
+    """``prefix`` as written before ``separator``: with ``__``, hyphens become ``_``."""
+    return prefix.replace("-", "_") if separator == "__" else prefix
 
 
 def _qualify(tool_name: str, server: str, prefix: str, separator: str) -> str:
@@ -158,7 +168,7 @@ def build_tool_infos(
     """
     mode: ToolPrefixMode = (entry.tool_prefix if entry else None) or settings.tool_prefix
     separator = settings.tool_separator
-    prefix = server_prefix(server, mode)
+    prefix = separated_prefix(server_prefix(server, mode), separator)
     infos: list[ToolInfo] = []
     for tool in metadata.tools:
         if _object_or_none(tool) is not None and _text(tool.get("name")):

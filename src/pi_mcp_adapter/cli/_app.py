@@ -2,6 +2,15 @@
 
 Command groups live in their own modules (``_config_cmds``, ``_engine_cmds``, ``_eval_cmds``) and
 register themselves on :data:`app`; ``cli/__init__`` imports them all.
+
+Start-up time matters here: every command pays it. Modules of this package import only typer
+and the standard library at the top; the configuration layer, the engine and the MCP SDK are
+imported inside the commands that use them, so ``--help`` and ``--version`` cost little more
+than typer itself, and cache-only commands never load the SDK (``bench/bench_cli_start.py``).
+
+Conventions shared by every command: results go to stdout (with ``--json``, nothing but the
+JSON document); each failure is printed once, to stderr; the exit code is 0 on success, 1 for a
+failed operation and 2 for a usage error.
 """
 
 from __future__ import annotations
@@ -11,12 +20,15 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
-from pi_mcp_adapter.config._locations import default_agent_dir
+if TYPE_CHECKING:
+    from rich.console import Console
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
 
 app = typer.Typer(
     name="pi-mcp",
@@ -24,6 +36,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help: no rich import on every --help, no box drawing in a pipe.
+    rich_markup_mode=None,
 )
 
 
@@ -46,11 +60,23 @@ class CliContext:
 
     @property
     def console(self) -> Console:
+        from rich.console import Console
+
         return Console(soft_wrap=True)
 
     @property
     def err_console(self) -> Console:
+        from rich.console import Console
+
         return Console(stderr=True, soft_wrap=True)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from pi_mcp_adapter import __version__
+
+        sys.stdout.write(f"pi-mcp {__version__}\n")
+        raise typer.Exit()
 
 
 @app.callback()
@@ -58,17 +84,25 @@ def _global_options(
     ctx: typer.Context,
     config: Annotated[
         Path | None,
-        typer.Option("--config", help="Use this one config file instead of the agent-dir file."),
+        typer.Option(
+            "--config",
+            metavar="PATH",
+            help="Use this one config file instead of the agent-dir file.",
+        ),
     ] = None,
     agent_dir: Annotated[
         Path | None,
         typer.Option(
-            "--agent-dir", help="Agent directory (default $PI_CODING_AGENT_DIR or ~/.pi/agent)."
+            "--agent-dir",
+            metavar="DIR",
+            help="Agent directory (default $PI_CODING_AGENT_DIR or ~/.pi/agent).",
         ),
     ] = None,
     project: Annotated[
         Path | None,
-        typer.Option("--project", help="Project directory (default: the current directory)."),
+        typer.Option(
+            "--project", metavar="DIR", help="Project directory (default: the current directory)."
+        ),
     ] = None,
     exclusive: Annotated[
         bool,
@@ -78,7 +112,19 @@ def _global_options(
             "other files. Same as PI_MCP_CONFIG_MODE=exclusive.",
         ),
     ] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            "-V",
+            is_eager=True,
+            callback=_print_version,
+            help="Print the version and exit.",
+        ),
+    ] = False,
 ) -> None:
+    from pi_mcp_adapter.config._locations import default_agent_dir
+
     ctx.obj = CliContext(
         exclusive=exclusive,
         config_path=config.expanduser().resolve() if config else None,
@@ -102,7 +148,18 @@ def print_json(data: Any) -> None:
     sys.stdout.flush()
 
 
-def fail(message: str, *, code: int = 1) -> typer.Exit:
-    """Print an error to stderr and return the exit to raise."""
-    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {message}", highlight=False)
+def print_error(message: str) -> None:
+    """Print one failure to stderr, as ``error: <message>``."""
+    sys.stderr.write(f"error: {message.rstrip()}\n")
+    sys.stderr.flush()
+
+
+def print_warning(message: str) -> None:
+    sys.stderr.write(f"warning: {message.rstrip()}\n")
+    sys.stderr.flush()
+
+
+def fail(message: str, *, code: int = EXIT_FAILED) -> typer.Exit:
+    """Print an error to stderr and return the exit to raise (1 failed, 2 usage error)."""
+    print_error(message)
     return typer.Exit(code)

@@ -7,31 +7,37 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from pi_mcp_adapter._errors import ConfigError
-from pi_mcp_adapter.config import (
-    ConfigSource,
-    HostConfig,
-    ImportKind,
-    ImportsChange,
-    LoadedConfig,
-    ServerEntry,
-    ServerProvenance,
-    apply_imports_change,
-    discover_host_configs,
-    load_config,
-    mask_secrets,
-    plan_imports_change,
-)
-from pi_mcp_adapter.config._masking import mask_extra
 
-from ._app import CliContext, JsonOption, app, fail, get_context, print_json
+from ._app import (
+    CliContext,
+    JsonOption,
+    app,
+    fail,
+    get_context,
+    print_error,
+    print_json,
+    print_warning,
+)
+
+if TYPE_CHECKING:
+    from pi_mcp_adapter.config import (
+        ConfigSource,
+        HostConfig,
+        ImportsChange,
+        LoadedConfig,
+        ServerEntry,
+        ServerProvenance,
+    )
 
 
 def _load(cli: CliContext) -> LoadedConfig:
+    from pi_mcp_adapter.config import load_config
+
     return load_config(
         agent_dir=cli.agent_dir,
         project_dir=cli.project_dir,
@@ -41,7 +47,7 @@ def _load(cli: CliContext) -> LoadedConfig:
     )
 
 
-@app.command("config")
+@app.command("config", short_help="The merged configuration and where it came from.")
 def config_command(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Show the merged configuration, where each server came from, and any problems.
 
@@ -58,6 +64,9 @@ def config_command(ctx: typer.Context, as_json: JsonOption = False) -> None:
 
 def config_report(loaded: LoadedConfig) -> dict[str, Any]:
     """The JSON shape of ``pi-mcp config --json`` (masked)."""
+    from pi_mcp_adapter.config import mask_secrets
+    from pi_mcp_adapter.config._masking import mask_extra
+
     servers: dict[str, Any] = {}
     for name, entry in loaded.servers.items():
         servers[name] = {
@@ -124,6 +133,8 @@ def _source_json(source: ConfigSource) -> dict[str, Any]:
 
 
 def _print_config(loaded: LoadedConfig) -> None:
+    from pi_mcp_adapter.config._masking import mask_extra
+
     out: list[str] = []
     if loaded.servers:
         out.append(f"Servers ({len(loaded.servers)}):")
@@ -153,12 +164,14 @@ def _print_config(loaded: LoadedConfig) -> None:
         out.append(f"  {source.status:<9} {source.name:<21} {source.path}{count}")
     typer.echo("\n".join(out))
     for error in loaded.errors:
-        typer.echo(f"error: {error}", err=True)
+        print_error(str(error))
     for warning in loaded.warnings:
-        typer.echo(f"warning: {warning}", err=True)
+        print_warning(warning)
 
 
 def _server_lines(name: str, entry: ServerEntry, provenance: ServerProvenance | None) -> list[str]:
+    from pi_mcp_adapter.config import mask_secrets
+
     state = "enabled" if entry.is_enabled else "disabled"
     lines = [f"  {name} ({entry.transport_kind}, {state})"]
     for key, value in mask_secrets(entry).items():
@@ -191,20 +204,32 @@ def _compact(value: object) -> str:
     return "null" if value is None else str(value)
 
 
-@app.command("init")
+@app.command("init", short_help="Import the MCP configs of other hosts.")
 def init_command(
     ctx: typer.Context,
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the change, write nothing."),
     as_json: JsonOption = False,
 ) -> None:
-    """Find MCP configs of other hosts on this machine and add them to ``imports``.
+    """Find MCP configs of other hosts on this machine and add them to "imports".
 
-    The agent-dir ``mcp.json`` (or the ``--config`` file) is created if needed. The change is
-    shown as a unified diff before it is written; comments and layout are kept where possible.
+    The agent-dir mcp.json (or the --config file) is created if needed. The change is shown as
+    a unified diff before it is written; comments and layout are kept where possible.
     """
+    from pi_mcp_adapter.config import (
+        ImportKind,
+        apply_imports_change,
+        discover_host_configs,
+        plan_imports_change,
+    )
+
     cli = get_context(ctx)
     target = cli.config_path or cli.agent_dir / "mcp.json"
-    found = discover_host_configs(Path.home(), cli.project_dir, environ=os.environ)
+    problems: list[ConfigError] = []
+    found = discover_host_configs(
+        Path.home(), cli.project_dir, environ=os.environ, on_problem=problems.append
+    )
+    for problem in problems:
+        print_warning(f"cannot import {problem} (left out)")
     kinds: list[ImportKind] = list(dict.fromkeys(host.kind for host in found))
     try:
         change = plan_imports_change(target, kinds)

@@ -1,94 +1,127 @@
 """Commands that run the engine: status, tools, search, describe, call, connect, reconnect,
-tokens, auth and demo."""
+tokens and demo.
+
+Each command touches only the servers it needs: ``status`` connects nothing; ``search``,
+``describe`` and ``tools`` answer from the metadata cache and connect only servers that have
+never been listed (the first run), in parallel under :data:`BOOTSTRAP_DEADLINE_S`; ``call``
+connects the called tool's server. A server that failed recently, in this run or an earlier
+one, is skipped at once until its backoff ends (``pi-mcp reconnect`` retries now).
+
+SIGINT, SIGTERM and SIGHUP close every server before the command exits (130, 143, 129).
+"""
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from dataclasses import asdict
-from typing import Annotated, Any, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-import anyio
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from pi_mcp_adapter._errors import McpAdapterError
-from pi_mcp_adapter.engine import AudioPart, ImagePart, McpAdapter, TextPart, ToolResult
-from pi_mcp_adapter.surface import ProxyTool, call_tool
-from pi_mcp_adapter.surface._commands import auth_help
-from pi_mcp_adapter.surface._render import render_status
-from pi_mcp_adapter.surface._tokens_report import TokenReport, measure_tokens
+from ._app import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    CliContext,
+    JsonOption,
+    app,
+    fail,
+    get_context,
+    print_error,
+    print_json,
+    print_warning,
+)
+from ._wording import cli_wording, to_camel_keys
 
-from ._app import CliContext, JsonOption, app, fail, get_context, print_json
-from ._ask import ask_on_terminal
+if TYPE_CHECKING:
+    from pi_mcp_adapter.engine import McpAdapter, ToolResult
 
 T = TypeVar("T")
 
+BOOTSTRAP_DEADLINE_S = 10.0
+"""How long a command waits, in all, for servers that were never listed before (the first
+run). Servers still starting then are reported, back off, and can be retried with
+``pi-mcp connect NAME``; their own ``startupTimeoutMs`` applies to that explicit connect."""
+
+_EXIT_ON_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
+
 
 class _Progress:
-    """Shows servers connecting: a live rich display on a terminal, plain lines otherwise."""
+    """Collects the outcome of connects at start; failures are reported once, at the end."""
 
-    def __init__(self, console: Console, *, quiet: bool) -> None:
-        self._console = console
-        self._quiet = quiet
-        self._live = console.is_terminal and not quiet
-        self._status: Any = None
-        self._pending: set[str] = set()
+    def __init__(self, *, live: bool) -> None:
+        self._live = live
+        self.failed: dict[str, str] = {}
 
     def __call__(self, server: str, phase: str, detail: str | None) -> None:
-        if self._quiet:
+        if phase == "failed":
+            self.failed[server] = (detail or "unknown error").splitlines()[0]
+        elif phase == "connecting" and self._live:
+            sys.stderr.write(f"connecting {server}…\r")
+            sys.stderr.flush()
+
+    def report(self) -> None:
+        if self._live:
+            sys.stderr.write("\x1b[2K")
+        if not self.failed:
             return
-        if phase == "connecting":
-            self._pending.add(server)
-        else:
-            self._pending.discard(server)
-        if self._live:
-            if phase == "failed":
-                self._console.print(f"[red]✗[/red] {server}: {detail}", highlight=False)
-            elif phase == "connected":
-                self._console.print(f"[green]✓[/green] {server} connected", highlight=False)
-            if self._status is not None:
-                waiting = ", ".join(sorted(self._pending)) or "done"
-                self._status.update(f"Connecting MCP servers: {waiting}")
-        elif phase == "failed":
-            self._console.print(f"✗ {server}: {detail}", highlight=False)
-
-    @contextmanager
-    def shown(self) -> Any:
-        if self._live:
-            with self._console.status("Connecting MCP servers…") as status:
-                self._status = status
-                yield
-                self._status = None
-        else:
-            yield
+        names = sorted(self.failed)
+        lines = [f"could not list the tools of {len(names)} server(s):"]
+        lines += [f"  {name}: {cli_wording(self.failed[name])}" for name in names]
+        lines.append(
+            f"Retry one with `pi-mcp connect {names[0]}`, or every server with `pi-mcp reconnect`."
+        )
+        print_warning("\n".join(lines))
 
 
-@asynccontextmanager
-async def open_adapter(
-    cli: CliContext, *, connect_missing: bool = True, quiet: bool = False
-) -> AsyncIterator[McpAdapter]:
-    progress = _Progress(cli.err_console, quiet=quiet)
+def _report_warnings(adapter: McpAdapter, shown: set[str]) -> None:
+    for message in adapter.cache.warnings:
+        if message not in shown:
+            shown.add(message)
+            print_warning(message)
+
+
+def create_adapter(
+    cli: CliContext, *, connect_missing: bool, quiet: bool
+) -> tuple[McpAdapter, _Progress]:
+    """The adapter a command works with; config problems are reported once, here."""
+    from pi_mcp_adapter.engine import McpAdapter
+
+    from ._ask import ask_on_terminal
+
+    progress = _Progress(live=sys.stderr.isatty() and not quiet)
     adapter = McpAdapter(
         agent_dir=cli.agent_dir,
         project_dir=cli.project_dir,
         config_path=cli.config_path,
         connect_missing=connect_missing,
+        connect_eager=False,
+        start_deadline_s=BOOTSTRAP_DEADLINE_S,
         on_progress=progress,
         environ=cli.environ,
         ask=ask_on_terminal,
     )
     for error in adapter.config.errors:
-        if not quiet:
-            cli.err_console.print(f"[yellow]config:[/yellow] {error}", highlight=False)
-    with progress.shown():
+        print_warning(f"config: {error}")
+    return adapter, progress
+
+
+@asynccontextmanager
+async def open_adapter(adapter: McpAdapter, progress: _Progress) -> AsyncIterator[McpAdapter]:
+    shown: set[str] = set()
+    try:
         await adapter.start()
+    finally:
+        progress.report()
+        _report_warnings(adapter, shown)
     try:
         yield adapter
     finally:
         await adapter.stop()
+        _report_warnings(adapter, shown)
 
 
 def run(
@@ -97,20 +130,129 @@ def run(
     *,
     connect_missing: bool = True,
     quiet: bool = False,
+    prepared: tuple[McpAdapter, _Progress] | None = None,
 ) -> T:
-    cli = get_context(ctx)
+    """Run ``body`` with a started adapter; signals and errors end the command cleanly."""
+    import anyio
 
-    async def main() -> T:
-        async with open_adapter(cli, connect_missing=connect_missing, quiet=quiet) as adapter:
-            return await body(adapter)
+    from pi_mcp_adapter._errors import McpAdapterError, UsageError
+
+    cli = get_context(ctx)
+    received: list[int] = []
+    outcome: list[T] = []
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+
+            async def watch_signals() -> None:
+                with anyio.open_signal_receiver(*_EXIT_ON_SIGNAL) as signals:
+                    async for signum in signals:
+                        received.append(signum)
+                        tg.cancel_scope.cancel()
+                        return
+
+            tg.start_soon(watch_signals)
+            async with open_adapter(*started) as ready:
+                outcome.append(await body(ready))
+            tg.cancel_scope.cancel()
 
     try:
-        return anyio.run(main)
+        started = prepared or create_adapter(cli, connect_missing=connect_missing, quiet=quiet)
+        try:
+            anyio.run(main)
+        except BaseExceptionGroup as group:
+            # The signal watcher's task group wraps what the body raised; unwrap a lone error.
+            raise _only_error(group) from None
+    except UsageError as exc:
+        raise fail(cli_wording(str(exc)), code=EXIT_USAGE) from None
     except McpAdapterError as exc:
-        raise fail(str(exc)) from None
+        raise fail(cli_wording(str(exc))) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    if received or not outcome:
+        signum = signal.Signals(received[0]) if received else signal.SIGINT
+        raise typer.Exit(_EXIT_ON_SIGNAL[signum])
+    return outcome[0]
+
+
+def run_from_cache(ctx: typer.Context, body: Callable[[McpAdapter], T], *, quiet: bool) -> T:
+    """Run ``body``, a read-only use of the catalog, from the metadata cache when it has every
+    server it could list: no event loop, no manager, nothing connected (the common case, and
+    the one that must answer in a blink). Otherwise as :func:`run`, listing what is missing."""
+    from pi_mcp_adapter._errors import McpAdapterError, UsageError
+
+    adapter, progress = create_adapter(get_context(ctx), connect_missing=True, quiet=quiet)
+    try:
+        adapter.load_cached()
+        if not _servers_to_list(adapter, progress):
+            result = body(adapter)
+            _report_warnings(adapter, set())
+            return result
+    except UsageError as exc:
+        raise fail(cli_wording(str(exc)), code=EXIT_USAGE) from None
+    except McpAdapterError as exc:
+        raise fail(cli_wording(str(exc))) from None
+
+    async def in_loop(started: McpAdapter) -> T:
+        return body(started)
+
+    return run(ctx, in_loop, quiet=quiet, prepared=(adapter, progress))
+
+
+def _servers_to_list(adapter: McpAdapter, progress: _Progress) -> list[str]:
+    """Enabled servers missing from the cache that are not backing off after a failure."""
+    import time
+
+    from pi_mcp_adapter.servers._failures import (
+        FAILURES_FILE_NAME,
+        FailureMemory,
+        backoff_after_s,
+    )
+    from pi_mcp_adapter.servers._manager import DEFAULT_BACKOFF_S
+
+    missing = [
+        n for n in adapter.enabled_servers() if adapter.server_status(n).status == "not-cached"
+    ]
+    if not missing:
+        return []
+    memory = FailureMemory(adapter.agent_dir / FAILURES_FILE_NAME)
+    wanted = []
+    for name in missing:
+        record = memory.get(name, adapter.servers[name])
+        if record is None:
+            wanted.append(name)
+            continue
+        ago_s = time.time() - record.failed_at
+        remaining_s = backoff_after_s(DEFAULT_BACKOFF_S, record.attempts) - ago_s
+        if remaining_s <= 0:
+            wanted.append(name)
+        else:
+            progress(
+                name,
+                "failed",
+                f"last failed {max(0.0, ago_s):.0f} s ago ({record.reason}); retried "
+                f"automatically after {remaining_s:.0f} s",
+            )
+    if not wanted:
+        progress.report()
+    return wanted
+
+
+def _only_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    errors: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        else:
+            errors.append(current)
+    return errors[0] if len(errors) == 1 else group
 
 
 def result_json(result: ToolResult) -> dict[str, Any]:
+    from pi_mcp_adapter.engine import AudioPart, ImagePart, TextPart
+
     content: list[dict[str, Any]] = []
     for part in result.content:
         if isinstance(part, TextPart):
@@ -120,31 +262,43 @@ def result_json(result: ToolResult) -> dict[str, Any]:
     return {"isError": result.is_error, "content": content, "details": dict(result.details)}
 
 
-def emit_result(result: ToolResult, *, as_json: bool) -> None:
+def result_text(result: ToolResult) -> str:
+    from pi_mcp_adapter.engine import TextPart
+
+    lines = []
+    for part in result.content:
+        if isinstance(part, TextPart):
+            lines.append(part.text.rstrip("\n"))
+        else:
+            lines.append(f"[{part.type}: {part.mime_type}, {len(part.data)} base64 chars]")
+    return "\n".join(lines) + "\n"
+
+
+def emit_result(result: ToolResult, *, as_json: bool, wording: bool = True) -> None:
+    """Print a result: JSON on stdout, or its text (on stderr when it is an error, exit 1)."""
     if as_json:
         print_json(result_json(result))
+    elif result.is_error:
+        print_error(cli_wording(result.text_content) if wording else result.text_content)
     else:
-        for part in result.content:
-            if isinstance(part, TextPart):
-                sys.stdout.write(part.text.rstrip("\n") + "\n")
-            else:
-                sys.stdout.write(
-                    f"[{part.type}: {part.mime_type}, {len(part.data)} base64 chars]\n"
-                )
+        text = result_text(result)
+        sys.stdout.write(cli_wording(text) if wording else text)
     if result.is_error:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
 
 
-@app.command()
+@app.command(short_help="Each server's state; connects nothing.")
 def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Each server's state and tool count (from the cache; connects nothing)."""
 
     async def body(adapter: McpAdapter) -> None:
+        from pi_mcp_adapter.surface._render import render_status
+
         view = adapter.status()
         if as_json:
             print_json(
                 {
-                    "servers": [asdict(r) for r in view.servers],
+                    "servers": [to_camel_keys(asdict(r)) for r in view.servers],
                     "connected": view.connected,
                     "enabled": view.enabled,
                     "tools": view.tool_count,
@@ -152,22 +306,30 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
                 }
             )
         else:
-            sys.stdout.write(render_status(view) + "\n")
+            sys.stdout.write(cli_wording(render_status(view)) + "\n")
 
     run(ctx, body, connect_missing=False, quiet=as_json)
 
 
-@app.command()
+@app.command(short_help="List the known tools.")
 def tools(
     ctx: typer.Context,
-    server: Annotated[str | None, typer.Argument(help="Only this server's tools.")] = None,
+    server: Annotated[
+        str | None, typer.Argument(metavar="SERVER", help="Only this server's tools.")
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List known tools (servers without cached metadata are connected once)."""
+    """List known tools (servers never listed before are connected once).
 
-    async def body(adapter: McpAdapter) -> None:
+    In a pipe each tool is one line, name, server and description separated by tabs, never cut.
+    """
+
+    def body(adapter: McpAdapter) -> None:
+        from pi_mcp_adapter._errors import UsageError
+
         if server is not None and server not in adapter.servers:
-            raise fail(f"unknown server {server!r}")
+            known = ", ".join(sorted(adapter.servers)) or "none configured"
+            raise UsageError(f"unknown server {server!r} (configured: {known})")
         found = adapter.tools(server)
         if as_json:
             print_json(
@@ -183,32 +345,55 @@ def tools(
                 ]
             )
             return
-        console = Console(soft_wrap=False)
-        table = Table("name", "server", "description", box=None, pad_edge=False)
-        for t in found:
-            table.add_row(t.name, t.server, (t.description.splitlines() or [""])[0][:90])
-        console.print(table)
         if not found:
-            sys.stdout.write("No tools known. `pi-mcp status` shows why.\n")
+            print_warning("no tools known; `pi-mcp status` shows why")
+            return
+        rows = [(t.name, t.server, (t.description.splitlines() or [""])[0]) for t in found]
+        if not sys.stdout.isatty():
+            # For grep and cut: whole names, one tool per line.
+            sys.stdout.write("".join(f"{n}\t{s}\t{d}\n" for n, s, d in rows))
+            return
+        from rich.console import Console
+        from rich.table import Table
 
-    run(ctx, body, quiet=as_json)
+        table = Table("name", "server", "description", box=None, pad_edge=False)
+        table.columns[0].no_wrap = True
+        table.columns[0].min_width = max(len(n) for n, _, _ in rows)
+        table.columns[2].overflow = "ellipsis"
+        table.columns[2].no_wrap = True
+        for name, srv, description in rows:
+            table.add_row(name, srv, description)
+        Console().print(table)
+
+    run_from_cache(ctx, body, quiet=as_json)
 
 
 @app.command()
 def search(
     ctx: typer.Context,
-    query: Annotated[str, typer.Argument(help="Words (ranked) or, with --regex, a pattern.")],
-    server: Annotated[str | None, typer.Option("--server", help="Only this server.")] = None,
+    query: Annotated[
+        str, typer.Argument(metavar="QUERY", help="Words (ranked) or, with --regex, a pattern.")
+    ],
+    server: Annotated[
+        str | None, typer.Option("--server", metavar="SERVER", help="Only this server.")
+    ] = None,
     regex: Annotated[bool, typer.Option("--regex", help="Treat QUERY as a regex.")] = False,
-    limit: Annotated[int, typer.Option("--limit", min=1)] = 12,
-    offset: Annotated[int, typer.Option("--offset", min=0)] = 0,
+    limit: Annotated[
+        int, typer.Option("--limit", metavar="N", min=1, help="Show at most N tools.")
+    ] = 12,
+    offset: Annotated[
+        int, typer.Option("--offset", metavar="K", min=0, help="Skip the first K matches.")
+    ] = 0,
     no_schemas: Annotated[bool, typer.Option("--no-schemas", help="Names only.")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Search tools by words, ranked, from the metadata cache."""
 
-    async def body(adapter: McpAdapter) -> ToolResult:
-        return ProxyTool(adapter).search_result(
+    def body(adapter: McpAdapter) -> ToolResult:
+        from pi_mcp_adapter.engine import ToolResult
+        from pi_mcp_adapter.surface import ProxyTool
+
+        result = ProxyTool(adapter).search_result(
             query,
             server=server,
             regex=regex,
@@ -216,19 +401,30 @@ def search(
             limit=limit,
             offset=offset,
         )
+        total = result.details.get("count", 0)
+        if offset and not result.details.get("matches") and total:
+            text = (
+                f"--offset {offset} is past the end: {total} tool{'s' if total != 1 else ''} "
+                f'match "{query}"; use --offset {max(0, total - limit)} or lower.'
+            )
+            return ToolResult.text(text, details=result.details)
+        return result
 
-    emit_result(run(ctx, body, quiet=as_json), as_json=as_json)
+    emit_result(run_from_cache(ctx, body, quiet=as_json), as_json=as_json)
 
 
 @app.command()
 def describe(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="Tool name (prefixed or original).")],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="Tool name (prefixed or original).")],
     as_json: JsonOption = False,
 ) -> None:
     """Show a tool's description and parameters."""
 
-    async def body(adapter: McpAdapter) -> ToolResult:
+    def body(adapter: McpAdapter) -> ToolResult:
+        from pi_mcp_adapter.engine import ToolResult
+        from pi_mcp_adapter.surface import ProxyTool
+
         result = ProxyTool(adapter).describe_result(name)
         if as_json and not result.is_error:
             tool = adapter.lookup(name)
@@ -242,48 +438,141 @@ def describe(
             return ToolResult(result.content, details=details)
         return result
 
-    emit_result(run(ctx, body, quiet=as_json), as_json=as_json)
+    emit_result(run_from_cache(ctx, body, quiet=as_json), as_json=as_json)
 
 
-@app.command()
+def read_arguments(raw: str | None) -> dict[str, Any]:
+    """Arguments from the command line: JSON text, ``-`` (stdin) or ``@file``.
+
+    Raises:
+        UsageError: not a JSON object, unreadable file, nesting too deep.
+    """
+    from pi_mcp_adapter._errors import UsageError
+    from pi_mcp_adapter.surface._proxy import parse_args
+
+    text = raw
+    if raw == "-":
+        text = sys.stdin.read()
+    elif raw is not None and raw.startswith("@"):
+        path = Path(raw[1:]).expanduser()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot read arguments from {path}: {exc.strerror or exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"cannot read arguments from {path}: not UTF-8 text") from exc
+    return parse_args(text)
+
+
+@app.command(short_help="Call a tool and print its result.")
 def call(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="Tool name.")],
-    args_json: Annotated[str | None, typer.Argument(help="Arguments as a JSON object.")] = None,
+    name: Annotated[str, typer.Argument(metavar="NAME", help="Tool name.")],
+    args_json: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="ARGS",
+            help="Arguments as a JSON object; - reads them from stdin, @FILE from a file.",
+        ),
+    ] = None,
+    full: Annotated[
+        bool, typer.Option("--full", help="Print the whole result, past the output limit.")
+    ] = False,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", metavar="FILE", help="Write the whole result to FILE."),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Call a tool and print its converted result (exit 1 when the tool reports an error)."""
-    from pi_mcp_adapter.surface._proxy import parse_args
+    from pi_mcp_adapter._errors import McpAdapterError
 
     try:
-        arguments = parse_args(args_json)
+        arguments = read_arguments(args_json)
     except McpAdapterError as exc:
-        raise fail(str(exc)) from None
+        raise fail(str(exc), code=EXIT_USAGE) from None
 
     async def body(adapter: McpAdapter) -> ToolResult:
-        return await call_tool(adapter, name, arguments)
+        from pi_mcp_adapter.surface._guard import guarded_call
 
-    emit_result(run(ctx, body, quiet=as_json), as_json=as_json)
+        await _list_servers_for(adapter, name)
+        return await guarded_call(adapter, name, arguments)
+
+    result = run(ctx, body, connect_missing=False, quiet=as_json)
+    whole = _whole_text(result) if (full or output is not None) else None
+    if output is not None and whole is not None:
+        try:
+            output.expanduser().write_text(whole, encoding="utf-8")
+        except OSError as exc:
+            raise fail(f"cannot write {output}: {exc.strerror or exc}") from None
+        sys.stderr.write(f"wrote {len(whole.encode())} bytes to {output}\n")
+        if result.is_error:
+            raise typer.Exit(EXIT_FAILED)
+        return
+    if whole is not None and not as_json:
+        (sys.stderr if result.is_error else sys.stdout).write(whole.rstrip("\n") + "\n")
+        if result.is_error:
+            raise typer.Exit(EXIT_FAILED)
+        return
+    # Hints the adapter wrote (unknown tool, bad arguments) in CLI syntax; tool output as is.
+    emit_result(result, as_json=as_json, wording=bool(result.details.get("error")))
+
+
+async def _list_servers_for(adapter: McpAdapter, name: str) -> None:
+    """Make ``name`` known when its server was never listed, connecting as few as possible.
+
+    A cached tool needs nothing here: the call connects its server alone. Otherwise the
+    never-listed servers whose name starts the tool name are listed, or, failing that, all
+    of them (the first run), under the start deadline.
+    """
+    from pi_mcp_adapter._errors import ToolLookupError
+
+    try:
+        adapter.lookup(name)
+    except ToolLookupError:
+        pass
+    else:
+        return
+    never_listed = [
+        n for n in adapter.enabled_servers() if adapter.server_status(n).status == "not-cached"
+    ]
+    likely = [n for n in never_listed if name.startswith(n)]
+    await adapter.connect_uncached(likely or never_listed)
+
+
+def _whole_text(result: ToolResult) -> str:
+    """The result's text before the output guard cut it (read back from its spill file)."""
+    path = result.details.get("fullOutputPath")
+    if isinstance(path, str):
+        try:
+            return Path(path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            pass
+    return result_text(result)
 
 
 @app.command()
 def connect(
     ctx: typer.Context,
-    server: Annotated[str, typer.Argument(help="Server to connect and refresh.")],
+    server: Annotated[str, typer.Argument(metavar="SERVER", help="Server to connect and refresh.")],
     as_json: JsonOption = False,
 ) -> None:
     """Connect a server, refresh its tools and update the cache."""
 
     async def body(adapter: McpAdapter) -> ToolResult:
+        from pi_mcp_adapter.surface import ProxyTool
+
         return await ProxyTool(adapter).connect_result(server)
 
     emit_result(run(ctx, body, connect_missing=False, quiet=as_json), as_json=as_json)
 
 
-@app.command()
+@app.command(short_help="Restart a server (or all), ending any backoff.")
 def reconnect(
     ctx: typer.Context,
-    server: Annotated[str | None, typer.Argument(help="Server (default: all).")] = None,
+    server: Annotated[
+        str | None, typer.Argument(metavar="SERVER", help="Server (default: all).")
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Close and reopen a server (or all), clearing any failure backoff."""
@@ -296,22 +585,29 @@ def reconnect(
         print_json({name: {"ok": err is None, "error": err} for name, err in results.items()})
     else:
         for name, err in sorted(results.items()):
-            sys.stdout.write(f"✓ {name}\n" if err is None else f"✗ {name}: {err}\n")
+            if err is None:
+                sys.stdout.write(f"✓ {name}\n")
+            else:
+                print_error(f"{name}: {cli_wording(err)}")
     if any(err is not None for err in results.values()):
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
 
 
-@app.command()
+@app.command(short_help="Token cost of each surface.")
 def tokens(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """What the model-facing surface costs in tokens (o200k), against registering every tool."""
+    from pi_mcp_adapter.surface._tokens_report import TokenReport, measure_tokens
 
     async def body(adapter: McpAdapter) -> TokenReport:
         return measure_tokens(adapter)
 
     report = run(ctx, body, quiet=as_json)
     if as_json:
-        print_json(asdict(report))
+        print_json(to_camel_keys(asdict(report)))
         return
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table("surface", "tokens", "vs. every tool", box=None, pad_edge=False)
     every = report.all_tools_tokens
 
@@ -325,20 +621,7 @@ def tokens(ctx: typer.Context, as_json: JsonOption = False) -> None:
     Console(soft_wrap=False).print(table)
 
 
-@app.command()
-def auth(ctx: typer.Context, server: Annotated[str, typer.Argument()]) -> None:
-    """How to authenticate a remote server."""
-    cli = get_context(ctx)
-    adapter = McpAdapter(
-        agent_dir=cli.agent_dir,
-        project_dir=cli.project_dir,
-        config_path=cli.config_path,
-        environ=cli.environ,
-    )
-    sys.stdout.write(auth_help(adapter, server) + "\n")
-
-
-@app.command()
+@app.command(short_help="Run the end-to-end demo with real servers.")
 def demo(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Run real servers end to end: status, search, describe, call and the token saving."""
     from ._demo import run_demo

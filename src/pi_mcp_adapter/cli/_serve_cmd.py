@@ -8,19 +8,20 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import anyio
 import typer
 
 from pi_mcp_adapter._errors import McpAdapterError
-from pi_mcp_adapter.config import load_config
-from pi_mcp_adapter.config._locations import default_agent_dir
-from pi_mcp_adapter.engine import McpAdapter
-from pi_mcp_adapter.hosts import TOKEN_ENV, GatewayOptions, serve_gateway
-from pi_mcp_adapter.hosts._gateway_serve import configure_logging, without_gateway_itself
+
+if TYPE_CHECKING:
+    from pi_mcp_adapter.hosts import GatewayOptions
 
 from ._app import CliContext, app, fail, get_context
+
+TOKEN_ENV = "PI_MCP_GATEWAY_TOKEN"
+"""The gateway's token variable (``hosts.TOKEN_ENV``), written out so that ``--help`` needs
+no gateway import (the gateway and the MCP SDK load only when ``serve`` runs)."""
 
 ClientName = Literal["claude-code", "cursor", "vscode", "codex", "claude-desktop", "opencode"]
 CLIENTS: tuple[ClientName, ...] = (
@@ -82,6 +83,13 @@ def serve(
     Over stdio nothing but the protocol is written to stdout; logs go to stderr. SIGINT and
     SIGTERM close every upstream server.
     """
+    import anyio
+
+    from pi_mcp_adapter.config import load_config
+    from pi_mcp_adapter.engine import McpAdapter
+    from pi_mcp_adapter.hosts import GatewayOptions, serve_gateway
+    from pi_mcp_adapter.hosts._gateway_serve import configure_logging, without_gateway_itself
+
     context = get_context(ctx)
     if transport not in ("stdio", "http"):
         raise fail(f"--transport must be stdio or http, got {transport!r}", code=2)
@@ -195,6 +203,8 @@ def _command_line(options: GatewayOptions, context: CliContext) -> tuple[str, li
     args: list[str] = []
     if context.config_path is not None:
         args += ["--config", str(context.config_path)]
+    from pi_mcp_adapter.config._locations import default_agent_dir
+
     if context.agent_dir != default_agent_dir().resolve():
         args += ["--agent-dir", str(context.agent_dir)]
     if context.project_dir != Path.cwd().resolve():

@@ -14,7 +14,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,11 +49,12 @@ def discover_host_configs(
     *,
     environ: Mapping[str, str] | None = None,
     platform: str | None = None,
+    on_problem: Callable[[ConfigError], None] | None = None,
 ) -> list[HostConfig]:
     """Every host file that exists and defines servers, in ``IMPORT_KINDS`` order.
 
-    Files that exist but cannot be read or parsed are left out; ``load_config`` reports them
-    once they are imported. Nothing is written.
+    Files that exist but cannot be read or parsed are left out and passed to ``on_problem``
+    (``load_config`` reports them too once they are imported). Nothing is written.
     """
     where = Where(
         home=home,
@@ -64,6 +65,9 @@ def discover_host_configs(
     found: list[HostConfig] = []
     for kind in IMPORT_KINDS:
         for read in read_import(kind, where):
+            if on_problem is not None:
+                for error in read.errors:
+                    on_problem(error)
             names = tuple(dict.fromkeys(entry.name for entry in read.entries))
             if names:
                 found.append(HostConfig(kind, read.file.path, names))

@@ -33,7 +33,7 @@ from ._locations import (
     is_exclusive_mode,
 )
 from ._merge import DroppedFields, LayerContribution, MergedEntry, merge_entries
-from ._models import WRITTEN_KEYS, RequestHeadersCommand, ServerEntry, Settings
+from ._models import WRITTEN_KEYS, OAuthConfig, RequestHeadersCommand, ServerEntry, Settings
 from ._validate import (
     RawEntry,
     ValidEntry,
@@ -442,11 +442,14 @@ def _finish_server(
     }
 
     missing_by_field: dict[str, tuple[str, ...]] = {}
+    templates: dict[str, str] = {}
 
     def resolve(value: str, field: str, *, home: bool = False) -> str:
         result = interpolate(value, where.environ)
         if result.missing:
             missing_by_field[field] = result.missing
+        if result.value != value:
+            templates[field] = value  # shown instead of the value: it may hold a secret
         return expand_home(result.value, where.home) if home else result.value
 
     def resolve_secret(value: str, field: str, *, home: bool = False) -> str:
@@ -505,6 +508,15 @@ def _finish_server(
     token = fields.get("bearer_token")
     if isinstance(token, str):
         fields["bearer_token"] = resolve_secret(token, "bearerToken")
+    oauth = fields.get("oauth")
+    if isinstance(oauth, OAuthConfig):
+        credentials = {
+            name: resolve(value, f"oauth.{json_name(OAuthConfig, name)}")
+            for name in ("client_id", "client_secret")
+            if isinstance(value := getattr(oauth, name), str)
+        }
+        if credentials:
+            fields["oauth"] = oauth.model_copy(update=credentials)
 
     for field_name, unset in missing_by_field.items():
         listed = ", ".join(unset)
@@ -514,11 +526,11 @@ def _finish_server(
         )
     try:
         entry = ServerEntry.model_validate({**fields, **merged.extras})
-        return entry.with_written(written)
     except ValidationError as exc:
         # Every field was checked per layer, so this is rare; name the fields, never values.
         where_wrong = ", ".join(format_json_path(tuple(e["loc"])) for e in exc.errors())
         return invalid(f"has invalid values in {where_wrong}", where_wrong)
+    return entry.with_written(written).with_env_templates(templates)
 
 
 def _plain(value: object) -> object:

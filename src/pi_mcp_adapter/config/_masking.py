@@ -10,7 +10,12 @@ What counts as a secret, erring on the side of hiding:
 - the password in a URL and query parameters with credential-sounding names;
 - command-line arguments after or inside ``--token``/``--api-key``-style flags, and arguments
   that look like tokens;
-- values of unknown keys with credential-sounding names, at any depth.
+- values of unknown keys with credential-sounding names, at any depth;
+- inside any string: URL passwords (``postgresql://app:pw@db``), ``Bearer <x>`` and
+  ``token=<x>``-style pairs (:func:`mask_text`).
+
+A value that came from an environment variable is shown as the reference that was written
+(``${NAME}``), never as its value: the loader keeps those templates with the entry.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ __all__ = [
     "mask_extra",
     "mask_headers",
     "mask_secrets",
+    "mask_text",
     "mask_url",
     "sounds_secret",
 ]
@@ -44,7 +50,34 @@ _SCHEME_PREFIX = re.compile(r"^(bearer|basic|token|digest|apikey)\s", re.IGNOREC
 _KNOWN_TOKEN = re.compile(
     r"^(?:sk|pk|rk)[-_]|^gh[pousr]_|^github_pat_|^xox[abprse]-|^glpat-|^AKIA|^AIza|^ya29\.|^eyJ"
 )
+# Keys of the ``oauth`` object that are public by nature; the rest are masked by name and content.
+_PLAIN_OAUTH_KEYS = frozenset(
+    {
+        "grantType",
+        "clientId",
+        "clientMetadataUrl",
+        "scope",
+        "redirectUri",
+        "clientName",
+        "clientUri",
+        "logoUri",
+        "authServerMetadataUrl",
+        "skipIssuerMetadataValidation",
+    }
+)
 _RANDOM_LOOKING = re.compile(r"^[A-Za-z0-9_\-+=./~]{24,}$")
+_ENV_REFERENCE = re.compile(
+    r"^(?:\$\{(?:env:)?[A-Za-z_]\w*\}|\$env:[A-Za-z_]\w*|\{env:[A-Za-z_]\w*\})$"
+)
+_URL_PASSWORD = re.compile(
+    r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*:)(?P<secret>[^@/\s]+)(?=@)"
+)
+_SCHEME_TOKEN = re.compile(r"(?P<head>\b(?:bearer|basic)\s+)(?P<secret>[^\s\"',;]+)", re.IGNORECASE)
+_SECRET_PAIR = re.compile(
+    r"(?P<head>[\w.\-]*(?:token|secret|passw|pwd|api[_\-]?key|apikey|auth|credential|signature)"
+    r"[\w.\-]*=)(?P<secret>[^&\s\"',;]+)",
+    re.IGNORECASE,
+)
 
 
 def sounds_secret(name: str) -> bool:
@@ -124,6 +157,24 @@ def mask_args(args: Sequence[str]) -> list[str]:
     return result
 
 
+def mask_text(text: str) -> str:
+    """``text`` with URL passwords, ``Bearer <x>`` and ``token=<x>``-style values masked.
+
+    For free text (arguments, error messages, log lines) where no field name tells what a
+    value is. A ``${NAME}`` reference is left as it is: it names a secret, it is not one.
+    """
+
+    def hide(match: re.Match[str]) -> str:
+        secret = match.group("secret")
+        if _ENV_REFERENCE.match(secret) or secret == MASK:
+            return match.group(0)
+        return match.group("head") + MASK
+
+    for pattern in (_URL_PASSWORD, _SCHEME_TOKEN, _SECRET_PAIR):
+        text = pattern.sub(hide, text)
+    return text
+
+
 def mask_extra(name: str, value: object) -> object:
     """Mask an unknown key's value: whole when its name sounds secret, else by content."""
     if sounds_secret(name):
@@ -140,26 +191,49 @@ def mask_extra(name: str, value: object) -> object:
 def mask_secrets(entry: ServerEntry) -> dict[str, Any]:
     """The entry as JSON (camelCase keys, only the keys that were set), with secrets masked.
 
-    Safe to print, log or write to a cache shown to users.
+    Values that came from environment variables are shown as the references written in the
+    configuration (``${NAME}``). Safe to print, log or write to a cache shown to users.
     """
     data = entry.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    templates = entry.env_templates
     if "env" in data:
         data["env"] = {k: _hide(v) for k, v in data["env"].items()}
     if "headers" in data:
-        data["headers"] = mask_headers(data["headers"])
+        headers = mask_headers(data["headers"])
+        data["headers"] = {
+            k: mask_text(templates.get(f"headers.{k}", v)) if v != MASK else v
+            for k, v in headers.items()
+        }
     if data.get("bearerToken"):
         data["bearerToken"] = MASK
+    oauth = data.get("oauth")
+    if isinstance(oauth, dict):
+        data["oauth"] = {key: _mask_oauth_value(key, value) for key, value in oauth.items()}
     if data.get("url"):
-        data["url"] = mask_url(data["url"])
+        data["url"] = mask_text(mask_url(templates.get("url", data["url"])))
     if "args" in data:
-        data["args"] = mask_args(data["args"])
+        shown = [templates.get(f"args[{i}]", arg) for i, arg in enumerate(data["args"])]
+        data["args"] = [mask_text(arg) for arg in mask_args(shown)]
+    for key in ("cwd", "command"):
+        if isinstance(data.get(key), str):
+            data[key] = mask_text(templates.get(key, data[key]))
     command = data.get("requestHeadersCommand")
     if isinstance(command, dict):
         if isinstance(command.get("env"), dict):
             command["env"] = {k: _hide(v) for k, v in command["env"].items()}
         if isinstance(command.get("args"), list):
-            command["args"] = mask_args(command["args"])
+            command["args"] = [mask_text(arg) for arg in mask_args(command["args"])]
     for key in entry.model_extra or {}:
         if key in data:
             data[key] = mask_extra(key, data[key])
     return data
+
+
+def _mask_oauth_value(key: str, value: object) -> object:
+    if key == "clientSecret":
+        return _hide(value) if isinstance(value, str) else MASK
+    if key == "authorizationParams" and isinstance(value, Mapping):
+        return {str(k): mask_extra(str(k), v) for k, v in value.items()}
+    if key in _PLAIN_OAUTH_KEYS:
+        return value
+    return mask_extra(key, value)

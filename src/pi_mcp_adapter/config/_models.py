@@ -17,13 +17,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from pydantic.alias_generators import to_camel
 
-from ._masking import MASK, mask_args, mask_extra, mask_url
+from ._masking import MASK, mask_args, mask_extra, mask_url, sounds_secret
 
 Lifecycle = Literal["lazy", "eager", "keep-alive", "lazy-keep-alive"]
 ToolPrefixMode = Literal["server", "short", "none", "mcp"]
 Surface = Literal["proxy", "toolsearch"]
 SearchRanking = Literal["lexical", "hybrid"]
 AuthKind = Literal["bearer", "oauth"]
+GrantType = Literal["authorization_code", "client_credentials"]
+OAuthStore = Literal["file", "keyring"]
 
 DEFAULT_IDLE_TIMEOUT_MIN = 10.0
 DEFAULT_STARTUP_TIMEOUT_MS = 30_000
@@ -37,6 +39,49 @@ class _Model(BaseModel):
         extra="allow",
         frozen=True,
     )
+
+
+class OAuthConfig(_Model):
+    """The ``oauth`` object of a server entry (the reference's field names).
+
+    Every field is optional: with none set, the client registers itself dynamically (or uses a
+    client ID metadata document) after discovering the authorization server from the MCP
+    server's protected-resource metadata. ``repr()`` never shows ``clientSecret``.
+    """
+
+    grant_type: GrantType = "authorization_code"
+    client_id: str | None = None
+    client_secret: str | None = None
+    client_metadata_url: str | None = None
+    """An HTTPS URL used as the client ID where the server supports client ID metadata
+    documents, instead of dynamic registration."""
+    scope: str | None = None
+    authorization_params: dict[str, str] = Field(default_factory=dict)
+    """Extra query parameters added to the authorization URL (e.g. ``{"prompt": "consent"}``)."""
+    redirect_uri: str | None = None
+    """The loopback callback, e.g. ``http://127.0.0.1:8765/callback``; its port is used."""
+    client_name: str | None = None
+    client_uri: str | None = None
+    logo_uri: str | None = None
+    auth_server_metadata_url: str | None = None
+    """The authorization server's issuer URL (or its ``/.well-known/...`` metadata URL), for
+    servers whose protected-resource metadata does not say; also pins the issuer that
+    ``client_credentials`` secrets may be sent to."""
+    skip_issuer_metadata_validation: bool = False
+    """Accept authorization-server metadata whose ``issuer`` differs from where it was found
+    (RFC 8414 §3.3 forbids that; some older servers do it). Off by default."""
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        extras = self.model_extra or {}
+        for name, value in super().__repr_args__():
+            if name == "client_secret" and value is not None:
+                yield name, MASK
+            elif name == "authorization_params" and isinstance(value, dict):
+                yield name, {k: mask_extra(k, v) for k, v in value.items()}
+            elif name is not None and name in extras:
+                yield name, mask_extra(name, value)
+            else:
+                yield name, value
 
 
 class RequestHeadersCommand(_Model):
@@ -79,6 +124,8 @@ class ServerEntry(_Model):
     auth: AuthKind | Literal[False] | None = None
     bearer_token: str | None = None
     bearer_token_env: str | None = None
+    oauth: OAuthConfig | Literal[False] | None = None
+    """OAuth client settings; ``false`` turns OAuth off even where it would be implied."""
     lifecycle: Lifecycle = "lazy"
     idle_timeout: float | None = None
     """Minutes without use before a lazy server is closed; ``None`` = the global setting."""
@@ -98,6 +145,20 @@ class ServerEntry(_Model):
     debug: bool = False
     _written: Mapping[str, object] | None = PrivateAttr(default=None)
     """The transport and credential fields as the files wrote them, before interpolation."""
+    _env_templates: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @property
+    def env_templates(self) -> dict[str, str]:
+        """Fields whose value came from environment variables, as written: ``{"args[2]":
+        "postgresql://app:${PASS}@db/x"}``. Shown instead of the value wherever the entry is
+        displayed (keys: ``url``, ``command``, ``cwd``, ``args[i]``, ``env.K``, ``headers.K``,
+        ``bearerToken``)."""
+        return self._env_templates
+
+    def with_env_templates(self, templates: dict[str, str]) -> ServerEntry:
+        """Record where ``templates`` came from (the loader calls this); returns ``self``."""
+        self._env_templates = dict(templates)
+        return self
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         # repr() and str() end up in logs and tracebacks, so secrets never reach them.
@@ -109,6 +170,8 @@ class ServerEntry(_Model):
                 yield name, repr(value)
             elif name == "bearer_token" and value is not None:
                 yield name, MASK
+            elif name == "oauth" and isinstance(value, OAuthConfig):
+                yield name, value
             elif name == "url" and isinstance(value, str):
                 yield name, mask_url(value)
             elif name == "args" and isinstance(value, tuple):
@@ -121,6 +184,30 @@ class ServerEntry(_Model):
     @property
     def is_enabled(self) -> bool:
         return self.enabled and not self.disabled
+
+    @property
+    def oauth_mode(self) -> Literal["explicit", "implicit"] | None:
+        """How OAuth applies to this entry.
+
+        ``explicit``: ``auth: "oauth"`` or an ``oauth`` object. ``implicit``: a remote server
+        with no ``auth``, no bearer token and no credential header, which uses OAuth only if it
+        answers 401 with a ``WWW-Authenticate`` challenge. ``None``: no OAuth (stdio, bearer,
+        ``auth: false``, ``oauth: false``).
+        """
+        if self.url is None or self.auth is False or self.auth == "bearer" or self.oauth is False:
+            return None
+        if self.auth == "oauth" or self.oauth is not None:
+            return "explicit"
+        if self.bearer_token or self.bearer_token_env or self.request_headers_command is not None:
+            return None
+        if any(sounds_secret(name) for name in self.headers):
+            return None
+        return "implicit"
+
+    @property
+    def oauth_config(self) -> OAuthConfig:
+        """The ``oauth`` object, or its defaults when none was written."""
+        return self.oauth if isinstance(self.oauth, OAuthConfig) else OAuthConfig()
 
     @property
     def transport_kind(self) -> Literal["stdio", "http", "socket"]:
@@ -218,6 +305,8 @@ class Settings(_Model):
     validate_args: bool = True
     output_limit_bytes: int = 50 * 1024
     output_limit_lines: int = 2000
+    on_definition_change: Literal["warn", "block"] = "warn"
+    """``block`` refuses calls to tools whose definitions changed until they are trusted."""
     output_guard: bool | OutputGuardSettings = True
     """``false`` turns the output guard off; an object tunes ``maxBytes``/``maxLines``."""
     trace: bool | TraceSettings = False
@@ -229,6 +318,12 @@ class Settings(_Model):
     """``None``: hybrid when the ``semantic`` extra is installed, lexical otherwise."""
     health_check_interval_ms: int = 30_000
     startup_concurrency: int = 10
+    auto_auth: bool = False
+    """Run the OAuth sign-in on first use of a server that needs it, when a person can answer
+    (a terminal, or ``BROWSER`` set); otherwise such a server reports ``needs-auth``."""
+    oauth_store: OAuthStore = "file"
+    """Where OAuth tokens live: files under ``<agent dir>/mcp-oauth/`` or the OS keyring
+    (needs the ``keyring`` extra)."""
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         # Unknown keys are kept as written; one may hold a credential.

@@ -14,18 +14,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
+from urllib.parse import SplitResult, urlsplit
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from pi_mcp_adapter._errors import ConfigError
 
 from ._jsonc import JsonPath
-from ._models import ServerEntry, Settings
+from ._models import OAuthConfig, ServerEntry, Settings
 
 __all__ = [
     "RawEntry",
     "ValidEntry",
     "format_json_path",
+    "json_name",
     "json_type",
     "validate_server_entry",
     "validate_settings",
@@ -70,18 +72,33 @@ class ValidEntry:
     line: int | None
 
 
+class _FieldAdapters(dict[str, "TypeAdapter[Any]"]):
+    """One validator per model field, built on first use: building all of them costs tens of
+    milliseconds, paid by every command, while a file sets only a few fields."""
+
+    def __init__(self, model: type[BaseModel]) -> None:
+        super().__init__()
+        self._model = model
+
+    def __missing__(self, name: str) -> TypeAdapter[Any]:
+        annotation = self._model.model_fields[name].annotation
+        assert annotation is not None
+        adapter: TypeAdapter[Any] = TypeAdapter(annotation)
+        self[name] = adapter
+        return adapter
+
+
 def _field_tables(model: type[BaseModel]) -> tuple[dict[str, str], dict[str, TypeAdapter[Any]]]:
     by_key: dict[str, str] = {}
-    adapters: dict[str, TypeAdapter[Any]] = {}
     for name, info in model.model_fields.items():
         by_key[info.alias or name] = name
         by_key[name] = name
-        assert info.annotation is not None
-        adapters[name] = TypeAdapter(info.annotation)
-    return by_key, adapters
+    return by_key, _FieldAdapters(model)
 
 
 _SERVER_KEYS, _SERVER_ADAPTERS = _field_tables(ServerEntry)
+_OAUTH_KEYS, _OAUTH_ADAPTERS = _field_tables(OAuthConfig)
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 _SETTINGS_KEYS, _SETTINGS_ADAPTERS = _field_tables(Settings)
 
 
@@ -165,13 +182,58 @@ def _type_error(
     line: int | None,
     field: str,
     consequence: str,
+    error: ValidationError | None = None,
 ) -> ConfigError:
+    inner = _inner_location(error, annotation, value)
+    if inner is not None:
+        suffix, annotation, value = inner
+        what = f"{what[:-1]}{suffix}'" if what.endswith("'") else f"{what}{suffix}"
+        field = f"{field}{suffix}"
     return ConfigError(
-        f"{what} must be {_describe(annotation)}, not {json_type(value)}; {consequence}",
+        f"{what} must be {_describe(annotation)}, {_shown(annotation, value)}; {consequence}",
         path=str(path),
         line=line,
         field=field,
     )
+
+
+def _inner_location(
+    error: ValidationError | None, annotation: object, value: object
+) -> tuple[str, object, object] | None:
+    """For a wrong item inside an object or list field: its path suffix, type and value."""
+    if error is None:
+        return None
+    union = get_origin(annotation) in (typing.Union, types.UnionType)
+    options = [a for a in get_args(annotation) if a is not type(None)] if union else []
+    container = next(
+        (a for a in [annotation, *options] if get_origin(a) in (dict, tuple, list)), None
+    )
+    if container is None:
+        return None
+    for detail in error.errors():
+        loc = detail.get("loc", ())
+        if not loc:
+            continue
+        step = loc[0]
+        if get_origin(container) is dict and isinstance(value, dict) and step in value:
+            return f".{step}", get_args(container)[1], value[step]
+        if isinstance(step, int) and isinstance(value, list) and 0 <= step < len(value):
+            return f"[{step}]", get_args(container)[0], value[step]
+    return None
+
+
+def _shown(annotation: object, value: object) -> str:
+    """The wrong value for the message: written out only for choices (never a secret there),
+    otherwise its JSON type, so that a misplaced token is not printed."""
+    union = get_origin(annotation) in (typing.Union, types.UnionType)
+    options = [a for a in get_args(annotation) if a is not type(None)] if union else [annotation]
+    is_choice = any(get_origin(a) is Literal for a in options)
+    if is_choice and isinstance(value, str | int | float | bool) and len(str(value)) <= 40:
+        from ._masking import looks_like_credential
+
+        if not (isinstance(value, str) and looks_like_credential(value)):
+            return "got " + (repr(value) if isinstance(value, str) else _literal(value))
+    return f"not {json_type(value)}"
 
 
 def validate_server_entry(raw: RawEntry) -> tuple[ValidEntry | None, list[ConfigError], list[str]]:
@@ -205,6 +267,12 @@ def validate_server_entry(raw: RawEntry) -> tuple[ValidEntry | None, list[Config
                 f"{location}: server {raw.name!r}: unknown key {key!r} is kept but not used"
             )
             continue
+        if name == "oauth" and isinstance(value, dict):
+            oauth, oauth_errors = _validate_oauth(raw, value, key_path, warnings)
+            errors.extend(oauth_errors)
+            if oauth is not None:
+                fields[name] = oauth
+            continue
         if name in ("disabled", "enabled") and not isinstance(value, bool):
             # The TypeScript adapter disables a server only for the boolean true; "true" as a
             # string leaves it running there, so it does here too, with a warning.
@@ -218,7 +286,7 @@ def validate_server_entry(raw: RawEntry) -> tuple[ValidEntry | None, list[Config
             continue
         try:
             fields[name] = _SERVER_ADAPTERS[name].validate_python(value)
-        except ValidationError:
+        except ValidationError as exc:
             annotation = ServerEntry.model_fields[name].annotation
             errors.append(
                 _type_error(
@@ -228,6 +296,7 @@ def validate_server_entry(raw: RawEntry) -> tuple[ValidEntry | None, list[Config
                     path=raw.path,
                     line=raw.line_of(key_path),
                     field=format_json_path(key_path),
+                    error=exc,
                     consequence="this entry is ignored in this file; "
                     "the server's entries in other files still apply",
                 )
@@ -235,6 +304,108 @@ def validate_server_entry(raw: RawEntry) -> tuple[ValidEntry | None, list[Config
     if errors:
         return None, errors, warnings
     return ValidEntry(fields=fields, extras=extras, line=raw.line), [], warnings
+
+
+def _validate_oauth(
+    raw: RawEntry, value: dict[str, object], json_path: JsonPath, warnings: list[str]
+) -> tuple[OAuthConfig | None, list[ConfigError]]:
+    """Check the ``oauth`` object key by key, so an error names e.g. ``oauth.grantType``."""
+    fields: dict[str, object] = {}
+    extras: dict[str, object] = {}
+    errors: list[ConfigError] = []
+    consequence = (
+        "this entry is ignored in this file; the server's entries in other files still apply"
+    )
+
+    def error(message: str, key: str) -> ConfigError:
+        key_path = (*json_path, key)
+        return ConfigError(
+            f"server {raw.name!r}: {message}; {consequence}",
+            path=str(raw.path),
+            line=raw.line_of(key_path),
+            field=format_json_path(key_path),
+        )
+
+    for key, item in value.items():
+        key_path = (*json_path, key)
+        name = _OAUTH_KEYS.get(key)
+        if name is None:
+            extras[key] = item
+            line = raw.line_of(key_path)
+            location = f"{raw.path}:{line}" if line is not None else str(raw.path)
+            warnings.append(
+                f"{location}: server {raw.name!r}: unknown oauth key {key!r} is kept but not used"
+            )
+            continue
+        try:
+            fields[name] = _OAUTH_ADAPTERS[name].validate_python(item)
+        except ValidationError:
+            errors.append(
+                _type_error(
+                    f"server {raw.name!r}: 'oauth.{key}'",
+                    OAuthConfig.model_fields[name].annotation,
+                    item,
+                    path=raw.path,
+                    line=raw.line_of(key_path),
+                    field=format_json_path(key_path),
+                    consequence=consequence,
+                )
+            )
+    if errors:
+        return None, errors
+    config = OAuthConfig.model_validate({**fields, **extras})
+    if config.grant_type == "client_credentials":
+        for key, present in (
+            ("clientId", config.client_id),
+            ("clientSecret", config.client_secret),
+        ):
+            if not present:
+                errors.append(
+                    error(f"'oauth.{key}' is required with grantType client_credentials", key)
+                )
+    metadata_url = config.client_metadata_url
+    if metadata_url is not None:
+        parts = _split_url(metadata_url)
+        if parts is None or parts.scheme != "https" or parts.path in ("", "/"):
+            errors.append(
+                error(
+                    "'oauth.clientMetadataUrl' must be an https URL with a path "
+                    "(where the client ID metadata document is served)",
+                    "clientMetadataUrl",
+                )
+            )
+    if config.redirect_uri is not None:
+        parts = _split_url(config.redirect_uri)
+        if (
+            parts is None
+            or parts.scheme != "http"
+            or parts.netloc.rsplit(":", 1)[0] not in _LOOPBACK_HOSTS
+            or _port_of(parts) is None
+        ):
+            errors.append(
+                error(
+                    "'oauth.redirectUri' must be a loopback http URL with a port, "
+                    "e.g. http://127.0.0.1:19876/callback",
+                    "redirectUri",
+                )
+            )
+    return (None, errors) if errors else (config, [])
+
+
+def _split_url(url: str) -> SplitResult | None:
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a malformed port
+    except ValueError:
+        return None
+    return parts
+
+
+def _port_of(parts: SplitResult) -> int | None:
+    try:
+        return parts.port
+    except ValueError:
+        return None
 
 
 def validate_settings(
@@ -267,8 +438,8 @@ def validate_settings(
             warnings.append(f"{location}: unknown setting {key!r} is kept but not used")
             continue
         try:
-            result[name] = _SETTINGS_ADAPTERS[name].validate_python(item)
-        except ValidationError:
+            checked = _SETTINGS_ADAPTERS[name].validate_python(item)
+        except ValidationError as exc:
             errors.append(
                 _type_error(
                     f"setting {key!r}",
@@ -278,6 +449,34 @@ def validate_settings(
                     line=line_of(key_path),
                     field=format_json_path(key_path),
                     consequence="this setting is ignored in this file",
+                    error=exc,
                 )
             )
+            continue
+        minimum = _SETTINGS_MINIMUMS.get(name)
+        if minimum is not None and isinstance(checked, int | float) and checked < minimum[0]:
+            errors.append(
+                ConfigError(
+                    f"setting {key!r} must be {minimum[1]}, got {checked!r}; "
+                    "this setting is ignored in this file",
+                    path=str(path),
+                    line=line_of(key_path),
+                    field=format_json_path(key_path),
+                )
+            )
+            continue
+        result[name] = checked
     return result, errors, warnings
+
+
+_SETTINGS_MINIMUMS: dict[str, tuple[float, str]] = {
+    "output_limit_bytes": (0, "0 (no limit) or a positive whole number"),
+    "output_limit_lines": (0, "0 (no limit) or a positive whole number"),
+    "idle_timeout": (0, "0 (never close idle servers) or a positive number of minutes"),
+    "health_check_interval_ms": (0, "0 (no health checks) or a positive whole number"),
+    "startup_concurrency": (1, "at least 1"),
+    "tool_search_limit": (1, "at least 1"),
+    "tool_search_budget_tokens": (0, "0 or a positive whole number"),
+}
+"""Lower bounds of numeric settings, with what to write instead; checked at load time so that
+a bad value is reported with its file and line, not when it is first used."""

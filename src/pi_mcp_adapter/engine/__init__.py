@@ -6,6 +6,7 @@
 - ``_host``      the host protocol a binding implements, and the tool definitions and results
                  that cross it.
 - ``_validate``  tool arguments checked against the tool's JSON schema before a call.
+- ``_arguments`` arguments that can never be sent (lone surrogates, runaway nesting).
 - ``_stats``     per-tool call statistics kept across sessions.
 - ``_approval``  ``approveTools``: questions to the user before a call, and remembered answers.
 - ``_trace``     one metadata-only JSON line per call (``settings.trace``, ``PI_MCP_TRACE``).
@@ -41,6 +42,7 @@ from ._values import (
     CallErrorKind,
     CallOutcome,
     PromptMessages,
+    ReloadReport,
     SearchResults,
     ServerStatus,
     StatusReport,
@@ -66,6 +68,7 @@ __all__ = [
     "PromptMessages",
     "Question",
     "QuestionOption",
+    "ReloadReport",
     "SearchResults",
     "ServerStatus",
     "StatusReport",

@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.abc
-import mcp_types as types
-from mcp.shared.dispatcher import ProgressFnT
 
 from pi_mcp_adapter._errors import (
     AmbiguousToolError,
@@ -36,27 +34,50 @@ from pi_mcp_adapter._errors import (
     ToolNotFoundError,
     UsageError,
 )
-from pi_mcp_adapter.catalog import Catalog, MetadataCache
+from pi_mcp_adapter.catalog import Catalog, DefinitionChanges, MetadataCache
+from pi_mcp_adapter.catalog._definition_diff import ToolDefinitionDiff, diff_definitions
 from pi_mcp_adapter.catalog._metadata import ServerMetadata, ToolInfo
 from pi_mcp_adapter.catalog._naming import format_tool_name
+from pi_mcp_adapter.catalog._prompts import PromptCatalog, PromptInfo
 from pi_mcp_adapter.catalog._search import SearchIndex
 from pi_mcp_adapter.catalog._search_semantic import search_vector_cache_path
 from pi_mcp_adapter.config import LoadedConfig, load_config
 from pi_mcp_adapter.config._locations import default_agent_dir
 from pi_mcp_adapter.config._models import ServerEntry, Settings
-from pi_mcp_adapter.servers import ServerManager
+from pi_mcp_adapter.servers import ServerManager, ServerState
+from pi_mcp_adapter.servers._failures import FAILURES_FILE_NAME, FailureMemory
+from pi_mcp_adapter.servers._prompt_policy import allow_prompts
 
 from ._approval import Ask, AsksQuestions, ToolApprovals
-from ._host import Host
-from ._stats import CallStats
+from ._arguments import argument_problems
+from ._host import Host, NotifyLevel
 from ._trace import open_call_trace
 from ._validate import validate_arguments
-from ._values import CallOutcome, PromptMessages, SearchResults, ServerStatus, StatusReport
+from ._values import (
+    CallOutcome,
+    PromptMessages,
+    ReloadReport,
+    SearchResults,
+    ServerStatus,
+    StatusReport,
+)
+
+if TYPE_CHECKING:
+    # SDK types appear in signatures only: the SDK is imported by the first connect, so that
+    # commands answered from the cache never pay for it.
+    import mcp_types as types
+    from mcp.shared.dispatcher import ProgressFnT
+
+    from pi_mcp_adapter.servers._oauth import OAuthProviders
+
+    from ._stats import CallStats
 
 ProgressCallback = Callable[[str, str, str | None], None]
 """``(server, phase, detail)`` with phase ``connecting`` | ``connected`` | ``failed``."""
 
 DEFAULT_SEARCH_LIMIT = 12
+DEFAULT_STATUS_DEBOUNCE_S = 0.2
+"""Servers connecting together at start update the status line once, not once each."""
 _CONNECTED = "connected"
 
 
@@ -64,20 +85,36 @@ class McpAdapter:
     """The engine. Create one per host session; use it with ``async with``.
 
     Args:
-        config: an already loaded configuration; when ``None`` it is loaded from
-            ``agent_dir``/``project_dir``/``config_path``.
+        config: an already loaded configuration, kept for the adapter's life (:meth:`reload`
+            then re-reads only the cache); when ``None`` it is loaded from
+            ``agent_dir``/``project_dir``/``config_path`` (and ``home``, default the user's),
+            and :meth:`reload` loads it again.
+        config_loader: how to load the configuration instead (at start when ``config`` is
+            ``None``, and on every :meth:`reload`): for a binding that adds servers of its own
+            to the files' (it runs in a worker thread during a reload).
         host: the binding the engine tells about events (notices, the status line, lifecycle
             hooks); ``None`` for library/CLI use. Registering tools is the surfaces' job.
         connect_missing: connect, at start, every enabled server whose tools are not in the
             metadata cache yet (the first run), so search and describe have something to show.
+        connect_eager: connect eager and keep-alive servers at start (a one-shot command
+            that needs none of them passes False).
+        start_deadline_s: one overall deadline for the connects at start; servers still
+            connecting then are abandoned, reported as failed and back off.
         clock: wall clock in seconds (``time.time``), injectable for tests.
         relay_server_requests: tell servers this client can sample and elicit, and route
             their sampling, elicitation and log messages to the caller of the call they belong
             to (see :func:`pi_mcp_adapter.servers.relay_calls`); the MCP gateway turns it on.
+        status_debounce_s: how long the host's status line waits for more changes before it
+            is updated (a burst of connects updates it once).
         ask: answers the questions the engine asks the user (tool approval, see
             ``approveTools``): ``async ask(question) -> option id | None``. Without it the host
             answers if it implements :class:`AsksQuestions`; with neither, calls that need an
             approval are refused.
+
+    Telling the user: with a ``host``, the engine sends ``host.notify`` when a server fails
+    to start or is lost, needs authentication, comes back after that, when a tool is renamed
+    because another server's tool has its name, and when a server's tool definitions change;
+    it keeps ``host.set_status`` at ``MCP: <connected>/<enabled> servers, <n> tools``.
     """
 
     def __init__(
@@ -87,31 +124,49 @@ class McpAdapter:
         agent_dir: Path | None = None,
         project_dir: Path | None = None,
         config_path: Path | None = None,
+        home: Path | None = None,
+        config_loader: Callable[[], LoadedConfig] | None = None,
         host: Host | None = None,
         connect_missing: bool = True,
+        connect_eager: bool = True,
+        start_deadline_s: float | None = None,
         ranking: str = "default",
         resolve_npx: bool = True,
         on_progress: ProgressCallback | None = None,
         environ: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.time,
         relay_server_requests: bool = False,
+        status_debounce_s: float = DEFAULT_STATUS_DEBOUNCE_S,
         ask: Ask | None = None,
+        oauth: OAuthProviders | None = None,
     ) -> None:
         self.agent_dir = (agent_dir or default_agent_dir()).expanduser()
         self.project_dir = (project_dir or Path.cwd()).expanduser()
         self._config_path = config_path
+        self._home = home
         self._environ = dict(os.environ if environ is None else environ)
+        self._config_loader = config_loader
+        # A configuration given in code, without a loader, has no files to read again.
+        self._config_given = config is not None and config_loader is None
         self.config = config or self._load_config()
         self.host = host
+        self._oauth = oauth
         self._connect_missing = connect_missing
+        self._connect_eager = connect_eager
+        self._start_deadline_s = start_deadline_s
         self._ranking = ranking
         self._resolve_npx = resolve_npx
         self._on_progress = on_progress
         self._clock = clock
         self.cache = MetadataCache(self.agent_dir / "mcp-cache.json")
         self._metadata: dict[str, ServerMetadata] = {}
-        self._changed_tools: dict[str, tuple[str, ...]] = {}
+        self._changes: dict[str, DefinitionChanges] = {}
+        """Unacknowledged tool-definition changes per server, as the cache records them."""
+        self._processed: dict[str, ServerMetadata] = {}
+        """The metadata object last cached per server: the manager announces each once, but
+        a call may process it first (see :meth:`_call_server`)."""
         self._catalog: Catalog | None = None
+        self._prompt_catalog: PromptCatalog | None = None
         self._index: SearchIndex | None = None
         self._manager: ServerManager | None = None
         self._stack: AsyncExitStack | None = None
@@ -125,16 +180,40 @@ class McpAdapter:
         self._listeners: list[Callable[[], None]] = []
         self._relay_server_requests = relay_server_requests
         self._resource_listeners: list[Callable[[str, str], Awaitable[None]]] = []
+        self._status_debounce_s = status_debounce_s
+        self._status_wanted: anyio.Event | None = None
+        self._status_line: str | None = None
+        self._unavailable: dict[str, str] = {}
+        """Servers the host was told are failing or need auth, with that status."""
+        self._announced_collisions: set[tuple[str, str, str]] = set()
+        self._reload_generation = 0
 
     def _load_config(self) -> LoadedConfig:
+        if self._config_loader is not None:
+            return self._config_loader()
         return load_config(
             agent_dir=self.agent_dir,
             project_dir=self.project_dir,
             config_path=self._config_path,
+            home=self._home,
             environ=self._environ,
         )
 
     # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def oauth(self) -> OAuthProviders:
+        """One OAuth provider per remote server, made on first use (it loads the SDK)."""
+        if self._oauth is None:
+            from pi_mcp_adapter.servers._oauth import OAuthProviders
+
+            self._oauth = OAuthProviders(
+                self.servers,
+                agent_dir=self.agent_dir,
+                settings=self.settings,
+                environ=self._environ,
+            )
+        return self._oauth
 
     @property
     def settings(self) -> Settings:
@@ -176,23 +255,34 @@ class McpAdapter:
                 log_dir=self.agent_dir / "logs",
                 npx_cache_path=self.agent_dir / "mcp-npx-cache.json",
                 resolve_npx=self._resolve_npx,
+                auth_factory=lambda name: self.oauth.auth_for(name),
                 environ=self._environ,
                 relay_requests=self._relay_server_requests,
+                failures=FailureMemory(self.agent_dir / FAILURES_FILE_NAME),
             )
             self._manager = await stack.enter_async_context(manager)
             manager.on_tools_changed(self._server_connected)
             manager.on_resource_updated(self._resource_updated)
+            manager.on_state_changed(self._server_state_changed)
             self._load_cache()
+            if self.host is not None:
+                stack.callback(self._clear_status_line)
             if self.settings.capture_stats:
-                stats = CallStats.from_setting(self.settings.capture_stats, self.agent_dir)
-                self._stats = stats
-                # Last registered, first run: the flusher stops before the final flush.
-                stack.callback(stats.flush)
-                tasks = await stack.enter_async_context(anyio.create_task_group())
-                tasks.start_soon(stats.run_flusher)
-                stack.callback(tasks.cancel_scope.cancel)
+                from ._stats import CallStats
+
+                self._stats = CallStats.from_setting(self.settings.capture_stats, self.agent_dir)
+                # Registered before the task group: runs after the flusher has stopped.
+                stack.callback(self._stats.flush)
+            tasks = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(tasks.cancel_scope.cancel)
+            if self._stats is not None:
+                tasks.start_soon(self._stats.run_flusher)
+            if self.host is not None:
+                self._status_wanted = anyio.Event()
+                tasks.start_soon(self._run_status_line)
             self._rebuild()
             if self.host is not None:
+                self.host.on("session_start", self._on_session_start)
                 self.host.on("turn_end", self.on_turn_end)
                 self.host.on("shutdown", self.stop)
             await self._connect_at_start()
@@ -220,39 +310,121 @@ class McpAdapter:
             raise UsageError("McpAdapter is not running: use `async with McpAdapter(...)`")
         return self._manager
 
+    def load_cached(self) -> None:
+        """Read the metadata cache into the catalog without starting anything.
+
+        For one-shot, read-only uses (``pi-mcp search`` from a warm cache): search, lookup and
+        server states work on what the cache holds; anything that talks to a server still
+        needs :meth:`start`.
+        """
+        self._load_cache()
+        self._rebuild()
+
     def _load_cache(self) -> None:
         self.cache.load()
         for name in self.enabled_servers():
             cached = self.cache.get(name, self.servers[name])
             if cached is not None:
                 self._metadata[name] = cached
-                self._changed_tools[name] = self.cache.changed_tools(name)
+                self._changes[name] = self.cache.definition_changes(name)
 
-    async def _connect_at_start(self) -> None:
-        manager = self._require_manager()
+    async def _connect_at_start(self, among: Collection[str] | None = None) -> None:
         wanted = [
             name
             for name in self.enabled_servers()
-            if self.servers[name].lifecycle in ("eager", "keep-alive")
-            or (self._connect_missing and name not in self._metadata)
+            if (among is None or name in among)
+            and (
+                (self._connect_eager and self.servers[name].lifecycle in ("eager", "keep-alive"))
+                or (self._connect_missing and name not in self._metadata)
+            )
         ]
+        await self.connect_uncached(wanted, only_uncached=False)
+
+    async def connect_uncached(
+        self, names: Sequence[str] | None = None, *, only_uncached: bool = True
+    ) -> None:
+        """Connect ``names`` (default: every enabled server whose tools are not cached) in
+        parallel, under the start deadline; failures are reported through ``on_progress``."""
+        manager = self._require_manager()
+        wanted = list(names if names is not None else self.enabled_servers())
+        if only_uncached:
+            wanted = [n for n in wanted if n in self.servers and n not in self._metadata]
         if not wanted:
             return
-        limiter = anyio.CapacityLimiter(max(1, self.settings.startup_concurrency))
+        for name in wanted:
+            self._progress(name, "connecting", None)
+        results = await manager.connect_many(wanted, deadline_s=self._start_deadline_s)
+        for name, error in results.items():
+            metadata = manager.metadata(name)
+            if error is None and metadata is not None and name not in self._metadata:
+                self._server_connected(name, metadata)  # before the caller reads the catalog
+            self._progress(name, "failed" if error else "connected", str(error) if error else None)
 
-        async def connect_one(name: str) -> None:
-            async with limiter:
-                self._progress(name, "connecting", None)
-                try:
-                    await manager.connect(name)
-                except McpAdapterError as exc:
-                    self._progress(name, "failed", str(exc))
-                else:
-                    self._progress(name, "connected", None)
+    # ------------------------------------------------------------------ reload
 
-        async with anyio.create_task_group() as tg:
-            for name in wanted:
-                tg.start_soon(connect_one, name)
+    async def reload(self) -> ReloadReport:
+        """Read the configuration (unless it was given to the constructor) and the metadata
+        cache again, and follow them.
+
+        Removed (or now disabled) servers are closed, servers whose entry changed are closed
+        and start afresh (at once if eager, keep-alive or not cached, else on first use),
+        new servers are added, and unchanged servers keep their connections. The catalog is
+        rebuilt, so registered surfaces follow (``on_catalog_changed``). Settings take effect
+        for everything but the surface kind, call statistics, the call trace, the
+        health-check interval and the start-up concurrency, which a restart changes.
+
+        Reloads may overlap (a host firing ``session_start`` twice): each takes a generation
+        number, and one whose reading finishes after a newer reload began installs nothing
+        (``superseded`` in the report).
+
+        Raises:
+            UsageError: the adapter is not running.
+        """
+        self._require_manager()
+        self._reload_generation += 1
+        generation = self._reload_generation
+        config = self.config
+        if not self._config_given:
+            config = await anyio.to_thread.run_sync(self._load_config)
+        await anyio.to_thread.run_sync(self.cache.load)
+        if generation != self._reload_generation or self._manager is None:
+            return ReloadReport(superseded=True)
+        manager = self._manager
+        old_entries = {n: e for n, e in self.servers.items() if e.is_enabled}
+        self.config = config
+        new_entries = {n: e for n, e in self.servers.items() if e.is_enabled}
+        change = manager.set_servers(new_entries, self.settings)
+        for name in change.removed:
+            for table in (self._metadata, self._changes, self._processed, self._unavailable):
+                table.pop(name, None)
+        for name, entry in new_entries.items():
+            # Another process may have trusted changes (`pi-mcp trust`) since they were read.
+            self._changes[name] = self.cache.definition_changes(name)
+            live = manager.metadata(name)
+            if live is not None and name not in change.replaced:
+                continue  # unchanged and connected: the live listing is the truth
+            cached = self.cache.get(name, entry)
+            self._processed.pop(name, None)
+            if cached is not None:
+                self._metadata[name] = cached
+            elif name in change.added or name in change.replaced:
+                self._metadata.pop(name, None)
+        self._rebuild()
+        report = ReloadReport(
+            added=change.added,
+            removed=change.removed,
+            changed=change.replaced,
+            unchanged=tuple(
+                n for n in new_entries if n in old_entries and n not in change.replaced
+            ),
+        )
+        await manager.close_detached()
+        if generation == self._reload_generation:
+            await self._connect_at_start(among={*change.added, *change.replaced})
+        return report
+
+    async def _on_session_start(self) -> None:
+        await self.reload()
 
     def _progress(self, server: str, phase: str, detail: str | None) -> None:
         if self._on_progress is not None:
@@ -261,11 +433,12 @@ class McpAdapter:
     def _server_connected(self, server: str, metadata: ServerMetadata) -> None:
         """A connection (re)opened or its tools changed: cache, rebuild, tell listeners."""
         entry = self.servers.get(server)
-        if entry is None:
+        if entry is None or self._processed.get(server) is metadata:
             return
+        self._processed[server] = metadata
         changes = self.cache.store(server, entry, metadata)
         self._metadata[server] = metadata
-        self._changed_tools[server] = self.cache.changed_tools(server)
+        self._changes[server] = self.cache.definition_changes(server)
         self._rebuild()
         if self.host is not None and changes:
             names = ", ".join(changes.names()[:10])
@@ -277,9 +450,75 @@ class McpAdapter:
         enabled = {n: self.servers[n] for n in self.enabled_servers()}
         metadata = {n: m for n, m in self._metadata.items() if n in enabled}
         self._catalog = Catalog.build(metadata, enabled, self.settings)
+        self._prompt_catalog = None
         self._index = None
+        self._announce_collisions(self._catalog)
+        self._want_status_line()
         for listener in list(self._listeners):
             listener()
+
+    # ------------------------------------------------------------------ telling the user
+
+    def _notify(self, message: str, level: NotifyLevel) -> None:
+        if self.host is not None:
+            self.host.notify(message, level)
+
+    def _server_state_changed(self, state: ServerState) -> None:
+        """Tell the user when a server becomes unusable, and when it is usable again."""
+        server, status = state.server, state.status
+        if status in ("failed", "needs-auth"):
+            if self._unavailable.get(server) != status:
+                self._unavailable[server] = status
+                if status == "needs-auth":
+                    self._notify(
+                        f"MCP server {server!r} needs authentication: run `/mcp-auth {server}` "
+                        f"(or `pi-mcp auth {server}`)",
+                        "warning",
+                    )
+                else:
+                    reason = (state.error or "unknown error").splitlines()[0]
+                    self._notify(f"MCP server {server!r} is unavailable: {reason}", "error")
+        elif status == "connected" and self._unavailable.pop(server, None) is not None:
+            self._notify(f"MCP server {server!r} is back: connected", "info")
+        self._want_status_line()
+
+    def _announce_collisions(self, catalog: Catalog) -> None:
+        for collision in catalog.collisions:
+            key = (collision.server, collision.original_name, collision.assigned_name)
+            if key in self._announced_collisions:
+                continue
+            self._announced_collisions.add(key)
+            self._notify(
+                f"MCP tool {collision.original_name!r} of server {collision.server!r} is "
+                f"called {collision.assigned_name!r}: {collision.name!r} is taken by server "
+                f"{collision.kept_by!r} (a toolPrefix avoids the clash)",
+                "warning",
+            )
+
+    def status_line(self) -> str:
+        """The one-line summary a host shows: ``MCP: 4/6 servers, 132 tools``."""
+        report = self.status()
+        return f"MCP: {report.connected}/{report.enabled} servers, {report.tool_count} tools"
+
+    def _want_status_line(self) -> None:
+        if self._status_wanted is not None:
+            self._status_wanted.set()
+
+    async def _run_status_line(self) -> None:
+        """Keep the host's status line current, at most once per ``status_debounce_s``."""
+        while self._status_wanted is not None:
+            await self._status_wanted.wait()
+            await anyio.sleep(self._status_debounce_s)
+            self._status_wanted = anyio.Event()
+            text = self.status_line()
+            if text != self._status_line and self.host is not None:
+                self._status_line = text
+                self.host.set_status(text)
+
+    def _clear_status_line(self) -> None:
+        if self.host is not None and self._status_line is not None:
+            self._status_line = None
+            self.host.set_status(None)
 
     def on_catalog_changed(self, listener: Callable[[], None]) -> Callable[[], None]:
         """Call ``listener`` after each catalog rebuild; returns a function that unsubscribes."""
@@ -330,6 +569,37 @@ class McpAdapter:
         """
         return self.catalog.lookup(name)
 
+    def prompts(self, server: str | None = None) -> Sequence[PromptInfo]:
+        """Upstream prompts (all, or ``server``'s), named like tools; from the cache or live."""
+        if self._prompt_catalog is None:
+            enabled = {n: self.servers[n] for n in self.enabled_servers()}
+            self._prompt_catalog = PromptCatalog.build(self._metadata, enabled, self.settings)
+        return self._prompt_catalog.prompts(server)
+
+    def lookup_prompt(self, name: str) -> PromptInfo:
+        """Resolve a prompt name by the same rules as tool names.
+
+        Raises:
+            ToolNotFoundError: no such prompt (with suggestions).
+            AmbiguousToolError: several prompts match.
+        """
+        self.prompts()
+        assert self._prompt_catalog is not None
+        return self._prompt_catalog.lookup(name)
+
+    async def render_prompt(
+        self, name: str, arguments: Mapping[str, str] | None = None
+    ) -> PromptMessages:
+        """Resolve prompt ``name`` (any accepted form) and render it with ``arguments``.
+
+        Raises:
+            ToolNotFoundError, AmbiguousToolError: the name does not resolve to one prompt.
+            ServerUnavailableError: the server could not be reached.
+            ServerReportedError: the server refused (a missing or invalid argument).
+        """
+        prompt = self.lookup_prompt(name)
+        return await self.get_prompt(prompt.server, prompt.original_name, arguments)
+
     def metadata(self, server: str) -> ServerMetadata | None:
         """What ``server`` offered when last listed (live or from the cache)."""
         return self._metadata.get(server)
@@ -343,14 +613,26 @@ class McpAdapter:
         if entry is None:
             raise ServerNotConfiguredError(name, self._unknown_server_message(name))
         tool_count = len(self.catalog.tools(name)) if entry.is_enabled else 0
-        changed = self._changed_tools.get(name, ())
+        record = self._changes.get(name, DefinitionChanges())
+        changed = record.names()
+        diffs: tuple[ToolDefinitionDiff, ...] = ()
+        if record:
+            meta = self._metadata.get(name)
+            diffs = diff_definitions(record, meta.tools if meta is not None else ())
         if not entry.is_enabled:
             return ServerStatus(name, "disabled", 0, lifecycle=entry.lifecycle)
         state = self._manager.state(name) if self._manager is not None else None
         if state is None or state.status in ("closed", "idle", "new"):
             status = "cached" if name in self._metadata else "not-cached"
+            if entry.oauth_mode == "explicit" and self.oauth.needs_auth(name):
+                status = "needs-auth"
             return ServerStatus(
-                name, status, tool_count, lifecycle=entry.lifecycle, changed_tools=changed
+                name,
+                status,
+                tool_count,
+                lifecycle=entry.lifecycle,
+                changed_tools=changed,
+                definition_changes=diffs,
             )
         failed_ago = None
         if state.failed_at is not None:
@@ -364,6 +646,7 @@ class McpAdapter:
             error=state.error,
             failed_ago_s=failed_ago,
             changed_tools=changed,
+            definition_changes=diffs,
         )
 
     def _manager_clock(self) -> float:
@@ -446,7 +729,8 @@ class McpAdapter:
         manager = self._require_manager()
         self._progress(server, "connecting", None)
         try:
-            metadata = await manager.refresh(server)
+            with allow_prompts(self.oauth.may_prompt):
+                metadata = await manager.refresh(server)
         except McpAdapterError as exc:
             self._progress(server, "failed", str(exc))
             raise
@@ -500,16 +784,22 @@ class McpAdapter:
             return CallOutcome(
                 name, error_kind="ambiguous_tool", message=str(exc), candidates=exc.candidates
             )
-        if self.settings.validate_args and not tool.is_resource:
+        # Text JSON cannot carry, or nesting that would exhaust the encoder's stack, is the
+        # caller's mistake: it is never sent (a server would get a broken connection).
+        problems = argument_problems(arguments)
+        if not problems and self.settings.validate_args and not tool.is_resource:
             problems = validate_arguments(tool.input_schema, arguments)
-            if problems:
-                return CallOutcome(
-                    name,
-                    tool,
-                    error_kind="invalid_arguments",
-                    message=f"Invalid arguments for {tool.name}",
-                    problems=tuple(problems),
-                )
+        if problems:
+            return CallOutcome(
+                name,
+                tool,
+                error_kind="invalid_arguments",
+                message=f"Invalid arguments for {tool.name}",
+                problems=tuple(problems),
+            )
+        blocked = self._refused_for_change(name, tool)
+        if blocked is not None:
+            return blocked
         refusal = await self._approvals.check(
             tool,
             arguments,
@@ -519,14 +809,16 @@ class McpAdapter:
         )
         if refusal is not None:
             return CallOutcome(name, tool, error_kind="approval_denied", message=refusal)
-        outcome = await self._call_server(name, tool, arguments, progress)
-        if self._stats is not None:
+        with allow_prompts(self.oauth.may_prompt):
+            outcome = await self._call_server(name, tool, arguments, progress)
+        if self._stats is not None and outcome.error_kind != "definition_changed":
             self._stats.record(
                 tool.server,
                 tool.original_name,
                 latency_ms=outcome.latency_ms,
                 ok=not outcome.is_error,
                 bytes_out=_result_bytes(outcome),
+                connect_ms=outcome.connect_ms,
             )
         if self._trace is not None and self._trace.traces(self.servers.get(tool.server)):
             failed = outcome.error_kind is not None
@@ -561,6 +853,14 @@ class McpAdapter:
             if manager.state(tool.server).status != _CONNECTED:
                 await manager.connect(tool.server)
                 connect_ms = (time.perf_counter() - started) * 1000
+                # What the server lists now is checked before the call, not after: the
+                # manager announces a new connection from another task, maybe too late.
+                live = manager.metadata(tool.server)
+                if live is not None:
+                    self._server_connected(tool.server, live)
+                blocked = self._refused_for_change(requested, tool)
+                if blocked is not None:
+                    return blocked
             called = time.perf_counter()
             result: Any
             if tool.resource_uri is not None:
@@ -595,6 +895,77 @@ class McpAdapter:
         return CallOutcome(
             requested, tool, result, latency_ms=_elapsed_ms(called), connect_ms=connect_ms
         )
+
+    def _refused_for_change(self, requested: str, tool: ToolInfo) -> CallOutcome | None:
+        """Under ``onDefinitionChange: "block"``, the refusal of a tool changed since trusted."""
+        if self.settings.on_definition_change != "block" or tool.is_resource:
+            return None
+        record = self._changes.get(tool.server)
+        if record is None:
+            return None
+        changed = {c.name: c.fields for c in record.changed}
+        if tool.original_name in changed:
+            how = f"its {', '.join(changed[tool.original_name])} changed"
+        elif tool.original_name in record.added:
+            how = "it is new"
+        else:
+            return None
+        return CallOutcome(
+            requested,
+            tool,
+            error_kind="definition_changed",
+            message=(
+                f"Tool {tool.name} was not called: {how} since its server {tool.server!r} was "
+                f'last trusted, and settings.onDefinitionChange is "block". Ask the user to '
+                f"review the change (`pi-mcp status`) and trust it with "
+                f"`pi-mcp trust {tool.server} {tool.original_name}` (or `/mcp trust "
+                f"{tool.server} {tool.original_name}`)."
+            ),
+        )
+
+    def definition_changes(self, server: str) -> DefinitionChanges:
+        """``server``'s unacknowledged tool-definition changes (empty when there are none).
+
+        Raises:
+            ServerNotConfiguredError: no server of that name.
+        """
+        self.require_server(server)
+        return self._changes.get(server, DefinitionChanges())
+
+    def trust(self, server: str, tool: str | None = None) -> tuple[str, ...]:
+        """Accept ``server``'s recorded definition changes (all, or one tool's): they become
+        the new trusted baseline. Returns the tools (their own names) that were trusted.
+
+        ``tool`` may be the server's own name or the catalog name.
+
+        Raises:
+            ServerNotConfiguredError: no server of that name.
+            UsageError: nothing is recorded for the server, or for that tool.
+        """
+        record = self.definition_changes(server)
+        if not record:
+            raise UsageError(f"MCP server {server!r} has no tool definition changes to trust")
+        if tool is None:
+            names = record.names()
+            self.cache.acknowledge_changes(server)
+        else:
+            own = tool
+            if own not in record.names():
+                try:
+                    own = self.catalog.lookup(tool, server=server).original_name
+                except McpAdapterError:
+                    own = tool
+            if own not in record.names():
+                listed = ", ".join(record.names())
+                raise UsageError(
+                    f"MCP server {server!r} has no recorded change to tool {tool!r}; "
+                    f"changed: {listed}"
+                )
+            names = (own,)
+            self.cache.acknowledge_changes(server, names)
+        self._changes[server] = self.cache.definition_changes(server)
+        self._want_status_line()
+        return names
 
     async def read_resource(self, server: str, uri: str) -> types.ReadResourceResult:
         """Read resource ``uri`` of ``server`` (connecting it if needed).

@@ -72,10 +72,18 @@ class ToolStats:
     """Newest last, at most :data:`RECENT_LATENCY_SAMPLES`."""
     last_called_at_ms: int | None = None
     """Unix time in milliseconds."""
+    connects: int = 0
+    """Calls that had to start (connect) the server first; that time is not in the latency."""
+    total_connect_ms: float = 0.0
 
     @property
     def mean_latency_ms(self) -> float:
         return self.total_latency_ms / self.calls if self.calls else 0.0
+
+    @property
+    def mean_connect_ms(self) -> float:
+        """Mean time to connect, over the calls that connected."""
+        return self.total_connect_ms / self.connects if self.connects else 0.0
 
     @property
     def p50_latency_ms(self) -> float | None:
@@ -99,6 +107,8 @@ class ToolStats:
                 -RECENT_LATENCY_SAMPLES:
             ],
             last_called_at_ms=max(last_times) if last_times else None,
+            connects=self.connects + newer.connects,
+            total_connect_ms=self.total_connect_ms + newer.total_connect_ms,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -113,6 +123,9 @@ class ToolStats:
             "bytesOut": self.bytes_out,
             "lastCalledAtMs": self.last_called_at_ms,
             "recentLatenciesMs": [round(v, 3) for v in self.recent_latencies_ms],
+            "connects": self.connects,
+            "totalConnectMs": round(self.total_connect_ms, 3),
+            "meanConnectMs": round(self.mean_connect_ms, 3),
         }
 
     @classmethod
@@ -135,6 +148,9 @@ class ToolStats:
                 bytes_out=_count(data["bytesOut"]),
                 recent_latencies_ms=recent[-RECENT_LATENCY_SAMPLES:],
                 last_called_at_ms=None if last is None else _count(last),
+                # Files written before connect times were kept have neither field.
+                connects=_count(data.get("connects", 0)),
+                total_connect_ms=float(data.get("totalConnectMs", 0.0)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"bad stats entry for {server}/{tool}: {exc!r}") from None
@@ -172,6 +188,8 @@ class CallStats:
         self._session: dict[tuple[str, str], ToolStats] = {}
         self._pending: dict[tuple[str, str], ToolStats] = {}
         self._wakeup: anyio.Event | None = None
+        self._written: anyio.Event | None = None
+        self._writes_in_progress = 0
 
     @classmethod
     def from_setting(cls, setting: bool | CaptureStats, agent_dir: Path) -> CallStats:
@@ -192,17 +210,29 @@ class CallStats:
         return cls(path, flush_delay_ms=setting.flush_delay_ms)
 
     def record(
-        self, server: str, tool: str, *, latency_ms: float, ok: bool, bytes_out: int
+        self,
+        server: str,
+        tool: str,
+        *,
+        latency_ms: float,
+        ok: bool,
+        bytes_out: int,
+        connect_ms: float = 0.0,
     ) -> None:
         """Count one call of ``server``'s ``tool`` (its original name).
 
+        ``latency_ms`` is the server's answer time; ``connect_ms`` the time spent starting the
+        server first (0 when it was connected), counted apart so a cold start does not read
+        as a slow tool.
+
         Raises:
-            UsageError: ``latency_ms`` is negative or not finite, or ``bytes_out`` is negative.
+            UsageError: a time is negative or not finite, or ``bytes_out`` is negative.
         """
-        if not math.isfinite(latency_ms) or latency_ms < 0 or bytes_out < 0:
+        times_ok = all(math.isfinite(v) and v >= 0 for v in (latency_ms, connect_ms))
+        if not times_ok or bytes_out < 0:
             raise UsageError(
-                f"bad call statistics for {server}/{tool}: "
-                f"latency_ms={latency_ms}, bytes_out={bytes_out}"
+                f"bad call statistics for {server}/{tool}: latency_ms={latency_ms}, "
+                f"connect_ms={connect_ms}, bytes_out={bytes_out}"
             )
         one = ToolStats(
             server=server,
@@ -214,6 +244,8 @@ class CallStats:
             bytes_out=bytes_out,
             recent_latencies_ms=(latency_ms,),
             last_called_at_ms=int(self._clock() * 1000),
+            connects=1 if connect_ms > 0 else 0,
+            total_connect_ms=connect_ms,
         )
         key = (server, tool)
         with self._lock:
@@ -242,8 +274,9 @@ class CallStats:
         """
         with self._lock:
             pending, self._pending = self._pending, {}
-        if not pending:
-            return True
+            if not pending:
+                return True
+            self._writes_in_progress += 1
         try:
             self._write_merged(pending)
         except (OSError, filelock.Timeout) as exc:
@@ -253,6 +286,9 @@ class CallStats:
                     pending[key] = pending[key].merged(newer) if key in pending else newer
                 self._pending = pending
             return False
+        finally:
+            with self._lock:
+                self._writes_in_progress -= 1
         return True
 
     async def run_flusher(self) -> None:
@@ -264,6 +300,7 @@ class CallStats:
         if self._wakeup is not None:
             raise UsageError("a flusher is already running for these call statistics")
         self._wakeup = anyio.Event()
+        self._written = anyio.Event()
         try:
             while True:
                 if not self.has_unwritten:
@@ -272,8 +309,22 @@ class CallStats:
                 self._wakeup = anyio.Event()
                 if not await anyio.to_thread.run_sync(self.flush):
                     await anyio.sleep(_RETRY_DELAY_S)
+                    continue
+                written, self._written = self._written, anyio.Event()
+                written.set()
         finally:
             self._wakeup = None
+            if self._written is not None:
+                self._written.set()  # nobody waits for a flusher that is gone
+                self._written = None
+
+    async def wait_until_written(self) -> None:
+        """Return once the flusher has written every call recorded so far.
+
+        Returns at once when nothing is unwritten or no flusher runs.
+        """
+        while self._written is not None and (self.has_unwritten or self._writes_in_progress):
+            await self._written.wait()
 
     def _write_merged(self, pending: Mapping[tuple[str, str], ToolStats]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -13,17 +13,10 @@ import json
 import logging
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import referencing
-from jsonschema import (  # type: ignore[import-untyped]
-    Draft4Validator,
-    Draft6Validator,
-    Draft7Validator,
-    Draft201909Validator,
-    Draft202012Validator,
-)
-from jsonschema.exceptions import ValidationError  # type: ignore[import-untyped]
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError  # type: ignore[import-untyped]
 
 __all__ = ["MAX_PROBLEMS", "validate_arguments"]
 
@@ -34,20 +27,38 @@ MAX_PROBLEMS = 20
 
 _MAX_MESSAGE_CHARS = 300
 _MAX_VALUE_REPR_CHARS = 60
-_DEFAULT_DRAFT: Any = Draft202012Validator
-_DRAFTS: dict[str, Any] = {}
-for _draft in (
-    Draft4Validator,
-    Draft6Validator,
-    Draft7Validator,
-    Draft201909Validator,
-    Draft202012Validator,
-):
-    _meta = _draft.META_SCHEMA
-    _DRAFTS[str(_meta.get("$id", _meta.get("id", ""))).rstrip("#").split("://", 1)[-1]] = _draft
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
-# An empty registry: jsonschema would otherwise fetch remote ``$ref``s over the network.
-_NO_REMOTE_REFS: referencing.Registry[Any] = referencing.Registry()
+
+
+@functools.cache
+def _jsonschema() -> tuple[Any, dict[str, Any], Any]:
+    """The default draft, the drafts by meta-schema URI, and a registry without remote refs.
+
+    Imported on first use: jsonschema costs tens of milliseconds, which commands that never
+    validate arguments (search, describe, status) should not pay.
+    """
+    import referencing
+    from jsonschema import (  # type: ignore[import-untyped]
+        Draft4Validator,
+        Draft6Validator,
+        Draft7Validator,
+        Draft201909Validator,
+        Draft202012Validator,
+    )
+
+    drafts: dict[str, Any] = {}
+    for draft in (
+        Draft4Validator,
+        Draft6Validator,
+        Draft7Validator,
+        Draft201909Validator,
+        Draft202012Validator,
+    ):
+        meta = draft.META_SCHEMA
+        drafts[str(meta.get("$id", meta.get("id", ""))).rstrip("#").split("://", 1)[-1]] = draft
+    # An empty registry: jsonschema would otherwise fetch remote ``$ref``s over the network.
+    no_remote_refs: referencing.Registry[Any] = referencing.Registry()
+    return Draft202012Validator, drafts, no_remote_refs
 
 
 def validate_arguments(schema: Mapping[str, Any], args: Mapping[str, Any]) -> list[str]:
@@ -98,13 +109,14 @@ def _validator_for(schema: object) -> Any:
 def _compile(schema_json: str) -> Any:
     """A validator for one schema (given as canonical JSON so it can be a cache key), or None."""
     try:
+        default_draft, drafts, no_remote_refs = _jsonschema()
         schema = json.loads(schema_json)
-        draft = _DEFAULT_DRAFT
+        draft = default_draft
         if isinstance(schema, dict) and isinstance(schema.get("$schema"), str):
             uri = schema["$schema"].rstrip("#").split("://", 1)[-1]
-            draft = _DRAFTS.get(uri, _DEFAULT_DRAFT)
+            draft = drafts.get(uri, default_draft)
         draft.check_schema(schema)
-        return draft(schema, registry=_NO_REMOTE_REFS)
+        return draft(schema, registry=no_remote_refs)
     except Exception as exc:
         logger.debug("argument validation skipped: invalid input schema (%s)", exc)
         return None

@@ -7,12 +7,16 @@ gateway) renders them in its own words.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import mcp_types as types
-
+from pi_mcp_adapter.catalog._definition_diff import ToolDefinitionDiff
 from pi_mcp_adapter.catalog._metadata import ToolInfo
 from pi_mcp_adapter.catalog._search import SearchPage
+
+if TYPE_CHECKING:
+    # Only results of calls hold SDK types, and a call has imported the SDK already; commands
+    # answered from the cache never load it (it takes most of a second).
+    import mcp_types as types
 
 ServerStatusName = Literal[
     "connected",
@@ -41,7 +45,10 @@ class ServerStatus:
     error: str | None = None
     failed_ago_s: float | None = None
     changed_tools: tuple[str, ...] = ()
+    """Tools (their own names) whose definitions changed since last trusted."""
     source: str | None = None
+    definition_changes: tuple[ToolDefinitionDiff, ...] = ()
+    """How each of ``changed_tools`` changed."""
 
     @property
     def is_searchable(self) -> bool:
@@ -84,9 +91,13 @@ CallErrorKind = Literal[
     "invalid_arguments",
     "server_unavailable",
     "server_error",
+    "definition_changed",
     "approval_denied",
 ]
-"""Why a call produced no server answer; a server's own ``isError`` result is not one."""
+"""Why a call produced no server answer; a server's own ``isError`` result is not one.
+
+``definition_changed``: the tool changed since it was last trusted and
+``settings.onDefinitionChange`` is ``"block"``; nothing was sent."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,9 +130,11 @@ class CallOutcome:
     @property
     def is_error(self) -> bool:
         """No answer, or an answer the server marked as an error."""
-        if self.error_kind is not None:
-            return True
-        return isinstance(self.result, types.CallToolResult) and self.result.is_error
+        if self.error_kind is not None or self.result is None:
+            return self.error_kind is not None
+        import mcp_types
+
+        return isinstance(self.result, mcp_types.CallToolResult) and self.result.is_error
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,3 +145,18 @@ class PromptMessages:
     name: str
     description: str | None
     messages: tuple[types.PromptMessage, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadReport:
+    """What :meth:`McpAdapter.reload` changed, by server name."""
+
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    """Removed from the configuration or disabled: closed."""
+    changed: tuple[str, ...] = ()
+    """Entry changed: closed, and started afresh."""
+    unchanged: tuple[str, ...] = ()
+    """Kept as they were, connections included."""
+    superseded: bool = False
+    """A newer reload began while this one read the files: this one changed nothing."""

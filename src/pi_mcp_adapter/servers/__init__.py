@@ -5,22 +5,52 @@
 - ``_transports``  stdio (full environment, captured stderr), Streamable HTTP, SSE fallback,
                    headers and bearer tokens, the end-of-stream watcher.
 - ``_translate``   SDK/httpx2/OS failures into the package's exception tree.
+- ``_oauth``       OAuth on the SDK's client: one provider per server, stored expiry, the
+                   cross-process refresh lock, when a person may be asked.
+- ``_oauth_prompt`` the person's part: loopback callback, browser, headless paste.
+- ``_token_store`` OAuth tokens and registrations in files (0600) or the OS keyring.
 - ``_manager``     ``ServerManager``: dedupe, in-flight counts, idle, backoff, generations.
 - ``_lifecycle``   the policy: lazy / eager / keep-alive, idle timeouts, retry schedule.
 - ``_relay``      per-call routing of a server's sampling, elicitation and log messages to the
                    caller that made the call (the gateway's clients).
 - ``_npx``         ``npx``/``npm exec`` commands resolved to the package's own binary.
+- ``_failures``    failed connects remembered across processes (``mcp-failures.json``).
+- ``_stdio``       the stdio process: its own process group, bounded shutdown.
+- ``_reaper``      the supervisor a stdio server runs under, so its tree dies with us.
 
 See the package docstring of pi_mcp_adapter for how this layer fits.
 """
 
 from __future__ import annotations
 
-from ._connection import ServerConnection
-from ._manager import MetadataListener, ServerManager
-from ._npx import ResolvedCommand, resolve_npx_command
-from ._relay import CallRelay, current_relay, relay_calls
+from typing import TYPE_CHECKING, Any
+
+from ._manager import MetadataListener, ServerManager, ServerSetChange, StateListener
 from ._state import ServerState, ServerStatus, TransportKind
+
+if TYPE_CHECKING:
+    from ._connection import ServerConnection
+    from ._npx import ResolvedCommand, resolve_npx_command
+    from ._relay import CallRelay, current_relay, relay_calls
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded when asked for: ServerConnection imports the MCP SDK, and commands answered from
+    # the cache need neither it nor npx resolution.
+    if name == "ServerConnection":
+        from ._connection import ServerConnection
+
+        return ServerConnection
+    if name in ("ResolvedCommand", "resolve_npx_command"):
+        from . import _npx
+
+        return getattr(_npx, name)
+    if name in ("CallRelay", "current_relay", "relay_calls"):
+        from . import _relay
+
+        return getattr(_relay, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CallRelay",
@@ -28,8 +58,10 @@ __all__ = [
     "ResolvedCommand",
     "ServerConnection",
     "ServerManager",
+    "ServerSetChange",
     "ServerState",
     "ServerStatus",
+    "StateListener",
     "TransportKind",
     "current_relay",
     "relay_calls",

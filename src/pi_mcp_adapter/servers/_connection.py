@@ -35,6 +35,8 @@ from pi_mcp_adapter.catalog._metadata import ServerMetadata
 from pi_mcp_adapter.config._models import ServerEntry
 
 from ._http_extras import open_unix_socket
+from ._oauth import take_auth_denial
+from ._oauth_prompt import connect_deadline
 from ._relay import AmbiguousCallerError, RelayBoard, current_relay
 from ._state import TransportKind
 from ._stderr import StderrCapture, terminal
@@ -136,6 +138,7 @@ class ServerConnection:
         self._stdout_noise = ""
         self._capture: StderrCapture | None = None
         self._process: ProcessRecord | None = None
+        self._auth: object = None
         self._relay_requests = relay_requests
         self._relays = RelayBoard()
         self._logs_relayed = 0
@@ -176,7 +179,7 @@ class ServerConnection:
         """
         timeout_s = self.entry.startup_timeout_s
         try:
-            with anyio.CancelScope() as scope:
+            with anyio.CancelScope() as scope, connect_deadline(scope):
                 self._scope = scope
                 scope.deadline = anyio.current_time() + timeout_s
                 plan: tuple[TransportKind, ...]
@@ -283,6 +286,7 @@ class ServerConnection:
             raise ConnectionLostError(self.server, f"server {self.server!r} has no `url`")
         headers = await http_headers(self.server, self.entry, self._environ)
         auth = self._auth_factory(self.server) if self._auth_factory is not None else None
+        self._auth = auth
         options = http_options(self.server, self.entry, self._environ)
         opener = open_streamable_http if kind == "streamable-http" else open_sse
         return opener(
@@ -451,6 +455,9 @@ class ServerConnection:
                     for _ in range(_NOTIFICATION_DRAIN_CHECKPOINTS):
                         await anyio.lowlevel.checkpoint()
         except Exception as exc:
+            denial = take_auth_denial(self._auth)
+            if denial is not None:
+                raise denial from exc
             error = request_error(self.server, exc, what=what, timeout_s=timeout_s)
             if isinstance(error, ConnectionLostError):
                 self._note_end(error.message)

@@ -17,17 +17,17 @@ import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
-import mcp_types as types
-from mcp.shared.dispatcher import ProgressFnT
 
 from pi_mcp_adapter._errors import (
     ConnectionLostError,
+    ConnectTimeoutError,
     McpAdapterError,
     NeedsAuthError,
     ServerBackoffError,
@@ -40,7 +40,7 @@ from pi_mcp_adapter._errors import (
 from pi_mcp_adapter.catalog._metadata import ServerMetadata
 from pi_mcp_adapter.config._models import ServerEntry, Settings
 
-from ._connection import ServerConnection
+from ._failures import FailureMemory, backoff_after_s
 from ._lifecycle import (
     HEALTH_PING_TIMEOUT_S,
     SHUTDOWN_TIMEOUT_S,
@@ -51,7 +51,15 @@ from ._lifecycle import (
     keep_alive_retry_delay_s,
 )
 from ._state import ServerState, ServerStatus, TransportKind
-from ._transports import AuthFactory
+
+if TYPE_CHECKING:
+    # The connection module pulls in the MCP SDK (most of a second); it is imported when the
+    # first connect begins, so that commands answered from the cache never pay for it.
+    import mcp_types as types
+    from mcp.shared.dispatcher import ProgressFnT
+
+    from ._connection import ServerConnection
+    from ._transports import AuthFactory
 
 logger = logging.getLogger("pi_mcp_adapter.servers")
 
@@ -59,6 +67,9 @@ DEFAULT_BACKOFF_S = 60.0
 
 MetadataListener = Callable[[str, ServerMetadata], Awaitable[None] | None]
 """``(server_name, metadata)``; may be a plain function or a coroutine function."""
+
+StateListener = Callable[[ServerState], None]
+"""Called with a server's new state each time its status changes."""
 
 
 class _Attempt:
@@ -93,12 +104,27 @@ class _Slot:
         self.has_history = False
         self.has_connected = False
         """True once a connect finished, either way: the next success is a reconnect."""
+        self.detached = False
+        """Removed or replaced by :meth:`ServerManager.set_servers`: never connects again."""
         self.keep_alive_failures = 0
         self.keep_alive_next_at: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ServerSetChange:
+    """What :meth:`ServerManager.set_servers` did, by server name."""
+
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    replaced: tuple[str, ...] = ()
+    """Servers whose entry changed: their connection is closed; the next use connects anew."""
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.removed or self.replaced)
+
+
 class ServerManager:
-    """Connections to a fixed set of configured servers, with dedupe, backoff and lifecycle.
+    """Connections to a set of configured servers, with dedupe, backoff and lifecycle.
 
     ``clock`` returns monotonic seconds and drives idle, backoff and keep-alive timing (tests
     inject a fake one). ``backoff_s`` is how long after a failed connect further attempts fail
@@ -106,6 +132,11 @@ class ServerManager:
     ``httpx2.Auth`` (such as an OAuth provider) for HTTP servers; it is called on every connect,
     so it should hand out one long-lived provider per server. ``environ`` is the environment
     stdio servers inherit and ``bearerTokenEnv`` is read from (default: ``os.environ``).
+
+    With ``failures`` (a :class:`FailureMemory`), failed connects are remembered across
+    processes: a server that failed recently in any process starts in backoff here too, and the
+    backoff doubles with each consecutive failure (up to ten minutes). A successful connect
+    clears the record.
     """
 
     def __init__(
@@ -121,6 +152,7 @@ class ServerManager:
         clock: Callable[[], float] = time.monotonic,
         backoff_s: float = DEFAULT_BACKOFF_S,
         relay_requests: bool = False,
+        failures: FailureMemory | None = None,
     ) -> None:
         if backoff_s < 0:
             raise ValueError("backoff_s cannot be negative")
@@ -134,14 +166,18 @@ class ServerManager:
         self._clock = clock
         self._backoff_s = backoff_s
         self._relay_requests = relay_requests
+        self._failures = failures
         self._tools_changed: list[MetadataListener] = []
         self._reconnected: list[MetadataListener] = []
         self._resource_listeners: list[Callable[[str, str], Awaitable[None]]] = []
+        self._state_listeners: list[StateListener] = []
         self._tg: anyio.abc.TaskGroup | None = None
         self._health_scope: anyio.CancelScope | None = None
         self._entered = False
         self._exiting = False
         self._limiter: anyio.CapacityLimiter | None = None
+        self._detached: list[_Slot] = []
+        self._detached_attempts: list[_Attempt] = []
 
     # -- context ----------------------------------------------------------------------------
 
@@ -150,6 +186,7 @@ class ServerManager:
             raise UsageError("a ServerManager can be entered only once; create a new one")
         self._entered = True
         self._limiter = anyio.CapacityLimiter(max(1, self._settings.startup_concurrency))
+        self._recall_failures()
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
@@ -217,6 +254,14 @@ class ServerManager:
                 await listener(server, uri)
             except Exception:
                 logger.exception("resource listener %r failed for server %r", listener, server)
+
+    def on_state_changed(self, listener: StateListener) -> Callable[[], None]:
+        """Call ``listener(state)`` whenever a server's status changes (connecting, connected,
+        failed, needs-auth, closed), from the task that changed it. Returns a function that
+        unsubscribes. Listener errors are logged and never affect the connection.
+        """
+        self._state_listeners.append(listener)
+        return lambda: self._state_listeners.remove(listener)
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -313,12 +358,14 @@ class ServerManager:
     async def refresh(self, name: str) -> ServerMetadata:
         """List ``name``'s tools, resources and prompts again (connecting if needed).
 
-        Raises like :meth:`connect` and :meth:`call_tool`.
+        This is an explicit request (``pi-mcp connect``, ``mcp({connect})``): it connects even
+        while the server is backing off after a failure. Raises like :meth:`connect` and
+        :meth:`call_tool`, except for :class:`ServerBackoffError`.
         """
         slot = self._slot(name)
         slot.in_flight += 1
         try:
-            connection = await self._ensure(slot, respect_backoff=True)
+            connection = await self._ensure(slot, respect_backoff=False)
             return await connection.refresh_metadata()
         finally:
             self._release(slot)
@@ -332,6 +379,37 @@ class ServerManager:
         """
         names = [name for name, slot in self._slots.items() if connects_at_start(slot.entry)]
         return await self._connect_many(names, respect_backoff=False)
+
+    async def connect_many(
+        self, names: list[str], *, deadline_s: float | None = None
+    ) -> dict[str, ServerUnavailableError | None]:
+        """Connect ``names`` in parallel (respecting backoff), all within one overall deadline.
+
+        At most ``settings.startupConcurrency`` connect at once. A server still connecting when
+        ``deadline_s`` runs out is abandoned and recorded as failed (so it backs off, in this
+        process and, with a failure memory, in the next ones) with a
+        :class:`ConnectTimeoutError`. Never raises for a server; returns
+        ``{name: None or error}`` in the order given.
+        """
+        if deadline_s is None:
+            return await self._connect_many(names, respect_backoff=True)
+        results: dict[str, ServerUnavailableError | None] = {}
+        with anyio.move_on_after(deadline_s):
+            results = await self._connect_many(names, respect_backoff=True, into=results)
+        for name in names:
+            if name in results:
+                continue
+            slot = self._slots[name]
+            await self.close(name)
+            error = ConnectTimeoutError(
+                name,
+                f"server {name!r} did not finish connecting within the {deadline_s:g} s "
+                f"start-up deadline",
+                timeout_s=deadline_s,
+            )
+            self._record_failure(slot, error)
+            results[name] = error
+        return {name: results[name] for name in names}
 
     async def on_turn_end(self) -> dict[str, ServerUnavailableError | None]:
         """Reconnect eager and keep-alive servers that dropped; call at the end of each turn.
@@ -503,16 +581,73 @@ class ServerManager:
         slot.connection = None
         if slot.status in ("connected", "connecting"):
             slot.status = "closed"
+            self._state_changed(slot)
         if connection is not None:
             await connection.close()
         if attempt is not None:
             await attempt.done.wait()
 
     async def close_all(self) -> None:
-        """Close every connection in parallel."""
+        """Close every connection in parallel (those of removed servers included)."""
         async with anyio.create_task_group() as tg:
             for name in self._slots:
                 tg.start_soon(self.close, name)
+            tg.start_soon(self.close_detached)
+
+    # -- reconfiguring ----------------------------------------------------------------------
+
+    def set_servers(
+        self, servers: Mapping[str, ServerEntry], settings: Settings | None = None
+    ) -> ServerSetChange:
+        """Make ``servers`` the configured set, at once: new names are added, missing names
+        removed, and a name whose entry changed gets a fresh slot (a new connection on next
+        use). Unchanged servers keep their connections, counters and backoff.
+
+        Connections of removed and replaced servers stop being used immediately; calls in
+        flight on them may fail with :class:`ConnectionLostError`. They are closed by
+        :meth:`close_detached` (or when the manager exits). ``settings``, when given, replace
+        the current ones for everything but the health-check interval and the start-up
+        concurrency, which are fixed when the manager is entered.
+        """
+        if settings is not None:
+            self._settings = settings
+        old = self._slots
+        added = tuple(n for n in servers if n not in old)
+        removed = tuple(n for n in old if n not in servers)
+        replaced = tuple(n for n in servers if n in old and old[n].entry != servers[n])
+        slots: dict[str, _Slot] = {}
+        for name, entry in servers.items():
+            slots[name] = old[name] if name in old and name not in replaced else _Slot(name, entry)
+        for name in (*removed, *replaced):
+            slot = old[name]
+            slot.detached = True
+            # A connect in progress closes itself when it finishes, and its waiters get its
+            # error rather than following a newer attempt on this slot (there is none).
+            slot.generation += 1
+            attempt, slot.attempt = slot.attempt, None
+            if attempt is not None:
+                attempt.connection.request_close()
+                self._detached_attempts.append(attempt)
+            self._detached.append(slot)
+        self._slots = slots
+        return ServerSetChange(added, removed, replaced)
+
+    async def close_detached(self) -> None:
+        """Close the connections of servers removed or replaced by :meth:`set_servers`."""
+        detached, self._detached = self._detached, []
+        attempts, self._detached_attempts = self._detached_attempts, []
+
+        async def close_slot(slot: _Slot) -> None:
+            connection, slot.connection = slot.connection, None
+            slot.status = "closed"
+            if connection is not None:
+                await connection.close()
+
+        async with anyio.create_task_group() as tg:
+            for slot in detached:
+                tg.start_soon(close_slot, slot)
+            for attempt in attempts:
+                tg.start_soon(attempt.done.wait)
 
     # -- health -----------------------------------------------------------------------------
 
@@ -582,6 +717,10 @@ class ServerManager:
         return slot
 
     def _usable(self, slot: _Slot) -> anyio.abc.TaskGroup:
+        if slot.detached:
+            raise ConnectionLostError(
+                slot.name, f"server {slot.name!r} was reconfigured while in use; try again"
+            )
         if not slot.entry.is_enabled:
             raise ServerDisabledError(
                 slot.name, f"server {slot.name!r} is disabled in the configuration"
@@ -625,6 +764,10 @@ class ServerManager:
         now = self._clock()
         if slot.backoff_until is None or now >= slot.backoff_until:
             return
+        if slot.status == "needs-auth":
+            # Failing again costs a few quick requests, and a sign-in in another process
+            # (`pi-mcp auth`) must take effect at once, not after the backoff.
+            return
         failed_ago = now - (slot.failed_at if slot.failed_at is not None else now)
         reason = (slot.error or "unknown error").splitlines()[0]
         raise ServerBackoffError(
@@ -636,6 +779,8 @@ class ServerManager:
         )
 
     def _begin_attempt(self, slot: _Slot) -> _Attempt:
+        from ._connection import ServerConnection
+
         tg = self._usable(slot)
         previous = slot.attempt
         slot.generation += 1
@@ -656,6 +801,7 @@ class ServerManager:
         attempt = _Attempt(slot.generation, connection)
         slot.attempt = attempt
         slot.status = "connecting"
+        self._state_changed(slot)
         if previous is not None:
             previous.superseded = True
             previous.connection.request_close()
@@ -710,6 +856,8 @@ class ServerManager:
         slot.connection = connection
         slot.status = "connected"
         slot.transport = connection.transport
+        if slot.error is not None and self._failures is not None:
+            self._failures.clear(slot.name)
         slot.error = None
         slot.backoff_until = None
         slot.has_history = True
@@ -719,6 +867,7 @@ class ServerManager:
         slot.last_used_at = self._clock()
         attempt.result = connection
         attempt.done.set()
+        self._state_changed(slot)
         logger.info(
             "server %r connected over %s in %.2f s (%d tools)",
             slot.name,
@@ -729,17 +878,42 @@ class ServerManager:
         assert self._tg is not None
         self._tg.start_soon(self._announce, slot.name, connection.metadata, reconnected)
 
+    def _recall_failures(self) -> None:
+        """Put servers that failed recently (in any process) into backoff, as if here."""
+        if self._failures is None:
+            return
+        now, wall_now = self._clock(), self._failures.now()
+        for slot in self._slots.values():
+            if not slot.entry.is_enabled:
+                continue
+            record = self._failures.get(slot.name, slot.entry)
+            if record is None:
+                continue
+            ago_s = max(0.0, wall_now - record.failed_at)
+            remaining_s = backoff_after_s(self._backoff_s, record.attempts) - ago_s
+            slot.error = record.reason or "connect failed"
+            slot.failed_at = now - ago_s
+            slot.has_history = True
+            if remaining_s > 0:
+                slot.status = "failed"
+                slot.backoff_until = now + remaining_s
+
     def _record_failure(self, slot: _Slot, error: ServerUnavailableError) -> None:
         now = self._clock()
         slot.attempt = None
         slot.status = "needs-auth" if isinstance(error, NeedsAuthError) else "failed"
         slot.error = error.message
         slot.failed_at = now
-        slot.backoff_until = now + self._backoff_s
+        backoff_s = self._backoff_s
+        if self._failures is not None:
+            record = self._failures.record(slot.name, slot.entry, error.message)
+            backoff_s = backoff_after_s(self._backoff_s, record.attempts)
+        slot.backoff_until = now + backoff_s
         slot.has_history = True
         slot.keep_alive_failures += 1
         slot.keep_alive_next_at = now + keep_alive_retry_delay_s(slot.keep_alive_failures)
         logger.warning("%s", error.message.splitlines()[0])
+        self._state_changed(slot)
 
     def _connection_ended(self, connection: ServerConnection) -> None:
         slot = self._slots.get(connection.server)
@@ -755,6 +929,17 @@ class ServerManager:
             slot.keep_alive_next_at = None  # a keep-alive server reconnects at the next check
         else:
             slot.status = "closed"
+        self._state_changed(slot)
+
+    def _state_changed(self, slot: _Slot) -> None:
+        if not self._state_listeners or self._slots.get(slot.name) is not slot:
+            return
+        state = self.state(slot.name)
+        for listener in list(self._state_listeners):
+            try:
+                listener(state)
+            except Exception:
+                logger.exception("state listener %r failed for server %r", listener, slot.name)
 
     async def _connection_metadata(
         self, connection: ServerConnection, metadata: ServerMetadata
@@ -780,9 +965,13 @@ class ServerManager:
                 logger.exception("listener %r failed for server %r", listener, name)
 
     async def _connect_many(
-        self, names: list[str], *, respect_backoff: bool
+        self,
+        names: list[str],
+        *,
+        respect_backoff: bool,
+        into: dict[str, ServerUnavailableError | None] | None = None,
     ) -> dict[str, ServerUnavailableError | None]:
-        results: dict[str, ServerUnavailableError | None] = {}
+        results: dict[str, ServerUnavailableError | None] = {} if into is None else into
         limiter = self._limiter
         if limiter is None:
             raise UsageError(

@@ -8,13 +8,19 @@ server even when a descendant still holds its stdout open.
 Shutdown (shielded, every wait bounded): close stdin, wait up to
 :data:`EXIT_GRACE_S`; SIGTERM to the group, wait up to :data:`TERM_GRACE_S`; SIGKILL to the
 group. The same TERM/KILL sequence then runs for whatever is left in the group.
+
+On Linux the server runs under a small supervisor (``_reaper.py``) that leads the group and
+kills all of it when this process dies, even by SIGKILL, when nothing here can clean up.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import shutil
 import signal
+import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +48,10 @@ pipes, which a surviving descendant can hold open forever."""
 
 EXIT_WATCH_POLL_S = 0.1
 """How often an idle connection checks whether its server process is still alive."""
+
+REAPER_SCRIPT = Path(__file__).with_name("_reaper.py")
+USE_REAPER = sys.platform == "linux"
+"""Where ``PR_SET_PDEATHSIG`` exists; elsewhere the server is started directly."""
 
 EOF_AFTER_EXIT_S = 0.5
 """After the server exits, how long stdout may stay open (held by a descendant) before the
@@ -125,8 +135,15 @@ async def open_stdio_process(
     Raises:
         OSError: the command cannot be spawned (FileNotFoundError when it does not exist).
     """
+    argv = [command, *args]
+    if USE_REAPER:
+        found = shutil.which(command, path=env.get("PATH", os.defpath))
+        if found is None:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
+        # -I -S: the supervisor needs only the standard library, and starts in milliseconds.
+        argv = [sys.executable, "-I", "-S", str(REAPER_SCRIPT), str(os.getpid()), found, *args]
     process = await anyio.open_process(
-        [command, *args],
+        argv,
         env=dict(env),
         cwd=cwd,
         stderr=errlog,

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx2
 import mcp_types as types
 from mcp import MCPError
+from mcp.client.auth import OAuthFlowError
 from pydantic import ValidationError
 
 from pi_mcp_adapter._errors import (
@@ -107,6 +108,14 @@ def connect_error(
     if ours:
         return ours[0]
     suffix = f" (server log: {log_hint})" if log_hint else ""
+
+    for leaf in leaves:
+        if isinstance(leaf, OAuthFlowError):
+            return NeedsAuthError(
+                server,
+                f"server {server!r} at {target}: OAuth authorization failed: "
+                f"{_first_line(leaf)[:300]}; run `pi-mcp auth {server}` to try again",
+            )
 
     if observation is not None:
         if observation.status == 401:
@@ -212,6 +221,12 @@ def request_error(
     if ours:
         return ours[0]
     for leaf in leaves:
+        if isinstance(leaf, OAuthFlowError):
+            return NeedsAuthError(
+                server,
+                f"server {server!r}: OAuth authorization for {what} failed: "
+                f"{_first_line(leaf)[:300]}; run `pi-mcp auth {server}` to try again",
+            )
         if isinstance(leaf, MCPError):
             if leaf.code == types.REQUEST_TIMEOUT:
                 limit = f" after {timeout_s:g} s" if timeout_s is not None else ""
@@ -243,3 +258,8 @@ def request_error(
             )
     description = "; ".join(_describe_leaf(leaf) for leaf in leaves[:3])
     return ServerReportedError(server, f"{what} on server {server!r} failed: {description}")
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

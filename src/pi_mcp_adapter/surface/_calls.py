@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import mcp_types as types
-
-from pi_mcp_adapter.catalog._schema import render_parameters
+from pi_mcp_adapter.catalog._metadata import ToolInfo
+from pi_mcp_adapter.catalog._schema import NO_PARAMETERS, render_parameters
 from pi_mcp_adapter.engine import CallOutcome, ContentPart, McpAdapter, TextPart, ToolResult
 
 from ._content import convert_call_result, convert_read_resource_result
@@ -76,8 +75,8 @@ def render_outcome(
         text = (
             f"Invalid arguments for {tool.name}:\n"
             + "\n".join(f"- {p}" for p in outcome.problems)
-            + "\n\nExpected parameters:\n"
-            + render_parameters(tool.input_schema)
+            + "\n\n"
+            + parameter_hint(tool)
         )
         return ToolResult.text(
             text,
@@ -95,7 +94,7 @@ def render_outcome(
         if kind == "server_error":
             message = f"Failed to call tool {tool.name}: {message}"
             if outcome.error_code == -32602:  # invalid params: the schema tells how to fix it
-                message += "\n\nExpected parameters:\n" + render_parameters(tool.input_schema)
+                message += "\n\n" + parameter_hint(tool)
         return ToolResult.text(
             message,
             is_error=True,
@@ -103,7 +102,9 @@ def render_outcome(
         )
     settings = adapter.settings
     raw = outcome.result
-    if isinstance(raw, types.ReadResourceResult):
+    import mcp_types  # a call has loaded the SDK already; importing here keeps search free of it
+
+    if isinstance(raw, mcp_types.ReadResourceResult):
         result = convert_read_resource_result(raw)
     else:
         assert raw is not None
@@ -113,6 +114,9 @@ def render_outcome(
     limits = output_guard_limits(settings)
     if limits is not None:
         result = guard_output(result, limit_bytes=limits[0], limit_lines=limits[1])
+    if result.is_error and not tool.is_resource:
+        # After the guard, so a long error text never cuts the hint off.
+        result = _with_parameter_hint(result, tool)
     details = {
         "mode": "call",
         "server": tool.server,
@@ -121,6 +125,35 @@ def render_outcome(
         **result.details,
     }
     return ToolResult(result.content, is_error=result.is_error, details=details)
+
+
+_HINT_HEADER = "Expected parameters:"
+
+
+def parameter_hint(tool: ToolInfo) -> str:
+    """``Expected parameters:`` and the tool's parameter list (``none.`` when it takes none)."""
+    rendered = render_parameters(tool.input_schema)
+    if rendered == NO_PARAMETERS:
+        return f"{_HINT_HEADER} none."
+    lines = rendered.splitlines()
+    if lines and lines[0] == "Parameters:":
+        lines = lines[1:]
+    return "\n".join([_HINT_HEADER, *lines])
+
+
+def _with_parameter_hint(result: ToolResult, tool: ToolInfo) -> ToolResult:
+    """A server's error result, followed once by the parameters the tool expects.
+
+    A model whose call was refused most often passed something the tool does not take; the
+    parameter list lets it correct the call without another ``describe`` round trip.
+    """
+    if _HINT_HEADER in result.text_content:
+        return result
+    return ToolResult(
+        (*result.content, TextPart("\n" + parameter_hint(tool))),
+        is_error=True,
+        details={**result.details, "parameterHint": True},
+    )
 
 
 def _toon_result(result: ToolResult) -> ToolResult:

@@ -1,17 +1,21 @@
 """The ``/mcp`` and ``/mcp-auth`` commands: what a user (not the model) types in a host.
 
-``/mcp status | tools [server] | reconnect [server] | auth <server>`` and ``/mcp-auth SERVER``.
+``/mcp status | tools [server] | reconnect [server] | trust <server> [tool] | auth <server>`` and
+``/mcp-auth SERVER``.
 Hosts without commands call :meth:`McpCommands.run` as a plain Python method.
 """
 
 from __future__ import annotations
 
+from pi_mcp_adapter._errors import McpAdapterError
 from pi_mcp_adapter.engine import McpAdapter
 
 from ._proxy import ProxyTool
 from ._render import render_status, render_tool_line
 
-COMMAND_USAGE = "status | tools [server] | reconnect [server] | auth <server>"
+COMMAND_USAGE = (
+    "status | tools [server] | reconnect [server] | trust <server> [tool] | auth <server>"
+)
 MCP_COMMAND = "mcp"
 MCP_AUTH_COMMAND = "mcp-auth"
 
@@ -45,6 +49,8 @@ class McpCommands:
                 )
                 or "No servers to reconnect."
             )
+        if verb == "trust":
+            return trust_result(self._adapter, arg, parts[2] if len(parts) > 2 else None)
         if verb == "auth":
             return await self.auth(arg or "")
         return f"Unknown command {verb!r}. Use: " + COMMAND_USAGE
@@ -53,6 +59,17 @@ class McpCommands:
         """``/mcp-auth SERVER``: how to authenticate ``SERVER``."""
         server = argv.strip()
         return auth_help(self._adapter, server or None)
+
+
+def trust_result(adapter: McpAdapter, server: str | None, tool: str | None) -> str:
+    """Accept ``server``'s recorded tool-definition changes (or one tool's); say which."""
+    if not server:
+        return "Usage: trust <server> [tool]"
+    try:
+        names = adapter.trust(server, tool)
+    except McpAdapterError as exc:
+        return str(exc)
+    return f"Trusted the current definitions of {server}: {', '.join(names)}"
 
 
 def auth_help(adapter: McpAdapter, server: str | None) -> str:
@@ -64,8 +81,14 @@ def auth_help(adapter: McpAdapter, server: str | None) -> str:
         return f"Unknown MCP server {server!r}."
     if entry.url is None:
         return f"{server} is a local (stdio) server; it needs no sign-in."
+    if entry.oauth_mode is None:
+        return (
+            f"{server} authenticates with a bearer token or headers: set `bearerTokenEnv` (or "
+            "`bearerToken`, or an `Authorization` header with ${VAR}) in its config entry, then "
+            f"`pi-mcp reconnect {server}`."
+        )
     return (
-        f"{server} authenticates with a bearer token or headers: set `bearerTokenEnv` (or "
-        "`bearerToken`, or an `Authorization` header with ${VAR}) in its config entry, then "
-        f"`pi-mcp reconnect {server}`. Interactive OAuth sign-in is not available in this version."
+        f"{server} signs in with OAuth: run `pi-mcp auth {server}` in a terminal (it opens a "
+        "browser, or prints a URL to open elsewhere and reads the redirect URL back), then "
+        f"`pi-mcp reconnect {server}`. `pi-mcp logout {server}` forgets the tokens."
     )

@@ -15,23 +15,26 @@ import json
 import mimetypes
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-
-from mcp.types import (
-    AudioContent,
-    BlobResourceContents,
-    CallToolResult,
-    EmbeddedResource,
-    ImageContent,
-    ReadResourceResult,
-    ResourceLink,
-    TextContent,
-    TextResourceContents,
-)
+from typing import TYPE_CHECKING, Any
 
 from pi_mcp_adapter.engine import AudioPart, ContentPart, ImagePart, TextPart, ToolResult
 
 from ._output_guard import format_size, write_private_file
+
+if TYPE_CHECKING:
+    # At run time these come from the SDK inside the functions that need them: the SDK takes
+    # most of a second to import and the CLI answers cache-only commands without it.
+    from mcp.types import (
+        AudioContent,
+        BlobResourceContents,
+        CallToolResult,
+        EmbeddedResource,
+        ImageContent,
+        ReadResourceResult,
+        ResourceLink,
+        TextContent,
+        TextResourceContents,
+    )
 
 __all__ = [
     "EMPTY_RESULT_TEXT",
@@ -62,6 +65,8 @@ class _Converter:
         self,
         item: TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource,
     ) -> ContentPart:
+        from mcp.types import AudioContent, ImageContent, ResourceLink, TextContent
+
         if isinstance(item, TextContent):
             return TextPart(item.text)
         if isinstance(item, ImageContent):
@@ -79,6 +84,8 @@ class _Converter:
         return self.resource(item.resource)
 
     def resource(self, resource: TextResourceContents | BlobResourceContents) -> TextPart:
+        from mcp.types import TextResourceContents
+
         if isinstance(resource, TextResourceContents):
             return TextPart(f"[Resource: {resource.uri}]\n{resource.text}")
         return TextPart(f"[Resource: {resource.uri}]\n{self.blob(resource)}")

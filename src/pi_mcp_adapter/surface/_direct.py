@@ -20,6 +20,7 @@ from pi_mcp_adapter.config._models import ServerEntry
 from pi_mcp_adapter.engine import Host, McpAdapter, ToolDefinition, ToolResult
 
 from ._calls import call_tool
+from ._guard import guard_execute
 
 DIRECT_TOOLS_ENV = "MCP_DIRECT_TOOLS"
 _NONE = "__none__"
@@ -121,7 +122,7 @@ def tool_definition(
         name=tool.name,
         description=f"{description}\n[MCP server: {tool.server}]",
         parameters=dict(tool.input_schema) or {"type": "object", "properties": {}},
-        execute=execute,
+        execute=guard_execute(tool.name, execute),
     )
 
 

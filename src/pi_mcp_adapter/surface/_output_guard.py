@@ -8,9 +8,12 @@ rest is and how to read it in pieces.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +33,10 @@ __all__ = [
 
 DEFAULT_LIMIT_BYTES = 50 * 1024
 DEFAULT_LIMIT_LINES = 2000
+
+SPILL_MAX_AGE_S = 86400.0
+"""Files in the shared output directory older than this are removed: a day is long enough for
+a model (or a person) to read a spilled result, and short enough that dumps do not pile up."""
 
 _default_dir: Path | None = None
 _default_dir_lock = threading.Lock()
@@ -68,10 +75,10 @@ def write_private_file(
 ) -> Path:
     """Write ``data`` to a new file only the current user can read (0600) and return its path.
 
-    With no ``directory`` the file goes to a directory made for this process under the system
-    temp dir (0700, named ``pi-mcp-output-*``). A given ``directory`` is created with 0700 if
-    it does not exist; an existing one is used as it is. The file is never cleaned up by this
-    module: the model reads it after the call has returned.
+    With no ``directory`` the file goes to one private directory per user under the system
+    temp dir (0700, ``pi-mcp-output-<uid>``), shared by every process of that user; files in it
+    older than a day are removed when a process first uses it. A given ``directory`` is created
+    with 0700 if it does not exist; an existing one is used as it is.
 
     Raises:
         OSError: the directory or file could not be created or written.
@@ -94,8 +101,42 @@ def _process_dir() -> Path:
     with _default_dir_lock:
         # A temp cleaner may have removed it during a long session.
         if _default_dir is None or not _default_dir.is_dir():
-            _default_dir = Path(tempfile.mkdtemp(prefix="pi-mcp-output-"))
+            _default_dir = _shared_dir()
+            remove_old_files(_default_dir, max_age_s=SPILL_MAX_AGE_S)
         return _default_dir
+
+
+def _shared_dir() -> Path:
+    """The user's private output directory, or a fresh one if that name is not safe to use."""
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    path = Path(tempfile.gettempdir()) / f"pi-mcp-output-{uid}"
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+    try:
+        info = path.lstat()
+    except OSError:
+        return Path(tempfile.mkdtemp(prefix="pi-mcp-output-"))
+    # Someone else could have made it first in a shared /tmp: use it only if it is ours alone.
+    private = stat.S_ISDIR(info.st_mode) and not stat.S_IMODE(info.st_mode) & 0o077
+    if not private or (hasattr(os, "getuid") and info.st_uid != uid):
+        return Path(tempfile.mkdtemp(prefix="pi-mcp-output-"))
+    return path
+
+
+def remove_old_files(directory: Path, *, max_age_s: float, now: float | None = None) -> int:
+    """Delete regular files in ``directory`` not modified for ``max_age_s``; returns how many."""
+    cutoff = (time.time() if now is None else now) - max_age_s
+    removed = 0
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return 0
+    for entry in entries:
+        with contextlib.suppress(OSError):
+            if entry.is_file(follow_symlinks=False) and entry.stat().st_mtime < cutoff:
+                os.unlink(entry.path)
+                removed += 1
+    return removed
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,13 +170,13 @@ def guard_output(
     ``fullOutputPath`` (None when the file could not be written), ``totalLines``,
     ``totalBytes``, ``shownLines`` and ``shownBytes``.
 
-    Raises:
-        ValueError: a limit is below 1.
+    A limit of 0 (or below) means no limit of that kind, as ``idleTimeout: 0`` means never;
+    configuration loading rejects negative values before they get here.
     """
-    if limit_bytes < 1 or limit_lines < 1:
-        raise ValueError(
-            f"output limits must be at least 1 (got {limit_bytes} bytes, {limit_lines} lines)"
-        )
+    if limit_bytes <= 0 and limit_lines <= 0:
+        return result
+    limit_bytes = limit_bytes if limit_bytes > 0 else 2**62
+    limit_lines = limit_lines if limit_lines > 0 else 2**62
     texts = [part.text for part in result.content if isinstance(part, TextPart)]
     if not texts:
         return result

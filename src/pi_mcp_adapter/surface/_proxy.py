@@ -1,7 +1,8 @@
 """The ``mcp`` proxy tool: one small, constant tool that reaches every server's tools.
 
 Mode is chosen by which parameter is present, in this priority order (a promise to users):
-``tool`` > ``connect`` > ``describe`` > ``instructions`` > ``search`` > ``server`` > status.
+``tool`` > ``prompt`` > ``connect`` > ``describe`` > ``instructions`` > ``search`` > ``server``
+> status.
 Every outcome, including bad input, is a :class:`ToolResult`; nothing here raises to the host.
 """
 
@@ -21,6 +22,8 @@ from pi_mcp_adapter.config._validate import json_type
 from pi_mcp_adapter.engine import CallOutcome, McpAdapter, TextPart, ToolDefinition, ToolResult
 
 from ._calls import call_tool, render_outcome
+from ._guard import guard_execute
+from ._prompts import render_prompt_line, run_prompt
 from ._render import (
     describe_server,
     render_describe,
@@ -31,23 +34,26 @@ from ._render import (
 
 PROXY_TOOL_NAME = "mcp"
 
-# Kept short on purpose: this text is paid for on every turn of every conversation.
+# Kept short on purpose: this text is paid for on every turn of every conversation. A parameter
+# the description already explains (tool, prompt, describe) carries no description of its own.
 # `pi-mcp tokens` measures it; the test suite holds it under 250 o200k tokens.
 PROXY_DESCRIPTION = (
     "Gateway to MCP server tools. mcp({}) status; mcp({server}) list tools; "
     "mcp({search}) find tools; mcp({describe}) show parameters; mcp({tool, args}) call; "
-    "mcp({connect}) refresh a server; mcp({instructions}) server notes."
+    "mcp({prompt, args}) render a prompt; mcp({connect}) refresh a server; "
+    "mcp({instructions}) server notes."
 )
 
 PROXY_PARAMETERS: Mapping[str, Any] = {
     "type": "object",
     "properties": {
-        "tool": {"type": "string", "description": "Tool to call"},
-        "args": {"type": "object", "description": "Arguments for tool (or a JSON string)"},
+        "tool": {"type": "string"},
+        "args": {"type": "object", "description": "For tool or prompt (or a JSON string)"},
+        "prompt": {"type": "string"},
         "connect": {"type": "string", "description": "Server to connect/refresh"},
-        "describe": {"type": "string", "description": "Tool to describe"},
+        "describe": {"type": "string"},
         "instructions": {"type": "string", "description": "Server"},
-        "search": {"type": "string", "description": "Words to search for (OR'd, ranked)"},
+        "search": {"type": "string", "description": "Words (OR'd, ranked)"},
         "regex": {"type": "boolean", "description": "Treat search as a regex"},
         "server": {"type": "string", "description": "List this server, or filter search"},
         "includeSchemas": {"type": "boolean", "description": "Default true"},
@@ -56,7 +62,7 @@ PROXY_PARAMETERS: Mapping[str, Any] = {
     },
 }
 
-_MODES = ("tool", "connect", "describe", "instructions", "search", "server")
+_MODES = ("tool", "prompt", "connect", "describe", "instructions", "search", "server")
 
 
 def select_mode(params: Mapping[str, Any]) -> str:
@@ -85,6 +91,10 @@ def parse_args(raw: object) -> dict[str, Any]:
                 f"Invalid args: not valid JSON ({exc.msg} at column {exc.colno}); "
                 'pass an object, e.g. args: {"query": "..."}'
             ) from exc
+        except RecursionError:
+            raise UsageError(
+                "Invalid args: the JSON is nested too deeply to read; pass a flatter object"
+            ) from None
         if isinstance(value, dict):
             return value
         raise UsageError(f"Invalid args: expected a JSON object, got {json_type(value)}")
@@ -144,7 +154,7 @@ class ProxyTool:
             name=PROXY_TOOL_NAME,
             description=PROXY_DESCRIPTION,
             parameters=PROXY_PARAMETERS,
-            execute=self.execute,
+            execute=guard_execute(PROXY_TOOL_NAME, self.execute),
         )
 
     async def execute(self, params: object) -> ToolResult:
@@ -166,6 +176,9 @@ class ProxyTool:
             return await call_tool(
                 self._adapter, name, parse_args(params.get("args")), host_tools=self._host_tools
             )
+        if mode == "prompt":
+            name = _opt_str(params, "prompt") or ""
+            return await run_prompt(self._adapter, name, parse_args(params.get("args")))
         if mode == "connect":
             return await self.connect_result(_opt_str(params, "connect") or "")
         if mode == "describe":
@@ -195,7 +208,12 @@ class ProxyTool:
             details={
                 "mode": "status",
                 "servers": [
-                    {"name": r.name, "status": r.status, "tools": r.tool_count}
+                    {
+                        "name": r.name,
+                        "status": r.status,
+                        "tools": r.tool_count,
+                        "changedTools": list(r.changed_tools),
+                    }
                     for r in report.servers
                 ],
             },
@@ -218,6 +236,7 @@ class ProxyTool:
             tools,
             connected=row.status == "connected",
             instructions=adapter.instructions(server),
+            prompts=[render_prompt_line(p) for p in adapter.prompts(server)],
         )
         return ToolResult.text(
             text, details={"mode": "list", "server": server, "count": len(tools)}
@@ -325,7 +344,13 @@ class ProxyTool:
                 str(exc), is_error=True, details={"mode": "connect", "server": server}
             )
         tools = self._adapter.tools(server)
-        text = render_list(server, tools, connected=True, instructions=metadata.instructions)
+        text = render_list(
+            server,
+            tools,
+            connected=True,
+            instructions=metadata.instructions,
+            prompts=[render_prompt_line(p) for p in self._adapter.prompts(server)],
+        )
         return ToolResult.text(
             f"Connected to {server}.\n\n{text}",
             details={"mode": "connect", "server": server, "count": len(tools)},

@@ -16,7 +16,7 @@ from typing import Literal
 
 from pi_mcp_adapter.engine import Host, McpAdapter, ToolDefinition
 
-from ._commands import MCP_AUTH_COMMAND, MCP_COMMAND, McpCommands
+from ._commands import COMMAND_USAGE, MCP_AUTH_COMMAND, MCP_COMMAND, McpCommands
 from ._direct import DirectTools
 from ._proxy import PROXY_TOOL_NAME, ProxyTool
 from ._toolsearch import TOOL_SEARCH_NAME, ToolSearchSurface, search_activated_servers
@@ -142,7 +142,7 @@ def register_surfaces(
     if commands:
         host.register_command(
             MCP_COMMAND,
-            "MCP servers: status | tools [server] | reconnect [server] | auth <server>",
+            f"MCP servers: {COMMAND_USAGE}",
             surfaces.commands.run,
         )
         host.register_command(

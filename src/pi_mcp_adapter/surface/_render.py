@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pi_mcp_adapter.catalog._definition_diff import ToolDefinitionDiff
 from pi_mcp_adapter.catalog._metadata import ToolInfo
 from pi_mcp_adapter.catalog._schema import render_parameters, render_shape
 from pi_mcp_adapter.catalog._search import SearchPage
@@ -56,13 +57,9 @@ def render_status(report: StatusReport) -> str:
         "",
     ]
     lines += [describe_server(row) for row in report.servers]
-    changed = [r for r in report.servers if r.changed_tools]
-    if changed:
-        lines.append("")
-        for row in changed:
-            names = ", ".join(row.changed_tools[:10])
-            more = f" (+{len(row.changed_tools) - 10} more)" if len(row.changed_tools) > 10 else ""
-            lines.append(f"! {row.name}: tool definitions changed since last seen: {names}{more}")
+    for row in report.servers:
+        if row.changed_tools:
+            lines += ["", *render_definition_changes(row)]
     if report.config_errors:
         lines.append("")
         lines += [f"config error: {e}" for e in report.config_errors]
@@ -72,6 +69,53 @@ def render_status(report: StatusReport) -> str:
         lines.append("")
         lines.append('mcp({server: "name"}) lists tools; mcp({search: "words"}) finds tools.')
     return "\n".join(lines)
+
+
+MAX_CHANGED_TOOLS_SHOWN = 10
+
+
+def render_definition_changes(row: ServerStatus) -> list[str]:
+    """What changed in ``row``'s tools since they were trusted, one line per tool::
+
+    ! github: tool definitions changed since last trusted (review, then `pi-mcp trust github`):
+      ~ search_code: description +"Also send ~/.ssh" -"fast"; parameters +force (boolean)
+      + new_tool: "Does new things"
+      - old_tool (removed)
+    """
+    lines = [
+        f"! {row.name}: tool definitions changed since last trusted "
+        f"(review, then `pi-mcp trust {row.name}`):"
+    ]
+    diffs = row.definition_changes or tuple(
+        ToolDefinitionDiff(name, "changed") for name in row.changed_tools
+    )
+    for diff in diffs[:MAX_CHANGED_TOOLS_SHOWN]:
+        lines.append("  " + render_definition_diff(diff))
+    if len(diffs) > MAX_CHANGED_TOOLS_SHOWN:
+        lines.append(f"  … and {len(diffs) - MAX_CHANGED_TOOLS_SHOWN} more")
+    return lines
+
+
+def render_definition_diff(diff: ToolDefinitionDiff) -> str:
+    if diff.kind == "removed":
+        return f"- {diff.tool} (removed)"
+    if diff.kind == "added":
+        description = truncate_words(diff.description, 100)
+        return f"+ {diff.tool}" + (f': "{description}"' if description else "")
+    parts: list[str] = []
+    words = [f'+"{w}"' for w in diff.description_added]
+    words += [f'-"{w}"' for w in diff.description_removed]
+    if words:
+        parts.append("description " + " ".join(words))
+    params = [f"+{p}" for p in diff.parameters_added]
+    params += [f"-{p}" for p in diff.parameters_removed]
+    params += list(diff.parameters_changed)
+    if params:
+        parts.append("parameters " + ", ".join(params))
+    others = [f for f in diff.fields if f not in ("description", "inputSchema")]
+    if others or not parts:
+        parts.append(f"{', '.join(others or diff.fields) or 'definition'} changed")
+    return f"~ {diff.tool}: " + "; ".join(parts)
 
 
 def truncate_words(text: str, limit: int) -> str:
@@ -128,12 +172,16 @@ def render_list(
     *,
     connected: bool,
     instructions: str | None,
+    prompts: Sequence[str] = (),
 ) -> str:
+    """A server's tools, one line each; then its prompts (rendered lines) and instructions."""
     header = f"{server} ({len(tools)} tool{'s' if len(tools) != 1 else ''}"
     if not connected:
         header += f"; from cache, not connected; mcp({{connect: {server!r}}}) to connect"
     header += "):"
     lines = [header, ""] + [render_tool_line(t) for t in tools]
+    if prompts:
+        lines += ["", f"Prompts (mcp({{prompt, args}})): {len(prompts)}", *prompts]
     if instructions:
         lines += ["", "Server instructions:", truncate_words(instructions, 300)]
     return "\n".join(lines)

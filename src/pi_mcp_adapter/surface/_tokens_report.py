@@ -39,9 +39,16 @@ def measure_tokens(adapter: McpAdapter) -> TokenReport:
     every = [tool_definition(adapter, tool) for tool in adapter.tools()]
     chosen_tools, _ = choose_direct_tools(adapter, [PROXY_TOOL_NAME, TOOL_SEARCH_NAME])
     chosen = [tool_definition(adapter, tool) for tool in chosen_tools]
+    direct_names = {tool.name for tool in chosen_tools}
     return TokenReport(
         proxy_tokens=definition_tokens(ProxyTool(adapter).definition()),
-        toolsearch_tokens=definition_tokens(toolsearch_definition(adapter, execute=None)),
+        toolsearch_tokens=definition_tokens(
+            toolsearch_definition(
+                adapter,
+                tools=[t for t in adapter.tools() if t.name not in direct_names],
+                execute=None,
+            )
+        ),
         direct_tokens=sum(definition_tokens(d) for d in chosen),
         direct_tool_count=len(chosen),
         all_tools_tokens=sum(definition_tokens(d) for d in every),

@@ -1,7 +1,8 @@
 """The ``ToolSearch`` surface: every tool registered with its own schema, but inactive.
 
-The model sees one ``ToolSearch`` tool whose description summarises what can be found (servers,
-tool counts, a short summary each, within a fixed token budget). Calling it with keywords, or
+The model sees one ``ToolSearch`` tool whose description lists what can be loaded (each server
+with its tool count, then one line per tool, within a fixed token budget, and counts for the
+rest). Calling it with keywords, or
 ``select:name1,name2`` for exact names, activates the matches through the host; they can be
 called directly from the next turn.
 """
@@ -17,6 +18,7 @@ from pi_mcp_adapter.catalog._metadata import ToolInfo
 from pi_mcp_adapter.engine import Host, McpAdapter, ToolDefinition, ToolExecute, ToolResult
 
 from ._direct import DIRECT_TOOLS_ENV, tool_definition
+from ._guard import guard_execute
 from ._render import WEAK_MATCH_HEADER, truncate_words
 from ._tokens import count_tokens
 
@@ -49,50 +51,115 @@ def parse_select(query: str) -> list[str] | None:
     return [n.strip() for n in text[len(SELECT_PREFIX) :].split(",") if n.strip()]
 
 
-def _server_summary(tools: Sequence[ToolInfo], instructions: str | None) -> str:
-    if instructions and instructions.strip():
-        return truncate_words(instructions, 90)
-    names = ", ".join(t.original_name for t in tools[:4])
-    return names + (", …" if len(tools) > 4 else "")
+_TOOL_DESCRIPTION_CHARS = 60
+_TAIL_HEAD = "More tools, not listed (search finds them): "
+# Share of the budget kept for the closing per-server counts while tool lines are added, so
+# every server's name stays visible even when one server's tools would fill the budget.
+_MAX_TAIL_SHARE = 3
 
 
-def build_description(adapter: McpAdapter, *, budget_tokens: int, limit: int) -> str:
-    """The catalog summary, grown server by server while it stays within ``budget_tokens``."""
+def _tool_line(tool: ToolInfo) -> str:
+    description = truncate_words(tool.description, _TOOL_DESCRIPTION_CHARS)
+    return f"- {tool.name}: {description}" if description else f"- {tool.name}"
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'s' if count != 1 else ''}"
+
+
+def build_description(tools: Sequence[ToolInfo], *, budget_tokens: int, limit: int) -> str:
+    """The ``ToolSearch`` description: what can be loaded, within ``budget_tokens``.
+
+    Servers come in catalog order, each with its tool count and one line per tool (name and
+    the start of its description) for as long as the budget lasts; the tools that do not fit
+    are counted per server on one closing line, for which room is kept as the lines are
+    added, so the model knows every server before it searches.
+    """
     intro = _INTRO.format(limit=limit)
     by_server: dict[str, list[ToolInfo]] = {}
-    for tool in adapter.tools():
+    for tool in tools:
         by_server.setdefault(tool.server, []).append(tool)
     if not by_server:
-        return intro + "\nNo MCP tools are known yet."
-    lines = [intro, "", "Servers:"]
-    ordered = sorted(by_server.items(), key=lambda item: (-len(item[1]), item[0]))
-    used = count_tokens("\n".join(lines))
-    shown = 0
-    for server, tools in ordered:
-        summary = _server_summary(tools, adapter.instructions(server))
-        line = f"- {server} ({len(tools)} tools): {summary}"
-        cost = count_tokens(line) + 1
-        remaining = len(ordered) - shown - 1
-        # Keep room for the closing "... and N more" line whenever servers remain.
-        reserve = 12 if remaining else 0
-        if used + cost + reserve > budget_tokens:
-            short = f"- {server} ({len(tools)} tools)"
-            short_cost = count_tokens(short) + 1
-            if used + short_cost + reserve > budget_tokens:
+        return intro + "\nNo MCP tools to load yet."
+    servers = list(by_server)
+    # What the closing line would cost if it had to name servers[i:] (a server cut short
+    # costs about the same as one not listed at all).
+    item_costs = [count_tokens(f"{s} ({_plural(len(by_server[s]), 'tool')})") + 1 for s in servers]
+    tail_from = [0] * (len(servers) + 1)
+    for i in range(len(servers) - 1, -1, -1):
+        tail_from[i] = tail_from[i + 1] + item_costs[i]
+    head_cost = count_tokens(_TAIL_HEAD)
+
+    def reserve(first_unlisted: int) -> int:
+        if first_unlisted >= len(servers):
+            return 0
+        return min(head_cost + tail_from[first_unlisted], budget_tokens // _MAX_TAIL_SHARE)
+
+    lines = [intro, ""]
+    used = count_tokens(intro) + 2
+    unlisted: dict[str, int] = {}
+    listing = True
+    for i, server in enumerate(servers):
+        server_tools = by_server[server]
+        if not listing:
+            unlisted[server] = len(server_tools)
+            continue
+        block = [f"{server} ({_plural(len(server_tools), 'tool')}):"]
+        block_cost = count_tokens(block[0]) + 1
+        shown = 0
+        for tool in server_tools:
+            line = _tool_line(tool)
+            line_cost = count_tokens(line) + 1
+            last_line = shown == len(server_tools) - 1
+            kept = reserve(i + 1 if last_line else i)
+            if used + block_cost + line_cost + kept > budget_tokens:
+                listing = False
                 break
-            line, cost = short, short_cost
-        lines.append(line)
-        used += cost
-        shown += 1
-    if shown < len(ordered):
-        hidden = ordered[shown:]
-        count = sum(len(t) for _, t in hidden)
-        lines.append(f"- … and {len(hidden)} more servers ({count} tools); search to find them")
+            block.append(line)
+            block_cost += line_cost
+            shown += 1
+        if shown:
+            lines += block
+            used += block_cost
+        if shown < len(server_tools):
+            unlisted[server] = len(server_tools) - shown
+    if unlisted:
+        lines.append(_tail(unlisted, by_server, budget_tokens - used))
     return "\n".join(lines)
 
 
-def toolsearch_definition(adapter: McpAdapter, *, execute: ToolExecute | None) -> ToolDefinition:
-    """The ``ToolSearch`` tool as the model sees it (``execute=None``: for measuring only)."""
+def _tail(
+    unlisted: Mapping[str, int], by_server: Mapping[str, Sequence[ToolInfo]], budget: int
+) -> str:
+    """``More tools, not listed (...): a (3 more), b (8 tools), … and 2 more servers (9 tools)``."""
+    used = count_tokens(_TAIL_HEAD)
+    items: list[str] = []
+    servers = list(unlisted)
+    for i, server in enumerate(servers):
+        count = unlisted[server]
+        partly = count < len(by_server[server])
+        item = f"{server} ({count} more)" if partly else f"{server} ({_plural(count, 'tool')})"
+        # Room for the "… and N more servers" ending whenever servers remain after this one.
+        ending = 12 if i + 1 < len(servers) else 0
+        cost = count_tokens(item) + 1
+        if items and used + cost + ending > budget:
+            hidden = servers[i:]
+            total = sum(unlisted[s] for s in hidden)
+            items.append(f"… and {_plural(len(hidden), 'more server')} ({_plural(total, 'tool')})")
+            break
+        items.append(item)
+        used += cost
+    return _TAIL_HEAD + ", ".join(items)
+
+
+def toolsearch_definition(
+    adapter: McpAdapter, *, tools: Sequence[ToolInfo] | None = None, execute: ToolExecute | None
+) -> ToolDefinition:
+    """The ``ToolSearch`` tool as the model sees it (``execute=None``: for measuring only).
+
+    ``tools`` are the tools it can load (default: the whole catalog; a host passes the
+    deferred ones, as direct tools are already visible).
+    """
     settings = adapter.settings
     limit = max(1, settings.tool_search_limit)
 
@@ -102,10 +169,12 @@ def toolsearch_definition(adapter: McpAdapter, *, execute: ToolExecute | None) -
     return ToolDefinition(
         name=TOOL_SEARCH_NAME,
         description=build_description(
-            adapter, budget_tokens=settings.tool_search_budget_tokens, limit=limit
+            adapter.tools() if tools is None else tools,
+            budget_tokens=settings.tool_search_budget_tokens,
+            limit=limit,
         ),
         parameters=TOOL_SEARCH_PARAMETERS,
-        execute=execute or unavailable,
+        execute=guard_execute(TOOL_SEARCH_NAME, execute or unavailable),
     )
 
 
@@ -157,7 +226,9 @@ class ToolSearchSurface:
         return max(1, self._adapter.settings.tool_search_limit)
 
     def definition(self) -> ToolDefinition:
-        return toolsearch_definition(self._adapter, execute=self.execute)
+        # In catalog order (config order of servers), whatever order tools were deferred in.
+        deferred = [t for t in self._adapter.tools() if t.name in self._deferred]
+        return toolsearch_definition(self._adapter, tools=deferred, execute=self.execute)
 
     @property
     def deferred(self) -> list[str]:

@@ -13,8 +13,6 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-import toon_format
-
 from ._tokens import count_tokens
 
 __all__ = ["encode_if_shorter", "should_toon"]
@@ -39,6 +37,8 @@ def encode_if_shorter(text: str) -> str | None:
         value: Any = json.loads(stripped, parse_constant=_reject_constant)
         if not isinstance(value, dict | list):
             return None
+        import toon_format  # on first use: tens of milliseconds every command would pay
+
         encoded: str = toon_format.encode(value)
         if count_tokens(encoded) >= count_tokens(text):
             return None

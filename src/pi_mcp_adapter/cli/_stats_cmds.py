@@ -1,0 +1,94 @@
+"""``pi-mcp stats``: the call statistics ``settings.captureStats`` collects, most used first."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from pi_mcp_adapter.config import load_config
+from pi_mcp_adapter.engine._stats import DEFAULT_STATS_FILE, CallStats, ToolStats, read_stats
+
+from ._app import JsonOption, app, fail, get_context, print_json
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _row_json(entry: ToolStats) -> dict[str, Any]:
+    return {
+        "server": entry.server,
+        "tool": entry.tool,
+        "calls": entry.calls,
+        "errors": entry.errors,
+        "p50LatencyMs": entry.p50_latency_ms,
+        "p95LatencyMs": entry.p95_latency_ms,
+        "meanLatencyMs": round(entry.mean_latency_ms, 3),
+        "bytesOut": entry.bytes_out,
+        "connects": entry.connects,
+        "meanConnectMs": round(entry.mean_connect_ms, 3),
+        "lastCalledAtMs": entry.last_called_at_ms,
+    }
+
+
+@app.command()
+def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
+    """Calls, errors, p50/p95 latency and bytes returned per tool, most used first."""
+    cli = get_context(ctx)
+    config = load_config(
+        agent_dir=cli.agent_dir, project_dir=cli.project_dir, config_path=cli.config_path
+    )
+    setting = config.settings.capture_stats
+    if setting is False:
+        path = cli.agent_dir / DEFAULT_STATS_FILE
+    else:
+        path = CallStats.from_setting(setting, cli.agent_dir).path
+    try:
+        entries = read_stats(path)
+    except (OSError, ValueError) as exc:
+        raise fail(f"cannot read call statistics from {path}: {exc}") from None
+    # Most used first; among equals the one that fails more, then by name.
+    entries.sort(key=lambda e: (-e.calls, -e.errors, e.server, e.tool))
+    if as_json:
+        print_json(
+            {
+                "path": str(path),
+                "captureStats": setting is not False,
+                "tools": [_row_json(e) for e in entries],
+            }
+        )
+        return
+    if not entries:
+        hint = (
+            "" if setting is not False else ' Turn them on with "settings": {"captureStats": true}.'
+        )
+        sys.stdout.write(f"No calls recorded in {path}.{hint}\n")
+        return
+    table = Table(
+        "tool",
+        "calls",
+        "errors",
+        "p50 ms",
+        "p95 ms",
+        "bytes",
+        "connect ms",
+        box=None,
+        pad_edge=False,
+    )
+    for e in entries:
+        connect = f"{e.mean_connect_ms:.0f} ({e.connects}x)" if e.connects else "-"
+        table.add_row(
+            f"{e.server}/{e.tool}",
+            str(e.calls),
+            str(e.errors),
+            _ms(e.p50_latency_ms),
+            _ms(e.p95_latency_ms),
+            str(e.bytes_out),
+            connect,
+        )
+    Console(soft_wrap=False).print(table)
+    sys.stdout.write(f"from {path}; latency excludes the time to start a server (connect ms)\n")

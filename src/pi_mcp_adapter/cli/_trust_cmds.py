@@ -1,0 +1,34 @@
+"""``pi-mcp trust SERVER [TOOL]``: accept a server's recorded tool-definition changes."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from pi_mcp_adapter.engine import McpAdapter
+
+from ._app import JsonOption, app, print_json
+from ._engine_cmds import run
+
+
+@app.command()
+def trust(
+    ctx: typer.Context,
+    server: Annotated[str, typer.Argument(help="Server whose changed tools to trust.")],
+    tool: Annotated[
+        str | None, typer.Argument(help="Only this tool (its own or its prefixed name).")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Accept the changed tool definitions `pi-mcp status` shows, as the new trusted ones."""
+
+    async def body(adapter: McpAdapter) -> tuple[str, ...]:
+        return adapter.trust(server, tool)
+
+    names = run(ctx, body, connect_missing=False, quiet=as_json)
+    if as_json:
+        print_json({"server": server, "trusted": list(names)})
+    else:
+        sys.stdout.write(f"Trusted the current definitions of {server}: {', '.join(names)}\n")

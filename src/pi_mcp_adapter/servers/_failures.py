@@ -1,0 +1,204 @@
+"""Failed connects remembered across processes, so a broken server is not retried by every run.
+
+File ``<agent dir>/mcp-failures.json``::
+
+    {"version": 1,
+     "servers": {"<name>": {"failedAt": <ms since epoch>, "reason": "...", "attempts": 3,
+                            "configHash": "<sha256 hex>"}}}
+
+A command-line run lives for a second; without this file, a server that hangs at start would
+cost every command its whole startup timeout. The manager records each failed connect here and,
+when it starts, puts servers with a recent failure straight into backoff: they fail fast until
+the backoff ends (doubling with each consecutive failure) or the user retries explicitly.
+
+``reason`` is the first line of the failure message with credentials masked (URL passwords,
+``Bearer`` tokens, ``token=`` values); ``configHash`` is one SHA-256 digest of the entry, so a
+record is forgotten as soon as the server's configuration changes, and no secret is written.
+
+Concurrency: like the metadata cache, every change is a read-merge-write under an exclusive
+lock (``mcp-failures.json.lock``), written to a temporary file and moved into place with
+``os.replace``. The file is only an optimisation: a missing, unreadable or unwritable file is
+treated as empty and never stops a connect.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import filelock
+
+from pi_mcp_adapter.config._masking import mask_text
+from pi_mcp_adapter.config._models import ServerEntry
+
+__all__ = [
+    "FAILURES_FILE_NAME",
+    "MAX_BACKOFF_S",
+    "FailureMemory",
+    "FailureRecord",
+    "backoff_after_s",
+    "entry_digest",
+]
+
+logger = logging.getLogger("pi_mcp_adapter.servers")
+
+FAILURES_FILE_NAME = "mcp-failures.json"
+FAILURES_VERSION = 1
+MAX_BACKOFF_S = 600.0
+"""Backoff doubles with each consecutive failure up to ten minutes, so a server that is down
+for the day costs one connect attempt per ten minutes, not one per command."""
+
+LOCK_TIMEOUT_S = 2.0
+"""Writers hold the lock for milliseconds; a failure record is not worth waiting longer."""
+
+_MAX_REASON_CHARS = 300
+
+
+def backoff_after_s(base_s: float, attempts: int) -> float:
+    """Backoff after ``attempts`` consecutive failures: ``base_s`` doubling, capped."""
+    if attempts <= 0 or base_s <= 0:
+        return 0.0
+    return float(min(MAX_BACKOFF_S, base_s * 2 ** min(attempts - 1, 16)))
+
+
+def entry_digest(entry: ServerEntry) -> str:
+    """A digest of everything in ``entry`` (secrets only as part of the hash)."""
+    dumped = entry.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    text = json.dumps(dumped, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class FailureRecord:
+    """The last failed connect of one server: wall-clock time, why, and how many in a row."""
+
+    server: str
+    failed_at: float
+    """Seconds since the epoch."""
+    reason: str
+    attempts: int
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError("a failure record counts at least one attempt")
+
+
+class FailureMemory:
+    """The failures file. ``clock`` returns seconds since the epoch (injectable for tests)."""
+
+    def __init__(self, path: Path, *, clock: Callable[[], float] = time.time) -> None:
+        self.path = Path(path)
+        self._clock = clock
+        self._file_lock: filelock.FileLock | None = None
+
+    def now(self) -> float:
+        return self._clock()
+
+    def get(self, server: str, entry: ServerEntry) -> FailureRecord | None:
+        """``server``'s record, if there is one for the configuration ``entry``."""
+        raw = self._read().get(server)
+        if not isinstance(raw, Mapping) or raw.get("configHash") != entry_digest(entry):
+            return None
+        failed_at_ms = raw.get("failedAt")
+        attempts = raw.get("attempts")
+        reason = raw.get("reason")
+        if (
+            not isinstance(failed_at_ms, int | float)
+            or isinstance(failed_at_ms, bool)
+            or not isinstance(attempts, int)
+            or isinstance(attempts, bool)
+            or attempts < 1
+        ):
+            return None
+        return FailureRecord(
+            server, failed_at_ms / 1000, reason if isinstance(reason, str) else "", attempts
+        )
+
+    def record(self, server: str, entry: ServerEntry, reason: str) -> FailureRecord:
+        """Count one more failed connect of ``server`` and return the updated record."""
+        digest = entry_digest(entry)
+        now = self._clock()
+        line = (reason.splitlines() or [""])[0]
+        safe_reason = mask_text(line)[:_MAX_REASON_CHARS]
+        result: list[FailureRecord] = []
+
+        def update(servers: dict[str, Any]) -> None:
+            previous = servers.get(server)
+            attempts = 1
+            if isinstance(previous, Mapping) and previous.get("configHash") == digest:
+                count = previous.get("attempts")
+                if isinstance(count, int) and not isinstance(count, bool) and count >= 1:
+                    attempts = count + 1
+            servers[server] = {
+                "failedAt": int(now * 1000),
+                "reason": safe_reason,
+                "attempts": attempts,
+                "configHash": digest,
+            }
+            result.append(FailureRecord(server, now, safe_reason, attempts))
+
+        if not self._modify(update):
+            return FailureRecord(server, now, safe_reason, 1)
+        return result[0]
+
+    def clear(self, server: str) -> None:
+        """Forget ``server``'s failures (it connected)."""
+        if server not in self._read():
+            return
+        self._modify(lambda servers: servers.pop(server, None))
+
+    # -- file ---------------------------------------------------------------------------------
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_bytes())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, RecursionError):
+            return {}
+        if not isinstance(data, dict) or data.get("version") != FAILURES_VERSION:
+            return {}
+        servers = data.get("servers")
+        return servers if isinstance(servers, dict) else {}
+
+    def _modify(self, update: Callable[[dict[str, Any]], object]) -> bool:
+        import filelock  # only writers need it; reading the file at every start does not
+
+        if self._file_lock is None:
+            self._file_lock = filelock.FileLock(f"{self.path}.lock", timeout=LOCK_TIMEOUT_S)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._file_lock:
+                servers = self._read()
+                update(servers)
+                self._write(servers)
+        except (OSError, filelock.Timeout) as exc:
+            logger.debug("cannot update %s: %s", self.path, exc)
+            return False
+        return True
+
+    def _write(self, servers: Mapping[str, Any]) -> None:
+        data = json.dumps(
+            {"version": FAILURES_VERSION, "servers": servers}, ensure_ascii=False, indent=1
+        ).encode("utf-8")
+        fd, temp_name = tempfile.mkstemp(
+            prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent
+        )
+        try:
+            with os.fdopen(fd, "wb") as temp:
+                temp.write(data)
+            os.replace(temp_name, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                Path(temp_name).unlink()
+            raise

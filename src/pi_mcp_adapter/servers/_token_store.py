@@ -1,0 +1,516 @@
+"""Where OAuth tokens and client registrations live: files (default) or the OS keyring.
+
+Files, compatible with the reference adapter: ``<agent dir>/mcp-oauth/<server>/tokens.json``
+(``{access_token, token_type, refresh_token?, expires_in?, expiresAt? (ms), scope?}``, plus our
+``serverUrl`` and ``obtainedAt``) and ``client.json`` beside it (the dynamic registration, also
+with ``serverUrl``). Directories are created 0700 and files written 0600, atomically (a
+temporary file in the same directory, then ``os.replace``), so a reader never sees half a file.
+
+Keyring (``settings.oauthStore: "keyring"``, extra ``pi-mcp-adapter[keyring]``): one compact JSON
+entry per server under service ``pi-mcp-adapter.oauth`` and account ``sha256-<hex of the server
+name>``, split into numbered parts when longer than some keyrings accept. Each entry is read once
+per process (some keyrings ask the user on every read) unless a caller asks for a fresh read.
+
+Records are bound to the server URL they were obtained for: :class:`ServerTokenStorage` drops a
+record whose ``serverUrl`` differs from the configured one, so a token never travels to another
+server. Records written by the reference's v1.1 carry no URL and are accepted as they are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from pydantic import ValidationError
+
+from pi_mcp_adapter._errors import UsageError
+
+from ._translate import redact_url
+
+__all__ = [
+    "AuthRecord",
+    "FileTokenStore",
+    "KeyringTokenStore",
+    "ServerTokenStorage",
+    "TokenStore",
+    "bound_url",
+    "create_token_store",
+    "oauth_dir",
+]
+
+logger = logging.getLogger("pi_mcp_adapter.oauth")
+
+KEYRING_SERVICE = "pi-mcp-adapter.oauth"
+KEYRING_PART_CHARS = 1000
+"""Windows Credential Manager rejects long secrets; longer entries are split into parts."""
+KEYRING_MAX_SINGLE_CHARS = 1280
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$")
+
+
+def oauth_dir(agent_dir: Path) -> Path:
+    return agent_dir / "mcp-oauth"
+
+
+def bound_url(url: str) -> str:
+    """The form of a server URL that tokens are bound to: no userinfo, query or fragment."""
+    return redact_url(url).rstrip("/")
+
+
+def _account(server: str) -> str:
+    return "sha256-" + hashlib.sha256(server.encode()).hexdigest()
+
+
+def server_dir_name(server: str) -> str:
+    """The directory of ``server`` under ``mcp-oauth``: the name itself when it is a plain file
+    name (as the reference writes it), else a hash, so no name can escape the directory."""
+    return server if _SAFE_NAME.match(server) else _account(server)
+
+
+@dataclass(frozen=True, slots=True)
+class AuthRecord:
+    """What is stored for one server. Times are seconds since the epoch."""
+
+    server_url: str | None = None
+    tokens: OAuthToken | None = None
+    expires_at: float | None = None
+    obtained_at: float | None = None
+    client_info: OAuthClientInformationFull | None = None
+
+    @property
+    def is_empty(self) -> bool:
+        return self.tokens is None and self.client_info is None
+
+
+class TokenStore(Protocol):
+    """A backend holding one :class:`AuthRecord` per server name."""
+
+    kind: Literal["file", "keyring"]
+
+    def load(self, server: str, *, fresh: bool = False) -> AuthRecord: ...
+
+    def save(self, server: str, record: AuthRecord) -> None: ...
+
+    def delete(self, server: str) -> bool:
+        """Remove everything stored for ``server``; whether anything was there."""
+        ...
+
+    def lock_path(self, server: str) -> Path:
+        """A file whose lock serialises refreshes of ``server`` across processes."""
+        ...
+
+    def location(self, server: str) -> str:
+        """Where ``server``'s record lives, for messages (never the content)."""
+        ...
+
+
+def _ensure_private_dir(path: Path) -> None:
+    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    # mkdir's mode is reduced by the umask and ignored for existing directories.
+    if path.stat().st_mode & 0o777 != DIR_MODE:
+        path.chmod(DIR_MODE)
+
+
+def _write_private(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` as JSON to ``path`` atomically, readable by the owner only."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), FILE_MODE)
+            json.dump(data, handle, separators=(",", ":"))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        logger.warning("%s is unreadable (%s); it is ignored", path, type(exc).__name__)
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _token_from(data: dict[str, Any], now: float) -> tuple[OAuthToken | None, float | None]:
+    """Tokens and absolute expiry from the file format (reference v1.1 keys)."""
+    expires_at_ms = data.get("expiresAt")
+    expires_at = expires_at_ms / 1000 if isinstance(expires_at_ms, int | float) else None
+    fields = {
+        key: data[key]
+        for key in ("access_token", "token_type", "refresh_token", "scope")
+        if data.get(key) is not None
+    }
+    if expires_at is not None:
+        fields["expires_in"] = max(0, int(expires_at - now))
+    elif isinstance(data.get("expires_in"), int):
+        fields["expires_in"] = data["expires_in"]
+    try:
+        token = OAuthToken.model_validate(fields)
+    except ValidationError:
+        return None, None
+    return token, expires_at
+
+
+def _client_from(data: dict[str, Any] | None) -> OAuthClientInformationFull | None:
+    if data is None:
+        return None
+    body = {k: v for k, v in data.items() if k != "serverUrl"}
+    try:
+        return OAuthClientInformationFull.model_validate(body)
+    except ValidationError:
+        return None
+
+
+class FileTokenStore:
+    """``<agent dir>/mcp-oauth/<server>/tokens.json`` and ``client.json``."""
+
+    kind: Literal["file", "keyring"] = "file"
+
+    def __init__(self, agent_dir: Path, *, clock: Callable[[], float] = time.time) -> None:
+        self.root = oauth_dir(agent_dir)
+        self._clock = clock
+
+    def server_dir(self, server: str) -> Path:
+        return self.root / server_dir_name(server)
+
+    def tokens_path(self, server: str) -> Path:
+        return self.server_dir(server) / "tokens.json"
+
+    def client_path(self, server: str) -> Path:
+        return self.server_dir(server) / "client.json"
+
+    def load(self, server: str, *, fresh: bool = False) -> AuthRecord:
+        tokens_data = _read_json(self.tokens_path(server))
+        client_data = _read_json(self.client_path(server))
+        token, expires_at, obtained_at = None, None, None
+        url: str | None = None
+        if tokens_data is not None:
+            token, expires_at = _token_from(tokens_data, self._clock())
+            obtained = tokens_data.get("obtainedAt")
+            obtained_at = obtained / 1000 if isinstance(obtained, int | float) else None
+            url = tokens_data.get("serverUrl") if token is not None else None
+        client = _client_from(client_data)
+        if url is None and client is not None and client_data is not None:
+            url = client_data.get("serverUrl")
+        return AuthRecord(
+            server_url=url if isinstance(url, str) else None,
+            tokens=token,
+            expires_at=expires_at,
+            obtained_at=obtained_at,
+            client_info=client,
+        )
+
+    def save(self, server: str, record: AuthRecord) -> None:
+        _ensure_private_dir(self.root)
+        directory = self.server_dir(server)
+        _ensure_private_dir(directory)
+        if record.tokens is not None:
+            data: dict[str, Any] = record.tokens.model_dump(mode="json", exclude_none=True)
+            if record.expires_at is not None:
+                data["expiresAt"] = int(record.expires_at * 1000)
+            if record.obtained_at is not None:
+                data["obtainedAt"] = int(record.obtained_at * 1000)
+            if record.server_url is not None:
+                data["serverUrl"] = record.server_url
+            _write_private(self.tokens_path(server), data)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                self.tokens_path(server).unlink()
+        if record.client_info is not None:
+            client = record.client_info.model_dump(mode="json", exclude_none=True)
+            if record.server_url is not None:
+                client["serverUrl"] = record.server_url
+            _write_private(self.client_path(server), client)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                self.client_path(server).unlink()
+
+    def delete(self, server: str) -> bool:
+        removed = False
+        for path in (self.tokens_path(server), self.client_path(server)):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                continue
+            removed = True
+        return removed
+
+    def lock_path(self, server: str) -> Path:
+        _ensure_private_dir(self.root)
+        directory = self.server_dir(server)
+        _ensure_private_dir(directory)
+        return directory / "refresh.lock"
+
+    def location(self, server: str) -> str:
+        return str(self.tokens_path(server))
+
+
+class KeyringTokenStore:
+    """One JSON entry per server in the OS keyring (see the module docstring)."""
+
+    kind: Literal["file", "keyring"] = "keyring"
+
+    def __init__(self, agent_dir: Path, *, clock: Callable[[], float] = time.time) -> None:
+        try:
+            import keyring
+        except ModuleNotFoundError as exc:
+            raise UsageError(
+                'settings.oauthStore is "keyring", but the keyring package is not installed: '
+                "pip install 'pi-mcp-adapter[keyring]'"
+            ) from exc
+        self._keyring = keyring
+        self._root = oauth_dir(agent_dir)
+        self._clock = clock
+        self._cache: dict[str, AuthRecord] = {}
+        self._lock = threading.Lock()
+
+    def _get(self, account: str) -> str | None:
+        value: str | None = self._keyring.get_password(KEYRING_SERVICE, account)
+        return value
+
+    def _read_raw(self, server: str) -> str | None:
+        account = _account(server)
+        head = self._get(account)
+        if head is None or not head.startswith("parts:"):
+            return head
+        try:
+            count = int(head.removeprefix("parts:"))
+        except ValueError:
+            return None
+        parts = [self._get(f"{account}.{index}") for index in range(count)]
+        if any(part is None for part in parts):
+            return None
+        return "".join(part for part in parts if part is not None)
+
+    def load(self, server: str, *, fresh: bool = False) -> AuthRecord:
+        with self._lock:
+            if not fresh and server in self._cache:
+                return self._cache[server]
+        try:
+            raw = self._read_raw(server)
+        except Exception as exc:  # keyring backends raise their own errors
+            logger.warning("the OS keyring could not be read (%s)", type(exc).__name__)
+            raw = None
+        record = self._decode(raw)
+        with self._lock:
+            self._cache[server] = record
+        return record
+
+    def _decode(self, raw: str | None) -> AuthRecord:
+        if not raw:
+            return AuthRecord()
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            return AuthRecord()
+        if not isinstance(data, dict):
+            return AuthRecord()
+        tokens = data.get("tokens")
+        token: OAuthToken | None = None
+        expires_at: float | None = None
+        obtained_at: float | None = None
+        if isinstance(tokens, dict):
+            expires = tokens.get("expiresAt")
+            expires_at = float(expires) if isinstance(expires, int | float) else None
+            obtained = tokens.get("obtainedAt")
+            obtained_at = float(obtained) if isinstance(obtained, int | float) else None
+            fields: dict[str, Any] = {"access_token": tokens.get("accessToken")}
+            for ours, theirs in (("refresh_token", "refreshToken"), ("scope", "scope")):
+                if tokens.get(theirs) is not None:
+                    fields[ours] = tokens[theirs]
+            if expires_at is not None:
+                fields["expires_in"] = max(0, int(expires_at - self._clock()))
+            with contextlib.suppress(ValidationError):
+                token = OAuthToken.model_validate(fields)
+        client_data = data.get("clientInfo")
+        url = data.get("serverUrl")
+        return AuthRecord(
+            server_url=url if isinstance(url, str) else None,
+            tokens=token,
+            expires_at=expires_at if token is not None else None,
+            obtained_at=obtained_at if token is not None else None,
+            client_info=_client_from(client_data if isinstance(client_data, dict) else None),
+        )
+
+    def save(self, server: str, record: AuthRecord) -> None:
+        data: dict[str, Any] = {}
+        if record.tokens is not None:
+            tokens: dict[str, Any] = {"accessToken": record.tokens.access_token}
+            if record.tokens.refresh_token:
+                tokens["refreshToken"] = record.tokens.refresh_token
+            if record.expires_at is not None:
+                tokens["expiresAt"] = int(record.expires_at)
+            if record.obtained_at is not None:
+                tokens["obtainedAt"] = int(record.obtained_at)
+            if record.tokens.scope:
+                tokens["scope"] = record.tokens.scope
+            data["tokens"] = tokens
+        if record.client_info is not None:
+            data["clientInfo"] = record.client_info.model_dump(mode="json", exclude_none=True)
+        if record.server_url is not None:
+            data["serverUrl"] = record.server_url
+        raw = json.dumps(data, separators=(",", ":"))
+        self._delete_raw(server)
+        account = _account(server)
+        if len(raw) <= KEYRING_MAX_SINGLE_CHARS:
+            self._keyring.set_password(KEYRING_SERVICE, account, raw)
+        else:
+            parts = [
+                raw[i : i + KEYRING_PART_CHARS] for i in range(0, len(raw), KEYRING_PART_CHARS)
+            ]
+            for index, part in enumerate(parts):
+                self._keyring.set_password(KEYRING_SERVICE, f"{account}.{index}", part)
+            self._keyring.set_password(KEYRING_SERVICE, account, f"parts:{len(parts)}")
+        with self._lock:
+            self._cache[server] = record
+
+    def _delete_raw(self, server: str) -> bool:
+        account = _account(server)
+        try:
+            head = self._get(account)
+        except Exception:
+            return False
+        if head is None:
+            return False
+        accounts = [account]
+        if head.startswith("parts:"):
+            with contextlib.suppress(ValueError):
+                accounts += [f"{account}.{i}" for i in range(int(head.removeprefix("parts:")))]
+        for name in accounts:
+            with contextlib.suppress(Exception):
+                self._keyring.delete_password(KEYRING_SERVICE, name)
+        return True
+
+    def delete(self, server: str) -> bool:
+        removed = self._delete_raw(server)
+        with self._lock:
+            self._cache.pop(server, None)
+        return removed
+
+    def lock_path(self, server: str) -> Path:
+        _ensure_private_dir(self._root)
+        directory = self._root / server_dir_name(server)
+        _ensure_private_dir(directory)
+        return directory / "refresh.lock"
+
+    def location(self, server: str) -> str:
+        return f"the OS keyring (service {KEYRING_SERVICE}, account {_account(server)})"
+
+
+def create_token_store(
+    kind: Literal["file", "keyring"], agent_dir: Path, *, clock: Callable[[], float] = time.time
+) -> TokenStore:
+    """The backend ``settings.oauthStore`` names.
+
+    Raises:
+        UsageError: ``keyring`` was asked for and the extra is not installed.
+    """
+    if kind == "keyring":
+        return KeyringTokenStore(agent_dir, clock=clock)
+    return FileTokenStore(agent_dir, clock=clock)
+
+
+class ServerTokenStorage:
+    """The SDK's ``TokenStorage`` for one server, bound to its URL.
+
+    A stored record for another URL is dropped on first use (the server's ``url`` changed), so
+    its tokens are never sent anywhere else. ``expires_at`` and ``obtained_at`` track the
+    current tokens for the provider's refresh timing, which the SDK does not persist.
+    """
+
+    def __init__(
+        self,
+        server: str,
+        url: str,
+        store: TokenStore,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.server = server
+        self.url = bound_url(url)
+        self.store = store
+        self._clock = clock
+        self._record: AuthRecord | None = None
+
+    def record(self, *, fresh: bool = False) -> AuthRecord:
+        """The stored record for this URL (empty when there is none or it was for another)."""
+        if self._record is not None and not fresh:
+            return self._record
+        record = self.store.load(self.server, fresh=fresh)
+        if record.server_url is not None and record.server_url != self.url:
+            logger.info(
+                "server %r: its url changed; the OAuth credentials stored for the old url "
+                "are dropped",
+                self.server,
+            )
+            self.store.delete(self.server)
+            record = AuthRecord()
+        self._record = record
+        return record
+
+    @property
+    def expires_at(self) -> float | None:
+        return self.record().expires_at
+
+    @property
+    def obtained_at(self) -> float | None:
+        return self.record().obtained_at
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.record().tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        now = self._clock()
+        expires_at = now + int(tokens.expires_in) if tokens.expires_in is not None else None
+        record = replace(
+            self.record(),
+            server_url=self.url,
+            tokens=tokens,
+            expires_at=expires_at,
+            obtained_at=now,
+        )
+        self.store.save(self.server, record)
+        self._record = record
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.record().client_info
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        record = replace(self.record(), server_url=self.url, client_info=client_info)
+        self.store.save(self.server, record)
+        self._record = record
+
+    def forget_tokens(self) -> None:
+        record = replace(self.record(), tokens=None, expires_at=None, obtained_at=None)
+        self.store.save(self.server, record)
+        self._record = record
+
+    def forget_client_info(self) -> None:
+        record = replace(self.record(), client_info=None)
+        self.store.save(self.server, record)
+        self._record = record
+
+    def forget(self) -> bool:
+        self._record = AuthRecord()
+        return self.store.delete(self.server)

@@ -1,0 +1,144 @@
+"""Failed connects are remembered across processes and honoured by the backoff."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from pi_mcp_adapter._errors import ConnectTimeoutError, ServerBackoffError, ServerStartError
+from pi_mcp_adapter.config._models import ServerEntry
+from pi_mcp_adapter.servers._failures import (
+    MAX_BACKOFF_S,
+    FailureMemory,
+    backoff_after_s,
+)
+
+from ._support import ManagerFactory, fixture_entry
+
+SECRET = "OpenSesameCanary"
+
+
+class WallClock:
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_records_count_attempts_mask_secrets_and_follow_the_configuration(tmp_path: Path) -> None:
+    clock = WallClock()
+    memory = FailureMemory(tmp_path / "mcp-failures.json", clock=clock)
+    entry = ServerEntry(url="https://api.example/mcp", bearer_token=SECRET)
+    first = memory.record("api", entry, f"refused: https://u:{SECRET}@h/x, Bearer {SECRET}\nmore")
+    clock.now += 5
+    second = memory.record("api", entry, "refused again")
+    assert (first.attempts, second.attempts) == (1, 2)
+    assert memory.get("api", entry) == second
+    text = (tmp_path / "mcp-failures.json").read_text()
+    assert SECRET not in text
+    stored = json.loads(text)["servers"]["api"]
+    assert set(stored) == {"failedAt", "reason", "attempts", "configHash"}
+    assert stored["failedAt"] == int(clock.now * 1000)
+    # A changed configuration starts from scratch.
+    changed = ServerEntry(url="https://api.example/v2")
+    assert memory.get("api", changed) is None
+    assert memory.record("api", changed, "no").attempts == 1
+    memory.clear("api")
+    assert memory.get("api", changed) is None
+
+
+def test_a_broken_file_reads_as_no_failures(tmp_path: Path) -> None:
+    path = tmp_path / "mcp-failures.json"
+    path.write_text("{not json")
+    memory = FailureMemory(path)
+    entry = ServerEntry(command="x")
+    assert memory.get("x", entry) is None
+    assert memory.record("x", entry, "boom").attempts == 1
+
+
+def test_backoff_doubles_per_attempt_up_to_ten_minutes() -> None:
+    assert [backoff_after_s(60, n) for n in (1, 2, 3, 4)] == [60, 120, 240, 480]
+    assert backoff_after_s(60, 30) == MAX_BACKOFF_S
+    assert backoff_after_s(60, 0) == 0
+
+
+@pytest.mark.slow
+async def test_a_failure_in_one_manager_makes_the_next_manager_fail_fast(
+    make_manager: ManagerFactory, tmp_path: Path
+) -> None:
+    memory = FailureMemory(tmp_path / "mcp-failures.json")
+    servers = {"broken": fixture_entry("--crash-at-start")}
+    async with make_manager(servers, failures=memory) as first:
+        with pytest.raises(ServerStartError):
+            await first.connect("broken")
+    # A new manager, as the next command would create: it does not start the server again.
+    async with make_manager(servers, failures=memory) as second:
+        assert second.state("broken").status == "failed"
+        started = time.monotonic()
+        with pytest.raises(ServerBackoffError, match="pi-mcp reconnect broken"):
+            await second.connect("broken")
+        assert time.monotonic() - started < 0.1
+        record = memory.get("broken", servers["broken"])
+        assert record is not None
+        assert record.attempts == 1
+        assert "exited with code 3" in record.reason
+
+
+@pytest.mark.slow
+async def test_a_hanging_server_is_abandoned_at_the_deadline_and_remembered(
+    make_manager: ManagerFactory, tmp_path: Path
+) -> None:
+    memory = FailureMemory(tmp_path / "mcp-failures.json")
+    servers = {"hangs": fixture_entry("--hang"), "fine": fixture_entry()}
+    async with make_manager(servers, failures=memory) as manager:
+        with anyio.fail_after(10):
+            results = await manager.connect_many(["hangs", "fine"], deadline_s=3.0)
+        assert results["fine"] is None
+        assert isinstance(results["hangs"], ConnectTimeoutError)
+        assert "3 s start-up deadline" in str(results["hangs"])
+        assert manager.state("hangs").status == "failed"
+    async with make_manager(servers, failures=memory) as again:
+        started = time.monotonic()
+        results = await again.connect_many(["hangs"], deadline_s=3.0)
+        assert isinstance(results["hangs"], ServerBackoffError)
+        assert time.monotonic() - started < 0.1
+
+
+@pytest.mark.slow
+async def test_a_successful_reconnect_forgets_the_failure(
+    make_manager: ManagerFactory, tmp_path: Path
+) -> None:
+    memory = FailureMemory(tmp_path / "mcp-failures.json")
+    flag = tmp_path / "crash-once"
+    flag.write_text("")
+    servers = {"flaky": fixture_entry("--crash-at-start-file", str(flag))}
+    async with make_manager(servers, failures=memory) as manager:
+        with pytest.raises(ServerStartError):
+            await manager.connect("flaky")
+        assert memory.get("flaky", servers["flaky"]) is not None
+        await manager.reconnect("flaky")
+        assert memory.get("flaky", servers["flaky"]) is None
+
+
+@pytest.mark.slow
+async def test_an_explicit_connect_retries_a_server_that_is_backing_off(
+    make_manager: ManagerFactory, tmp_path: Path
+) -> None:
+    memory = FailureMemory(tmp_path / "mcp-failures.json")
+    flag = tmp_path / "crash-once"
+    flag.write_text("")
+    servers = {"flaky": fixture_entry("--crash-at-start-file", str(flag))}
+    async with make_manager(servers, failures=memory) as manager:
+        with pytest.raises(ServerStartError):
+            await manager.connect("flaky")
+    async with make_manager(servers, failures=memory) as manager:
+        with pytest.raises(ServerBackoffError):
+            await manager.connect("flaky")
+        metadata = await manager.refresh("flaky")
+        assert any(tool["name"] == "echo" for tool in metadata.tools)
+        assert memory.get("flaky", servers["flaky"]) is None
