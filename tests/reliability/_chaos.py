@@ -296,10 +296,21 @@ def server_processes() -> dict[str, list[psutil.Process]]:
             command = " ".join(child.cmdline())
         except psutil.Error:
             continue
+        if "_reaper.py" in command:
+            continue  # the supervisor a stdio server runs under, not the server
         for server, marker in MARKERS.items():
             if marker in command:
                 found[server].append(child)
     return found
+
+
+def owner_of(process: psutil.Process) -> int:
+    """The pid of the adapter that runs ``process``: its parent, or its grandparent when the
+    server runs under the supervisor that makes it die with the adapter."""
+    parent = process.parent()
+    if parent is not None and "_reaper.py" in " ".join(parent.cmdline()):
+        return parent.ppid()
+    return process.ppid()
 
 
 def live_descendants(exclude: set[int]) -> list[psutil.Process]:
@@ -485,7 +496,7 @@ async def _monitor(run: _Run) -> None:
         for server, processes in server_processes().items():
             for process in processes:
                 with contextlib.suppress(psutil.Error):
-                    owned_by_gateway = gateway is not None and process.ppid() == gateway.pid
+                    owned_by_gateway = gateway is not None and owner_of(process) == gateway.pid
                     prefix = GATEWAY_PREFIX if owned_by_gateway else ""
                     run.report.pids[prefix + server].add(process.pid)
         await anyio.sleep(0.25)
@@ -498,7 +509,7 @@ def _pid_of(run: _Run, target: str) -> psutil.Process | None:
     processes = []
     for process in server_processes().get(server, []):
         with contextlib.suppress(psutil.Error):
-            if process.ppid() == owner:
+            if owner_of(process) == owner:
                 processes.append(process)
     return processes[0] if len(processes) == 1 else None
 
