@@ -248,7 +248,9 @@ def _upstream_processes(front: subprocess.Popen[bytes]) -> int:
     count = 0
     for child in children:
         try:
-            if str(FIXTURE) in " ".join(child.cmdline()):
+            cmdline = child.cmdline()
+            # Each stdio server runs under a supervisor whose command line names it too.
+            if str(FIXTURE) in cmdline and not any(p.endswith("_reaper.py") for p in cmdline):
                 count += 1
         except psutil.NoSuchProcess:
             continue

@@ -223,11 +223,12 @@ def test_json_output_uses_camel_case_keys_everywhere(tmp_path: Path) -> None:
 
 
 def test_auth_json_describes_the_server(tmp_path: Path) -> None:
-    home = make_home(tmp_path, {"fx": fixture(), "api": {"url": "https://api.example/mcp"}})
+    api = {"url": "https://api.example/mcp", "auth": "bearer", "bearerTokenEnv": "API_TOKEN"}
+    home = make_home(tmp_path, {"fx": fixture(), "api": api})
     data = json.loads(pi_mcp(home, "auth", "api", "--json").stdout)
     assert data["server"] == "api"
-    assert data["transport"] == "http"
-    assert "bearerTokenEnv" in data["help"]
+    assert data["status"] == "not-oauth"
+    assert "bearerTokenEnv" in data["message"]
     unknown = pi_mcp(home, "auth", "nope")
     assert unknown.returncode == 1
     assert unknown.stderr.count("nope") == 1

@@ -114,4 +114,4 @@ def test_prompt_renders_a_servers_prompt(home: Path) -> None:
     assert data["details"]["name"] == "workbench_greet"
     missing = pi_mcp(home, "prompt", "workbench_greet", check=False)
     assert missing.returncode == 1
-    assert "needs argument(s): name" in missing.stdout
+    assert "needs argument(s): name" in missing.stderr

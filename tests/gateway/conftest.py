@@ -110,6 +110,10 @@ class HttpGateway:
         except psutil.NoSuchProcess:
             return []
 
+    def server_processes(self) -> list[psutil.Process]:
+        """Descendants without the supervisors each stdio server runs under (on Linux)."""
+        return [p for p in self.descendants() if not is_supervisor(p)]
+
     def client(self, mode: str = "legacy", token: str | None = None, **kwargs: Any) -> Client:
         bearer = token if token is not None else self.token
         headers = {"Authorization": f"Bearer {bearer}"} if bearer else None
@@ -190,6 +194,13 @@ async def wait_for_mark(path: Path, *, timeout_s: float = 20) -> None:
 
 def text_of(result: Any) -> str:
     return "\n".join(getattr(c, "text", "") for c in result.content)
+
+
+def is_supervisor(process: psutil.Process) -> bool:
+    try:
+        return any(part.endswith("_reaper.py") for part in process.cmdline())
+    except psutil.NoSuchProcess:
+        return False
 
 
 def gateway_descendants_of_self() -> list[psutil.Process]:
