@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
-
-from pi_mcp_adapter.config import load_config
-from pi_mcp_adapter.engine._stats import DEFAULT_STATS_FILE, CallStats, ToolStats, read_stats
 
 from ._app import JsonOption, app, fail, get_context, print_json
+
+if TYPE_CHECKING:
+    from pi_mcp_adapter.engine._stats import ToolStats
 
 
 def _ms(value: float | None) -> str:
@@ -38,6 +36,13 @@ def _row_json(entry: ToolStats) -> dict[str, Any]:
 @app.command()
 def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Calls, errors, p50/p95 latency and bytes returned per tool, most used first."""
+    # Imported here so that `pi-mcp --help` does not pay for the config and engine modules.
+    from rich.console import Console
+    from rich.table import Table
+
+    from pi_mcp_adapter.config import load_config
+    from pi_mcp_adapter.engine._stats import DEFAULT_STATS_FILE, CallStats, read_stats
+
     cli = get_context(ctx)
     config = load_config(
         agent_dir=cli.agent_dir, project_dir=cli.project_dir, config_path=cli.config_path

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from pi_mcp_adapter.engine import McpAdapter
-
 from ._app import JsonOption, app, print_json
 from ._engine_cmds import run
+
+if TYPE_CHECKING:
+    from pi_mcp_adapter.engine import McpAdapter
 
 
 @app.command()
