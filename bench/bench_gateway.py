@@ -376,8 +376,7 @@ async def main() -> None:
     with_fastmcp = not options.no_fastmcp
     if with_fastmcp and not FASTMCP_PYTHON.exists():
         raise SystemExit(
-            "bench/.venv-fastmcp is missing: install fastmcp 4.1.6 there (README, Measurements) "
-            "or pass --no-fastmcp"
+            "bench/.venv-fastmcp is missing: run bench/install_fastmcp.sh or pass --no-fastmcp"
         )
     print(f"echo over each front, {options.calls} sequential calls after {WARMUP_CALLS} warm-up:")
     hops = await hop_rows(options.calls, with_fastmcp, options.transports.split(","))
