@@ -16,7 +16,8 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -362,13 +363,8 @@ class ServerManager:
         while the server is backing off after a failure. Raises like :meth:`connect` and
         :meth:`call_tool`, except for :class:`ServerBackoffError`.
         """
-        slot = self._slot(name)
-        slot.in_flight += 1
-        try:
-            connection = await self._ensure(slot, respect_backoff=False)
+        async with self._in_use(name, respect_backoff=False) as (_slot, connection):
             return await connection.refresh_metadata()
-        finally:
-            self._release(slot)
 
     async def start(self) -> dict[str, ServerUnavailableError | None]:
         """Connect every eager and keep-alive server, in parallel.
@@ -443,6 +439,22 @@ class ServerManager:
 
     # -- using ------------------------------------------------------------------------------
 
+    @asynccontextmanager
+    async def _in_use(
+        self, name: str, *, respect_backoff: bool = True
+    ) -> AsyncIterator[tuple[_Slot, ServerConnection]]:
+        """A live connection to ``name``, counted in flight (so idle closing leaves it alone)
+        until the block ends."""
+        slot = self._slot(name)
+        slot.in_flight += 1
+        try:
+            yield slot, await self._ensure(slot, respect_backoff=respect_backoff)
+        finally:
+            self._release(slot)
+
+    def _timeout(self, slot: _Slot, timeout_s: float | None) -> float | None:
+        return timeout_s if timeout_s is not None else slot.entry.request_timeout_s
+
     async def call_tool(
         self,
         name: str,
@@ -463,11 +475,8 @@ class ServerManager:
             RequestTimeoutError: no answer in time; the connection stays open.
             ServerReportedError: the server answered with a JSON-RPC error.
         """
-        slot = self._slot(name)
-        slot.in_flight += 1
-        try:
-            connection = await self._ensure(slot, respect_backoff=True)
-            limit = timeout_s if timeout_s is not None else slot.entry.request_timeout_s
+        async with self._in_use(name) as (slot, connection):
+            limit = self._timeout(slot, timeout_s)
             try:
                 return await connection.call_tool(
                     tool, arguments, timeout_s=limit, progress=progress
@@ -477,25 +486,18 @@ class ServerManager:
                 return await connection.call_tool(
                     tool, arguments, timeout_s=limit, progress=progress
                 )
-        finally:
-            self._release(slot)
 
     async def read_resource(
         self, name: str, uri: str, *, timeout_s: float | None = None
     ) -> types.ReadResourceResult:
         """Read resource ``uri`` from server ``name``; raises like :meth:`call_tool`."""
-        slot = self._slot(name)
-        slot.in_flight += 1
-        try:
-            connection = await self._ensure(slot, respect_backoff=True)
-            limit = timeout_s if timeout_s is not None else slot.entry.request_timeout_s
+        async with self._in_use(name) as (slot, connection):
+            limit = self._timeout(slot, timeout_s)
             try:
                 return await connection.read_resource(uri, timeout_s=limit)
             except McpAdapterError as exc:
                 connection = await self._recover_session(slot, connection, exc)
                 return await connection.read_resource(uri, timeout_s=limit)
-        finally:
-            self._release(slot)
 
     async def _recover_session(
         self, slot: _Slot, connection: ServerConnection, error: McpAdapterError
@@ -517,54 +519,34 @@ class ServerManager:
         timeout_s: float | None = None,
     ) -> types.GetPromptResult:
         """Render ``prompt`` of server ``name``; raises like :meth:`call_tool`."""
-        slot = self._slot(name)
-        slot.in_flight += 1
-        try:
-            connection = await self._ensure(slot, respect_backoff=True)
-            limit = timeout_s if timeout_s is not None else slot.entry.request_timeout_s
+        async with self._in_use(name) as (slot, connection):
+            limit = self._timeout(slot, timeout_s)
             return await connection.get_prompt(prompt, arguments, timeout_s=limit)
-        finally:
-            self._release(slot)
 
     async def list_resource_templates(
         self, name: str, *, timeout_s: float | None = None
     ) -> list[types.ResourceTemplate]:
         """Every resource template of server ``name``; raises like :meth:`call_tool`."""
-        slot = self._slot(name)
-        slot.in_flight += 1
-        try:
-            connection = await self._ensure(slot, respect_backoff=True)
-            limit = timeout_s if timeout_s is not None else slot.entry.request_timeout_s
+        async with self._in_use(name) as (slot, connection):
+            limit = self._timeout(slot, timeout_s)
             return await connection.list_resource_templates(timeout_s=limit)
-        finally:
-            self._release(slot)
 
     async def complete(
         self, name: str, params: types.CompleteRequestParams, *, timeout_s: float | None = None
     ) -> types.CompleteResult:
         """Argument completions from server ``name``; raises like :meth:`call_tool`."""
-        slot = self._slot(name)
-        slot.in_flight += 1
-        try:
-            connection = await self._ensure(slot, respect_backoff=True)
-            limit = timeout_s if timeout_s is not None else slot.entry.request_timeout_s
+        async with self._in_use(name) as (slot, connection):
+            limit = self._timeout(slot, timeout_s)
             return await connection.complete(params, timeout_s=limit)
-        finally:
-            self._release(slot)
 
     async def subscribe_resource(
         self, name: str, uri: str, *, subscribe: bool = True, timeout_s: float | None = None
     ) -> None:
         """(Un)subscribe to updates of ``uri`` on server ``name``; raises like
         :meth:`call_tool`."""
-        slot = self._slot(name)
-        slot.in_flight += 1
-        try:
-            connection = await self._ensure(slot, respect_backoff=True)
-            limit = timeout_s if timeout_s is not None else slot.entry.request_timeout_s
+        async with self._in_use(name) as (slot, connection):
+            limit = self._timeout(slot, timeout_s)
             await connection.subscribe_resource(uri, subscribe=subscribe, timeout_s=limit)
-        finally:
-            self._release(slot)
 
     # -- closing ----------------------------------------------------------------------------
 
