@@ -20,11 +20,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 import anyio.abc
+from anyio import AsyncContextManagerMixin
 
 from pi_mcp_adapter._errors import (
     ConnectionLostError,
@@ -124,7 +124,7 @@ class ServerSetChange:
         return bool(self.added or self.removed or self.replaced)
 
 
-class ServerManager:
+class ServerManager(AsyncContextManagerMixin):
     """Connections to a set of configured servers, with dedupe, backoff and lifecycle.
 
     ``clock`` returns monotonic seconds and drives idle, backoff and keep-alive timing (tests
@@ -182,42 +182,38 @@ class ServerManager:
 
     # -- context ----------------------------------------------------------------------------
 
-    async def __aenter__(self) -> ServerManager:
+    @asynccontextmanager
+    async def __asynccontextmanager__(self) -> AsyncIterator[Self]:
         if self._entered:
             raise UsageError("a ServerManager can be entered only once; create a new one")
         self._entered = True
         self._limiter = anyio.CapacityLimiter(max(1, self._settings.startup_concurrency))
         self._recall_failures()
-        tg = anyio.create_task_group()
-        await tg.__aenter__()
-        self._tg = tg
-        interval_s = health_check_interval_s(self._settings)
-        if interval_s > 0:
-            tg.start_soon(self._health_loop, interval_s)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> bool | None:
-        tg = self._tg
-        assert tg is not None
-        self._exiting = True
-        if self._health_scope is not None:
-            self._health_scope.cancel()
-        try:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_TIMEOUT_S):
-                await self.close_all()
-        finally:
-            tg.cancel_scope.cancel()
-            # The body's own exception is not handed to the task group: it would come back
-            # wrapped in an ExceptionGroup, changing the type the caller sees. Child tasks
-            # never raise, so there is nothing else for the group to report.
-            await tg.__aexit__(None, None, None)
-            self._tg = None
-        return None
+        # The body's own exception is raised after the task group, not through it: it would
+        # come back wrapped in an ExceptionGroup, changing the type the caller sees. Child
+        # tasks never raise, so there is nothing else for the group to report.
+        body_error: Exception | None = None
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            interval_s = health_check_interval_s(self._settings)
+            if interval_s > 0:
+                tg.start_soon(self._health_loop, interval_s)
+            try:
+                yield self
+            except Exception as exc:
+                body_error = exc
+            finally:
+                self._exiting = True
+                if self._health_scope is not None:
+                    self._health_scope.cancel()
+                try:
+                    with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_TIMEOUT_S):
+                        await self.close_all()
+                finally:
+                    tg.cancel_scope.cancel()
+                    self._tg = None
+        if body_error is not None:
+            raise body_error
 
     # -- subscriptions ----------------------------------------------------------------------
 
@@ -847,6 +843,11 @@ class ServerManager:
         slot.keep_alive_failures = 0
         slot.keep_alive_next_at = None
         slot.last_used_at = self._clock()
+        # Published before the connection is handed out: whoever awaited this connect finds
+        # the server's tools in every listener's view (the engine's catalog) when it resumes.
+        self._publish(self._tools_changed, slot.name, connection.metadata)
+        if reconnected:
+            self._publish(self._reconnected, slot.name, connection.metadata)
         attempt.result = connection
         attempt.done.set()
         self._state_changed(slot)
@@ -857,8 +858,6 @@ class ServerManager:
             self._clock() - started_at,
             len(connection.metadata.tools),
         )
-        assert self._tg is not None
-        self._tg.start_soon(self._announce, slot.name, connection.metadata, reconnected)
 
     def _recall_failures(self) -> None:
         """Put servers that failed recently (in any process) into backoff, as if here."""
@@ -930,10 +929,19 @@ class ServerManager:
         if slot is not None and slot.connection is connection:
             await self._notify(self._tools_changed, connection.server, metadata)
 
-    async def _announce(self, name: str, metadata: ServerMetadata, reconnected: bool) -> None:
-        await self._notify(self._tools_changed, name, metadata)
-        if reconnected:
-            await self._notify(self._reconnected, name, metadata)
+    def _publish(
+        self, listeners: list[MetadataListener], name: str, metadata: ServerMetadata
+    ) -> None:
+        """Call plain listeners now; a coroutine listener runs in the manager's task group."""
+        for listener in list(listeners):
+            try:
+                outcome = listener(name, metadata)
+            except Exception:
+                logger.exception("listener %r failed for server %r", listener, name)
+                continue
+            if inspect.isawaitable(outcome):
+                assert self._tg is not None
+                self._tg.start_soon(_await_listener, outcome, listener, name)
 
     async def _notify(
         self, listeners: list[MetadataListener], name: str, metadata: ServerMetadata
@@ -973,6 +981,13 @@ class ServerManager:
             for name in names:
                 tg.start_soon(connect_one, name)
         return {name: results[name] for name in names}
+
+
+async def _await_listener(outcome: Awaitable[None], listener: object, name: str) -> None:
+    try:
+        await outcome
+    except Exception:
+        logger.exception("listener %r failed for server %r", listener, name)
 
 
 class _Superseded(Exception):
