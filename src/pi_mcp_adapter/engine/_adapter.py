@@ -25,12 +25,10 @@ import anyio
 import anyio.abc
 
 from pi_mcp_adapter._errors import (
-    AmbiguousToolError,
+    ConfigError,
     McpAdapterError,
     ServerDisabledError,
     ServerNotConfiguredError,
-    ServerReportedError,
-    ServerUnavailableError,
     ToolNotFoundError,
     UsageError,
 )
@@ -38,21 +36,21 @@ from pi_mcp_adapter.catalog import Catalog, DefinitionChanges, MetadataCache
 from pi_mcp_adapter.catalog._definition_diff import ToolDefinitionDiff, diff_definitions
 from pi_mcp_adapter.catalog._metadata import ServerMetadata, ToolInfo
 from pi_mcp_adapter.catalog._naming import format_tool_name
-from pi_mcp_adapter.catalog._prompts import PromptCatalog, PromptInfo
+from pi_mcp_adapter.catalog._prompts import PromptInfo
 from pi_mcp_adapter.catalog._search import SearchIndex
-from pi_mcp_adapter.catalog._search_semantic import search_vector_cache_path
 from pi_mcp_adapter.config import LoadedConfig, load_config
 from pi_mcp_adapter.config._locations import default_agent_dir
 from pi_mcp_adapter.config._models import ServerEntry, Settings
-from pi_mcp_adapter.servers import ServerManager, ServerState
+from pi_mcp_adapter.servers import ServerManager
 from pi_mcp_adapter.servers._failures import FAILURES_FILE_NAME, FailureMemory
 from pi_mcp_adapter.servers._prompt_policy import allow_prompts
 
 from ._approval import Ask, AsksQuestions, ToolApprovals
-from ._arguments import argument_problems
-from ._host import Host, NotifyLevel
+from ._catalog_state import CatalogState
+from ._host import Host
+from ._notices import DEFAULT_STATUS_DEBOUNCE_S, Notices
+from ._pipeline import CallPipeline
 from ._trace import open_call_trace
-from ._validate import validate_arguments
 from ._values import (
     CallOutcome,
     PromptMessages,
@@ -66,7 +64,6 @@ if TYPE_CHECKING:
     # SDK types appear in signatures only: the SDK is imported by the first connect, so that
     # commands answered from the cache never pay for it.
     import mcp_types as types
-    from mcp.shared.dispatcher import ProgressFnT
 
     from pi_mcp_adapter.servers._oauth import OAuthProviders
 
@@ -76,13 +73,19 @@ ProgressCallback = Callable[[str, str, str | None], None]
 """``(server, phase, detail)`` with phase ``connecting`` | ``connected`` | ``failed``."""
 
 DEFAULT_SEARCH_LIMIT = 12
-DEFAULT_STATUS_DEBOUNCE_S = 0.2
-"""Servers connecting together at start update the status line once, not once each."""
-_CONNECTED = "connected"
+DEFAULT_CONFIG_POLL_S = 1.0
+"""How often :meth:`McpAdapter.watch_config` looks at the configuration files."""
+_LISTING_GRACE_S = 2.0
+"""Added to a server's start-up timeout when waiting for its listing: spawning the process
+and loading the SDK take time before the server's own clock starts."""
 
 
 class McpAdapter:
     """The engine. Create one per host session; use it with ``async with``.
+
+    A thin facade over its parts: :class:`CatalogState` (what is known, what is being listed),
+    :class:`CallPipeline` (one path for every call), :class:`Notices` (what the person is
+    told), and the :class:`ServerManager` (the only thing that connects).
 
     Args:
         config: an already loaded configuration, kept for the adapter's life (:meth:`reload`
@@ -94,10 +97,13 @@ class McpAdapter:
             to the files' (it runs in a worker thread during a reload).
         host: the binding the engine tells about events (notices, the status line, lifecycle
             hooks); ``None`` for library/CLI use. Registering tools is the surfaces' job.
-        connect_missing: connect, at start, every enabled server whose tools are not in the
+        connect_missing: list, at start, every enabled server whose tools are not in the
             metadata cache yet (the first run), so search and describe have something to show.
         connect_eager: connect eager and keep-alive servers at start (a one-shot command
             that needs none of them passes False).
+        background_listing: do the connects at start in the background, so :meth:`start`
+            returns at once (long-lived hosts: the gateway, pi). A request that misses while a
+            server is being listed waits for that listing, bounded by the start-up deadline.
         start_deadline_s: one overall deadline for the connects at start; servers still
             connecting then are abandoned, reported as failed and back off.
         clock: wall clock in seconds (``time.time``), injectable for tests.
@@ -113,8 +119,9 @@ class McpAdapter:
 
     Telling the user: with a ``host``, the engine sends ``host.notify`` when a server fails
     to start or is lost, needs authentication, comes back after that, when a tool is renamed
-    because another server's tool has its name, and when a server's tool definitions change;
-    it keeps ``host.set_status`` at ``MCP: <connected>/<enabled> servers, <n> tools``.
+    because another server's tool has its name, when a server's tool definitions change, and
+    when a configuration reload fails; it keeps ``host.set_status`` at
+    ``MCP: <connected>/<enabled> servers, <n> tools``.
     """
 
     def __init__(
@@ -129,6 +136,7 @@ class McpAdapter:
         host: Host | None = None,
         connect_missing: bool = True,
         connect_eager: bool = True,
+        background_listing: bool = False,
         start_deadline_s: float | None = None,
         ranking: str = "default",
         resolve_npx: bool = True,
@@ -149,44 +157,49 @@ class McpAdapter:
         # A configuration given in code, without a loader, has no files to read again.
         self._config_given = config is not None and config_loader is None
         self.config = config or self._load_config()
-        self.host = host
         self._oauth = oauth
         self._connect_missing = connect_missing
         self._connect_eager = connect_eager
+        self._background_listing = background_listing
         self._start_deadline_s = start_deadline_s
-        self._ranking = ranking
         self._resolve_npx = resolve_npx
         self._on_progress = on_progress
         self._clock = clock
+        self._relay_server_requests = relay_server_requests
         self.cache = MetadataCache(self.agent_dir / "mcp-cache.json")
-        self._metadata: dict[str, ServerMetadata] = {}
-        self._changes: dict[str, DefinitionChanges] = {}
-        """Unacknowledged tool-definition changes per server, as the cache records them."""
-        self._processed: dict[str, ServerMetadata] = {}
-        """The metadata object last cached per server: the manager announces each once, but
-        a call may process it first (see :meth:`_call_server`)."""
-        self._catalog: Catalog | None = None
-        self._prompt_catalog: PromptCatalog | None = None
-        self._index: SearchIndex | None = None
+        self._state_kind: Literal["new", "running", "closed"] = "new"
         self._manager: ServerManager | None = None
         self._stack: AsyncExitStack | None = None
-        self._state: Literal["new", "running", "closed"] = "new"
+        self._tasks: anyio.abc.TaskGroup | None = None
         self._stats: CallStats | None = None
         self.ask = ask
-        self._approvals = ToolApprovals(self.agent_dir, clock=clock)
-        self._trace = open_call_trace(
-            self.settings, self.servers, project_dir=self.project_dir, environ=self._environ
-        )
-        self._listeners: list[Callable[[], None]] = []
-        self._relay_server_requests = relay_server_requests
         self._resource_listeners: list[Callable[[str, str], Awaitable[None]]] = []
-        self._status_debounce_s = status_debounce_s
-        self._status_wanted: anyio.Event | None = None
-        self._status_line: str | None = None
-        self._unavailable: dict[str, str] = {}
-        """Servers the host was told are failing or need auth, with that status."""
-        self._announced_collisions: set[tuple[str, str, str]] = set()
         self._reload_generation = 0
+        self.state = CatalogState(
+            cache=self.cache,
+            agent_dir=self.agent_dir,
+            entries=lambda: self.servers,
+            settings=lambda: self.settings,
+            ranking=ranking,
+        )
+        self.notices = Notices(host, status_line=self.status_line, debounce_s=status_debounce_s)
+        self.state.on_changed(lambda: self.notices.catalog_rebuilt(self.state.catalog))
+        self._approvals = ToolApprovals(self.agent_dir, clock=clock)
+        self.pipeline = CallPipeline(
+            state=self.state,
+            manager=self._require_manager,
+            entries=lambda: self.servers,
+            settings=lambda: self.settings,
+            approvals=self._approvals,
+            asker=self._asker,
+            stats=lambda: self._stats,
+            trace=open_call_trace(
+                self.settings, self.servers, project_dir=self.project_dir, environ=self._environ
+            ),
+            may_prompt=lambda: self.oauth.may_prompt,
+            listing_timeout_s=self.listing_timeout_s,
+            explain_miss=self.explain_miss,
+        )
 
     def _load_config(self) -> LoadedConfig:
         if self._config_loader is not None:
@@ -199,7 +212,11 @@ class McpAdapter:
             environ=self._environ,
         )
 
-    # ------------------------------------------------------------------ lifecycle
+    # ------------------------------------------------------------------ configuration
+
+    @property
+    def host(self) -> Host | None:
+        return self.notices.host
 
     @property
     def oauth(self) -> OAuthProviders:
@@ -231,6 +248,8 @@ class McpAdapter:
     def enabled_servers(self) -> list[str]:
         return [name for name, entry in self.servers.items() if entry.is_enabled]
 
+    # ------------------------------------------------------------------ lifecycle
+
     async def __aenter__(self) -> McpAdapter:
         await self.start()
         return self
@@ -244,9 +263,9 @@ class McpAdapter:
         Raises:
             UsageError: the adapter was already started or stopped.
         """
-        if self._state != "new":
-            raise UsageError(f"McpAdapter cannot be started when it is {self._state}")
-        self._state = "running"
+        if self._state_kind != "new":
+            raise UsageError(f"McpAdapter cannot be started when it is {self._state_kind}")
+        self._state_kind = "running"
         stack = AsyncExitStack()
         try:
             manager = ServerManager(
@@ -261,12 +280,11 @@ class McpAdapter:
                 failures=FailureMemory(self.agent_dir / FAILURES_FILE_NAME),
             )
             self._manager = await stack.enter_async_context(manager)
-            manager.on_tools_changed(self._server_connected)
+            manager.on_tools_changed(self._server_listed)
             manager.on_resource_updated(self._resource_updated)
-            manager.on_state_changed(self._server_state_changed)
-            self._load_cache()
-            if self.host is not None:
-                stack.callback(self._clear_status_line)
+            manager.on_state_changed(self.notices.server_state_changed)
+            self.state.load_cache()
+            stack.callback(self.notices.clear_status_line)
             if self.settings.capture_stats:
                 from ._stats import CallStats
 
@@ -275,35 +293,41 @@ class McpAdapter:
                 stack.callback(self._stats.flush)
             tasks = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(tasks.cancel_scope.cancel)
+            self._tasks = tasks
             if self._stats is not None:
                 tasks.start_soon(self._stats.run_flusher)
-            if self.host is not None:
-                self._status_wanted = anyio.Event()
-                tasks.start_soon(self._run_status_line)
-            self._rebuild()
-            if self.host is not None:
-                self.host.on("session_start", self._on_session_start)
-                self.host.on("turn_end", self.on_turn_end)
-                self.host.on("shutdown", self.stop)
-            await self._connect_at_start()
+            tasks.start_soon(self.notices.run_status_line)
+            self.state.rebuild()
+            host = self.host
+            if host is not None:
+                host.on("session_start", self._on_session_start)
+                host.on("turn_end", self.on_turn_end)
+                host.on("shutdown", self.stop)
+            await self._list_at_start()
         except BaseException:
+            self._tasks = None
             await stack.aclose()
-            self._state = "closed"
+            self._state_kind = "closed"
             raise
         self._stack = stack
 
     async def stop(self) -> None:
         """Close every connection and background task. Safe to call twice."""
-        if self._state != "running":
-            self._state = "closed"
+        if self._state_kind != "running":
+            self._state_kind = "closed"
             return
-        self._state = "closed"
+        self._state_kind = "closed"
         stack, self._stack = self._stack, None
+        self._tasks = None
         if stack is not None:
             # Not under a shielding scope: the manager's task group must exit in the scope
             # stack it was entered in; the manager shields its own shutdown waits.
             await stack.aclose()
         self._manager = None
+
+    @property
+    def is_running(self) -> bool:
+        return self._manager is not None
 
     def _require_manager(self) -> ServerManager:
         if self._manager is None:
@@ -317,48 +341,97 @@ class McpAdapter:
         server states work on what the cache holds; anything that talks to a server still
         needs :meth:`start`.
         """
-        self._load_cache()
-        self._rebuild()
+        self.state.load_cache()
+        self.state.rebuild()
 
-    def _load_cache(self) -> None:
-        self.cache.load()
-        for name in self.enabled_servers():
-            cached = self.cache.get(name, self.servers[name])
-            if cached is not None:
-                self._metadata[name] = cached
-                self._changes[name] = self.cache.definition_changes(name)
+    # ------------------------------------------------------------------ listing and readiness
 
-    async def _connect_at_start(self, among: Collection[str] | None = None) -> None:
-        wanted = [
-            name
-            for name in self.enabled_servers()
-            if (among is None or name in among)
-            and (
-                (self._connect_eager and self.servers[name].lifecycle in ("eager", "keep-alive"))
-                or (self._connect_missing and name not in self._metadata)
-            )
-        ]
-        await self.connect_uncached(wanted, only_uncached=False)
+    async def _list_at_start(self, among: Collection[str] | None = None) -> None:
+        names = self.state.servers_to_list(
+            eager=self._connect_eager, missing=self._connect_missing, among=among
+        )
+        if not names:
+            return
+        self.state.begin_listing(names)
+        if self._background_listing and self._tasks is not None:
+            self._tasks.start_soon(self._list, names)
+        else:
+            await self._list(names)
 
     async def connect_uncached(
         self, names: Sequence[str] | None = None, *, only_uncached: bool = True
     ) -> None:
         """Connect ``names`` (default: every enabled server whose tools are not cached) in
         parallel, under the start deadline; failures are reported through ``on_progress``."""
-        manager = self._require_manager()
+        self._require_manager()
         wanted = list(names if names is not None else self.enabled_servers())
         if only_uncached:
-            wanted = [n for n in wanted if n in self.servers and n not in self._metadata]
-        if not wanted:
-            return
-        for name in wanted:
-            self._progress(name, "connecting", None)
-        results = await manager.connect_many(wanted, deadline_s=self._start_deadline_s)
-        for name, error in results.items():
-            metadata = manager.metadata(name)
-            if error is None and metadata is not None and name not in self._metadata:
-                self._server_connected(name, metadata)  # before the caller reads the catalog
-            self._progress(name, "failed" if error else "connected", str(error) if error else None)
+            wanted = [n for n in wanted if n in self.servers and not self.state.is_known(n)]
+        if wanted:
+            self.state.begin_listing(wanted)
+            await self._list(wanted)
+
+    async def _list(self, names: Sequence[str]) -> None:
+        """Connect ``names`` together under the start deadline; each listing ends (and
+        whoever waits for it resumes) as soon as that server is done."""
+        try:
+            manager = self._require_manager()
+            for name in names:
+                self._progress(name, "connecting", None)
+            results = await manager.connect_many(list(names), deadline_s=self._start_deadline_s)
+            for name, error in results.items():
+                self._progress(
+                    name, "failed" if error else "connected", str(error) if error else None
+                )
+        finally:
+            for name in names:
+                self.state.end_listing(name)
+
+    def listing_timeout_s(self) -> float:
+        """How long a request that misses waits for listings in progress: the start-up
+        deadline, or the slowest start-up timeout of the servers being listed."""
+        if self._start_deadline_s is not None:
+            return self._start_deadline_s
+        timeouts = [
+            self.servers[n].startup_timeout_s for n in self.state.listing() if n in self.servers
+        ]
+        return max(timeouts, default=0.0) + _LISTING_GRACE_S
+
+    async def ready(self, servers: Collection[str] | None = None) -> None:
+        """Wait until ``servers`` (default: all) are no longer being listed, bounded by
+        :meth:`listing_timeout_s`. Cheap when nothing is being listed."""
+        await self.state.wait_for_listings(servers, timeout_s=self.listing_timeout_s())
+
+    def explain_miss(self, name: str) -> str:
+        """Why a tool called ``name`` may be missing, and what to do: servers that failed or
+        were never listed, or tool lists read from the cache that may be stale. Empty when
+        there is nothing to add."""
+        statuses = [self.server_status(n) for n in self.enabled_servers()]
+        wanted = [s for s in statuses if name.startswith(s.name)]
+        rows = wanted or statuses
+        failed = [s for s in rows if s.status in ("failed", "needs-auth") and s.tool_count == 0]
+        never = [s for s in rows if s.status in ("not-cached", "connecting")]
+        cached = [s for s in rows if s.status == "cached"]
+        lines: list[str] = []
+        for row in failed:
+            reason = (row.error or "unknown error").splitlines()[0]
+            lines.append(
+                f"MCP server {row.name!r} failed ({reason}); its tools are unknown. Retry with "
+                f'`pi-mcp connect {row.name}` (or mcp({{connect: "{row.name}"}})).'
+            )
+        for row in never:
+            lines.append(
+                f"MCP server {row.name!r} has not been listed yet; list it with "
+                f'`pi-mcp connect {row.name}` (or mcp({{connect: "{row.name}"}})).'
+            )
+        if cached and wanted:
+            names = ", ".join(repr(s.name) for s in cached)
+            first = cached[0].name
+            lines.append(
+                f"The tools of {names} come from the metadata cache and may be stale: refresh "
+                f'with `pi-mcp connect {first}` (or mcp({{connect: "{first}"}})).'
+            )
+        return "\n".join(lines)
 
     # ------------------------------------------------------------------ reload
 
@@ -372,6 +445,9 @@ class McpAdapter:
         rebuilt, so registered surfaces follow (``on_catalog_changed``). Settings take effect
         for everything but the surface kind, call statistics, the call trace, the
         health-check interval and the start-up concurrency, which a restart changes.
+
+        A file that loaded before and is broken now keeps the last good configuration: the
+        report says ``kept_last_good`` and the host is told which file and why.
 
         Reloads may overlap (a host firing ``session_start`` twice): each takes a generation
         number, and one whose reading finishes after a newer reload began installs nothing
@@ -389,27 +465,27 @@ class McpAdapter:
         await anyio.to_thread.run_sync(self.cache.load)
         if generation != self._reload_generation or self._manager is None:
             return ReloadReport(superseded=True)
+        broken = _newly_broken(self.config, config)
+        if broken:
+            for error in broken:
+                self.notices.notify(
+                    f"MCP configuration not reloaded, the last good one stays in effect: {error}",
+                    "error",
+                )
+            return ReloadReport(kept_last_good=True, errors=tuple(str(e) for e in broken))
         manager = self._manager
         old_entries = {n: e for n, e in self.servers.items() if e.is_enabled}
         self.config = config
         new_entries = {n: e for n, e in self.servers.items() if e.is_enabled}
         change = manager.set_servers(new_entries, self.settings)
         for name in change.removed:
-            for table in (self._metadata, self._changes, self._processed, self._unavailable):
-                table.pop(name, None)
-        for name, entry in new_entries.items():
-            # Another process may have trusted changes (`pi-mcp trust`) since they were read.
-            self._changes[name] = self.cache.definition_changes(name)
-            live = manager.metadata(name)
-            if live is not None and name not in change.replaced:
-                continue  # unchanged and connected: the live listing is the truth
-            cached = self.cache.get(name, entry)
-            self._processed.pop(name, None)
-            if cached is not None:
-                self._metadata[name] = cached
-            elif name in change.added or name in change.replaced:
-                self._metadata.pop(name, None)
-        self._rebuild()
+            self.notices.forget(name)
+        self.state.follow_reload(
+            new_entries,
+            removed=change.removed,
+            restarted=(*change.added, *change.replaced),
+            live=manager.metadata,
+        )
         report = ReloadReport(
             added=change.added,
             removed=change.removed,
@@ -417,11 +493,35 @@ class McpAdapter:
             unchanged=tuple(
                 n for n in new_entries if n in old_entries and n not in change.replaced
             ),
+            errors=tuple(str(e) for e in config.errors),
         )
         await manager.close_detached()
         if generation == self._reload_generation:
-            await self._connect_at_start(among={*change.added, *change.replaced})
+            await self._list_at_start(among={*change.added, *change.replaced})
         return report
+
+    async def watch_config(self, *, interval_s: float = DEFAULT_CONFIG_POLL_S) -> None:
+        """Reload whenever a configuration file that was read (or looked for) changes; runs
+        until cancelled. For long-lived hosts: the gateway, the pi binding, and the Python
+        bindings on request. Polls: file-change APIs differ per platform and miss edits made
+        by replacing a file, and one ``stat`` per file a second costs nothing."""
+        if self._config_given:
+            return
+        seen = _fingerprint(self.config)
+        while True:
+            await anyio.sleep(interval_s)
+            now = _fingerprint(self.config)
+            if now == seen:
+                continue
+            seen = now
+            try:
+                report = await self.reload()
+            except McpAdapterError as exc:
+                self.notices.notify(f"MCP configuration not reloaded: {exc}", "error")
+                continue
+            if report.added or report.removed or report.changed:
+                self.notices.notify(f"MCP configuration reloaded: {report.summary()}", "info")
+            seen = _fingerprint(self.config) if not report.kept_last_good else now
 
     async def _on_session_start(self) -> None:
         await self.reload()
@@ -430,105 +530,22 @@ class McpAdapter:
         if self._on_progress is not None:
             self._on_progress(server, phase, detail)
 
-    def _server_connected(self, server: str, metadata: ServerMetadata) -> None:
-        """A connection (re)opened or its tools changed: cache, rebuild, tell listeners."""
-        entry = self.servers.get(server)
-        if entry is None or self._processed.get(server) is metadata:
-            return
-        self._processed[server] = metadata
-        changes = self.cache.store(server, entry, metadata)
-        self._metadata[server] = metadata
-        self._changes[server] = self.cache.definition_changes(server)
-        self._rebuild()
-        if self.host is not None and changes:
-            names = ", ".join(changes.names()[:10])
-            self.host.notify(
-                f"MCP server {server!r} changed its tool definitions: {names}", "warning"
-            )
-
-    def _rebuild(self) -> None:
-        enabled = {n: self.servers[n] for n in self.enabled_servers()}
-        metadata = {n: m for n, m in self._metadata.items() if n in enabled}
-        self._catalog = Catalog.build(metadata, enabled, self.settings)
-        self._prompt_catalog = None
-        self._index = None
-        self._announce_collisions(self._catalog)
-        self._want_status_line()
-        for listener in list(self._listeners):
-            listener()
+    def _server_listed(self, server: str, metadata: ServerMetadata) -> None:
+        """A connection (re)opened or its tools changed: cache, rebuild, tell the person."""
+        changes = self.state.publish(server, metadata)
+        if changes:
+            self.notices.definitions_changed(server, changes)
 
     # ------------------------------------------------------------------ telling the user
-
-    def _notify(self, message: str, level: NotifyLevel) -> None:
-        if self.host is not None:
-            self.host.notify(message, level)
-
-    def _server_state_changed(self, state: ServerState) -> None:
-        """Tell the user when a server becomes unusable, and when it is usable again."""
-        server, status = state.server, state.status
-        if status in ("failed", "needs-auth"):
-            if self._unavailable.get(server) != status:
-                self._unavailable[server] = status
-                if status == "needs-auth":
-                    self._notify(
-                        f"MCP server {server!r} needs authentication: run `/mcp-auth {server}` "
-                        f"(or `pi-mcp auth {server}`)",
-                        "warning",
-                    )
-                else:
-                    reason = (state.error or "unknown error").splitlines()[0]
-                    self._notify(f"MCP server {server!r} is unavailable: {reason}", "error")
-        elif status == "connected" and self._unavailable.pop(server, None) is not None:
-            self._notify(f"MCP server {server!r} is back: connected", "info")
-        self._want_status_line()
-
-    def _announce_collisions(self, catalog: Catalog) -> None:
-        for collision in catalog.collisions:
-            key = (collision.server, collision.original_name, collision.assigned_name)
-            if key in self._announced_collisions:
-                continue
-            self._announced_collisions.add(key)
-            self._notify(
-                f"MCP tool {collision.original_name!r} of server {collision.server!r} is "
-                f"called {collision.assigned_name!r}: {collision.name!r} is taken by server "
-                f"{collision.kept_by!r} (a toolPrefix avoids the clash)",
-                "warning",
-            )
 
     def status_line(self) -> str:
         """The one-line summary a host shows: ``MCP: 4/6 servers, 132 tools``."""
         report = self.status()
         return f"MCP: {report.connected}/{report.enabled} servers, {report.tool_count} tools"
 
-    def _want_status_line(self) -> None:
-        if self._status_wanted is not None:
-            self._status_wanted.set()
-
-    async def _run_status_line(self) -> None:
-        """Keep the host's status line current, at most once per ``status_debounce_s``."""
-        while self._status_wanted is not None:
-            await self._status_wanted.wait()
-            await anyio.sleep(self._status_debounce_s)
-            self._status_wanted = anyio.Event()
-            text = self.status_line()
-            if text != self._status_line and self.host is not None:
-                self._status_line = text
-                self.host.set_status(text)
-
-    def _clear_status_line(self) -> None:
-        if self.host is not None and self._status_line is not None:
-            self._status_line = None
-            self.host.set_status(None)
-
     def on_catalog_changed(self, listener: Callable[[], None]) -> Callable[[], None]:
         """Call ``listener`` after each catalog rebuild; returns a function that unsubscribes."""
-        self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
-
-        return unsubscribe
+        return self.state.on_changed(listener)
 
     async def on_turn_end(self) -> None:
         """Host hook: eager servers that dropped reconnect on the next turn."""
@@ -539,42 +556,37 @@ class McpAdapter:
 
     @property
     def catalog(self) -> Catalog:
-        if self._catalog is None:
-            self._rebuild()
-        assert self._catalog is not None
-        return self._catalog
+        return self.state.catalog
 
     @property
     def index(self) -> SearchIndex:
-        if self._index is None:
-            ranking = self._ranking
-            if ranking == "default":
-                ranking = self.settings.search_ranking or "default"
-            self._index = SearchIndex(
-                self.catalog.tools(),
-                ranking=ranking,
-                vector_cache=search_vector_cache_path(self.agent_dir),
-            )
-        return self._index
+        return self.state.index
 
     def tools(self, server: str | None = None) -> Sequence[ToolInfo]:
-        return self.catalog.tools(server)
+        return self.state.tools(server)
 
     def lookup(self, name: str) -> ToolInfo:
-        """Resolve a tool name by the catalog's rules.
+        """Resolve a tool name by the catalog's rules, from what is known now.
 
         Raises:
             ToolNotFoundError: no such tool (with suggestions).
             AmbiguousToolError: several tools match (with candidates).
         """
-        return self.catalog.lookup(name)
+        return self.state.catalog.lookup(name)
+
+    async def resolve(self, name: str) -> ToolInfo:
+        """Like :meth:`lookup`, but a miss while servers are being listed waits for them,
+        and a final miss says why the tool may be missing and how to retry.
+
+        Raises:
+            ToolNotFoundError: no such tool (with suggestions and the reason).
+            AmbiguousToolError: several tools match (with candidates).
+        """
+        return await self.pipeline.resolve(name)
 
     def prompts(self, server: str | None = None) -> Sequence[PromptInfo]:
         """Upstream prompts (all, or ``server``'s), named like tools; from the cache or live."""
-        if self._prompt_catalog is None:
-            enabled = {n: self.servers[n] for n in self.enabled_servers()}
-            self._prompt_catalog = PromptCatalog.build(self._metadata, enabled, self.settings)
-        return self._prompt_catalog.prompts(server)
+        return self.state.prompts(server)
 
     def lookup_prompt(self, name: str) -> PromptInfo:
         """Resolve a prompt name by the same rules as tool names.
@@ -583,9 +595,7 @@ class McpAdapter:
             ToolNotFoundError: no such prompt (with suggestions).
             AmbiguousToolError: several prompts match.
         """
-        self.prompts()
-        assert self._prompt_catalog is not None
-        return self._prompt_catalog.lookup(name)
+        return self.state.prompt_catalog().lookup(name)
 
     async def render_prompt(
         self, name: str, arguments: Mapping[str, str] | None = None
@@ -597,12 +607,16 @@ class McpAdapter:
             ServerUnavailableError: the server could not be reached.
             ServerReportedError: the server refused (a missing or invalid argument).
         """
-        prompt = self.lookup_prompt(name)
+        try:
+            prompt = self.lookup_prompt(name)
+        except ToolNotFoundError:
+            await self.ready()
+            prompt = self.lookup_prompt(name)
         return await self.get_prompt(prompt.server, prompt.original_name, arguments)
 
     def metadata(self, server: str) -> ServerMetadata | None:
         """What ``server`` offered when last listed (live or from the cache)."""
-        return self._metadata.get(server)
+        return self.state.metadata(server)
 
     def server_status(self, name: str) -> ServerStatus:
         """One server's state; connects nothing."""
@@ -612,19 +626,21 @@ class McpAdapter:
             return ServerStatus(name, "invalid", 0, error=invalid.message)
         if entry is None:
             raise ServerNotConfiguredError(name, self._unknown_server_message(name))
-        tool_count = len(self.catalog.tools(name)) if entry.is_enabled else 0
-        record = self._changes.get(name, DefinitionChanges())
+        tool_count = len(self.state.tools(name)) if entry.is_enabled else 0
+        record = self.state.changes(name)
         changed = record.names()
         diffs: tuple[ToolDefinitionDiff, ...] = ()
         if record:
-            meta = self._metadata.get(name)
+            meta = self.state.metadata(name)
             diffs = diff_definitions(record, meta.tools if meta is not None else ())
         if not entry.is_enabled:
             return ServerStatus(name, "disabled", 0, lifecycle=entry.lifecycle)
         state = self._manager.state(name) if self._manager is not None else None
         if state is None or state.status in ("closed", "idle", "new"):
-            status = "cached" if name in self._metadata else "not-cached"
-            if entry.oauth_mode == "explicit" and self.oauth.needs_auth(name):
+            status = "cached" if self.state.is_known(name) else "not-cached"
+            if self.state.is_listing(name):
+                status = "connecting"
+            elif entry.oauth_mode == "explicit" and self.oauth.needs_auth(name):
                 status = "needs-auth"
             return ServerStatus(
                 name,
@@ -636,7 +652,7 @@ class McpAdapter:
             )
         failed_ago = None
         if state.failed_at is not None:
-            failed_ago = max(0.0, self._manager_clock() - state.failed_at)
+            failed_ago = max(0.0, self._manager.now() - state.failed_at) if self._manager else None
         return ServerStatus(
             name,
             state.status,
@@ -648,9 +664,6 @@ class McpAdapter:
             changed_tools=changed,
             definition_changes=diffs,
         )
-
-    def _manager_clock(self) -> float:
-        return self._manager.now() if self._manager is not None else time.monotonic()
 
     def status(self) -> StatusReport:
         """Every configured server's state, invalid ones included, and the config errors."""
@@ -671,7 +684,8 @@ class McpAdapter:
         limit: int | None = None,
         offset: int = 0,
     ) -> SearchResults:
-        """Ranked (or regex) search over cached metadata; never connects a server.
+        """Ranked (or regex) search over what is known now; never connects a server (see
+        :meth:`search_ready` for the form that waits for listings in progress).
 
         Raises:
             UsageError: an invalid regex.
@@ -679,7 +693,7 @@ class McpAdapter:
         """
         if server is not None and server not in self.servers:
             raise ServerNotConfiguredError(server, self._unknown_server_message(server))
-        page = self.index.search(
+        page = self.state.index.search(
             query, server=server, regex=regex, limit=limit or DEFAULT_SEARCH_LIMIT, offset=offset
         )
         unavailable: tuple[ServerStatus, ...] = ()
@@ -689,6 +703,21 @@ class McpAdapter:
                 s for s in (self.server_status(n) for n in names) if not s.is_searchable
             )
         return SearchResults(page, unavailable)
+
+    async def search_ready(
+        self,
+        query: str,
+        *,
+        server: str | None = None,
+        regex: bool = False,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> SearchResults:
+        """:meth:`search`, after the servers being listed (``server``, or all) have been
+        listed (bounded by :meth:`listing_timeout_s`): a search never misses a tool only
+        because its server was still starting."""
+        await self.ready(None if server is None else (server,))
+        return self.search(query, server=server, regex=regex, limit=limit, offset=offset)
 
     def _unknown_server_message(self, server: str) -> str:
         known = ", ".join(sorted(self.servers)) or "none configured"
@@ -712,7 +741,7 @@ class McpAdapter:
             ServerNotConfiguredError: no server of that name.
         """
         self.require_server(server)
-        meta = self._metadata.get(server)
+        meta = self.state.metadata(server)
         return meta.instructions if meta is not None else None
 
     async def connect(self, server: str) -> ServerMetadata:
@@ -735,7 +764,7 @@ class McpAdapter:
             self._progress(server, "failed", str(exc))
             raise
         self._progress(server, "connected", None)
-        self._server_connected(server, metadata)
+        self._server_listed(server, metadata)
         return metadata
 
     async def reconnect(self, server: str | None = None) -> dict[str, str | None]:
@@ -759,169 +788,21 @@ class McpAdapter:
 
     # ------------------------------------------------------------------ calling
 
-    async def call(
-        self,
-        name: str,
-        args: Mapping[str, Any] | None = None,
-        *,
-        progress: ProgressFnT | None = None,
-    ) -> CallOutcome:
+    async def call(self, name: str, args: Mapping[str, Any] | None = None) -> CallOutcome:
         """Call a tool by (any accepted form of) its name. Never raises for tool errors.
 
         Unknown and ambiguous names, invalid arguments, unavailable servers and JSON-RPC
         errors come back as outcomes with an ``error_kind``; a server's own error result
-        comes back as its result. ``progress`` receives the server's progress notifications
-        for this call; cancelling the calling task cancels the request upstream.
+        comes back as its result. A name that misses while servers are being listed waits
+        for them first. Cancelling the calling task cancels the request upstream.
         """
-        arguments = dict(args or {})
-        try:
-            tool = self.lookup(name)
-        except ToolNotFoundError as exc:
-            return CallOutcome(
-                name, error_kind="unknown_tool", message=str(exc), suggestions=exc.suggestions
-            )
-        except AmbiguousToolError as exc:
-            return CallOutcome(
-                name, error_kind="ambiguous_tool", message=str(exc), candidates=exc.candidates
-            )
-        # Text JSON cannot carry, or nesting that would exhaust the encoder's stack, is the
-        # caller's mistake: it is never sent (a server would get a broken connection).
-        problems = argument_problems(arguments)
-        if not problems and self.settings.validate_args and not tool.is_resource:
-            problems = validate_arguments(tool.input_schema, arguments)
-        if problems:
-            return CallOutcome(
-                name,
-                tool,
-                error_kind="invalid_arguments",
-                message=f"Invalid arguments for {tool.name}",
-                problems=tuple(problems),
-            )
-        blocked = self._refused_for_change(name, tool)
-        if blocked is not None:
-            return blocked
-        refusal = await self._approvals.check(
-            tool,
-            arguments,
-            entry=self.servers.get(tool.server),
-            settings=self.settings,
-            ask=self._asker(),
-        )
-        if refusal is not None:
-            return CallOutcome(name, tool, error_kind="approval_denied", message=refusal)
-        with allow_prompts(self.oauth.may_prompt):
-            outcome = await self._call_server(name, tool, arguments, progress)
-        if self._stats is not None and outcome.error_kind != "definition_changed":
-            self._stats.record(
-                tool.server,
-                tool.original_name,
-                latency_ms=outcome.latency_ms,
-                ok=not outcome.is_error,
-                bytes_out=_result_bytes(outcome),
-                connect_ms=outcome.connect_ms,
-            )
-        if self._trace is not None and self._trace.traces(self.servers.get(tool.server)):
-            failed = outcome.error_kind is not None
-            self._trace.record(
-                server=tool.server,
-                tool=tool.original_name,
-                duration_ms=outcome.latency_ms + outcome.connect_ms,
-                bytes_out=_result_bytes(outcome),
-                outcome="failed" if failed else ("error" if outcome.is_error else "ok"),
-                error=outcome.error_kind,
-            )
-        return outcome
+        return await self.pipeline.call(name, args)
 
     def _asker(self) -> Ask | None:
         if self.ask is not None:
             return self.ask
         host = self.host
         return host.ask if isinstance(host, AsksQuestions) else None
-
-    async def _call_server(
-        self,
-        requested: str,
-        tool: ToolInfo,
-        arguments: dict[str, Any],
-        progress: ProgressFnT | None,
-    ) -> CallOutcome:
-        manager = self._require_manager()
-        entry = self.servers[tool.server]
-        started = time.perf_counter()
-        connect_ms = 0.0
-        try:
-            if manager.state(tool.server).status != _CONNECTED:
-                await manager.connect(tool.server)
-                connect_ms = (time.perf_counter() - started) * 1000
-                # What the server lists now is checked before the call, not after: the
-                # manager announces a new connection from another task, maybe too late.
-                live = manager.metadata(tool.server)
-                if live is not None:
-                    self._server_connected(tool.server, live)
-                blocked = self._refused_for_change(requested, tool)
-                if blocked is not None:
-                    return blocked
-            called = time.perf_counter()
-            result: Any
-            if tool.resource_uri is not None:
-                result = await manager.read_resource(tool.server, tool.resource_uri)
-            else:
-                result = await manager.call_tool(
-                    tool.server,
-                    tool.original_name,
-                    arguments,
-                    timeout_s=entry.request_timeout_s,
-                    progress=progress,
-                )
-        except ServerUnavailableError as exc:
-            return CallOutcome(
-                requested,
-                tool,
-                error_kind="server_unavailable",
-                message=str(exc),
-                latency_ms=_elapsed_ms(started) - connect_ms,
-                connect_ms=connect_ms,
-            )
-        except ServerReportedError as exc:
-            return CallOutcome(
-                requested,
-                tool,
-                error_kind="server_error",
-                message=str(exc),
-                error_code=exc.code,
-                latency_ms=_elapsed_ms(started) - connect_ms,
-                connect_ms=connect_ms,
-            )
-        return CallOutcome(
-            requested, tool, result, latency_ms=_elapsed_ms(called), connect_ms=connect_ms
-        )
-
-    def _refused_for_change(self, requested: str, tool: ToolInfo) -> CallOutcome | None:
-        """Under ``onDefinitionChange: "block"``, the refusal of a tool changed since trusted."""
-        if self.settings.on_definition_change != "block" or tool.is_resource:
-            return None
-        record = self._changes.get(tool.server)
-        if record is None:
-            return None
-        changed = {c.name: c.fields for c in record.changed}
-        if tool.original_name in changed:
-            how = f"its {', '.join(changed[tool.original_name])} changed"
-        elif tool.original_name in record.added:
-            how = "it is new"
-        else:
-            return None
-        return CallOutcome(
-            requested,
-            tool,
-            error_kind="definition_changed",
-            message=(
-                f"Tool {tool.name} was not called: {how} since its server {tool.server!r} was "
-                f'last trusted, and settings.onDefinitionChange is "block". Ask the user to '
-                f"review the change (`pi-mcp status`) and trust it with "
-                f"`pi-mcp trust {tool.server} {tool.original_name}` (or `/mcp trust "
-                f"{tool.server} {tool.original_name}`)."
-            ),
-        )
 
     def definition_changes(self, server: str) -> DefinitionChanges:
         """``server``'s unacknowledged tool-definition changes (empty when there are none).
@@ -930,7 +811,7 @@ class McpAdapter:
             ServerNotConfiguredError: no server of that name.
         """
         self.require_server(server)
-        return self._changes.get(server, DefinitionChanges())
+        return self.state.changes(server)
 
     def trust(self, server: str, tool: str | None = None) -> tuple[str, ...]:
         """Accept ``server``'s recorded definition changes (all, or one tool's): they become
@@ -963,8 +844,8 @@ class McpAdapter:
                 )
             names = (own,)
             self.cache.acknowledge_changes(server, names)
-        self._changes[server] = self.cache.definition_changes(server)
-        self._want_status_line()
+        self.state.reread_changes(server)
+        self.notices.want_status_line()
         return names
 
     async def read_resource(self, server: str, uri: str) -> types.ReadResourceResult:
@@ -1056,19 +937,27 @@ class McpAdapter:
             await listener(server, uri)
 
 
-def _elapsed_ms(since: float) -> float:
-    return max(0.0, (time.perf_counter() - since) * 1000)
+def _newly_broken(old: LoadedConfig, new: LoadedConfig) -> list[ConfigError]:
+    """Errors of files that loaded in ``old`` and are broken in ``new``: such an edit keeps
+    the last good configuration (half a file would drop its servers)."""
+    loaded_before = {source.path for source in old.sources if source.loaded}
+    broken_now = {source.path for source in new.sources if source.status == "invalid"}
+    paths = {str(p) for p in loaded_before & broken_now}
+    if not paths:
+        return []
+    return [e for e in new.errors if e.path in paths] or [
+        ConfigError(f"{path} cannot be read", path=path) for path in sorted(paths)
+    ]
 
 
-def _result_bytes(outcome: CallOutcome) -> int:
-    """UTF-8 size of the text a server answered with (what a model would read)."""
-    result = outcome.result
-    if result is None:
-        return len(outcome.message.encode())
-    total = 0
-    blocks = getattr(result, "content", None) or getattr(result, "contents", None) or []
-    for block in blocks:
-        text = getattr(block, "text", None)
-        if isinstance(text, str):
-            total += len(text.encode())
-    return total
+def _fingerprint(config: LoadedConfig) -> tuple[tuple[str, int, int], ...]:
+    """Size and modification time of every file the configuration read or looked for."""
+    rows: list[tuple[str, int, int]] = []
+    for source in config.sources:
+        try:
+            stat = source.path.stat()
+        except OSError:
+            rows.append((str(source.path), -1, -1))
+        else:
+            rows.append((str(source.path), stat.st_size, stat.st_mtime_ns))
+    return tuple(rows)

@@ -160,3 +160,20 @@ class ReloadReport:
     """Kept as they were, connections included."""
     superseded: bool = False
     """A newer reload began while this one read the files: this one changed nothing."""
+    kept_last_good: bool = False
+    """A file that loaded before is broken now: nothing changed (see ``errors``)."""
+    errors: tuple[str, ...] = ()
+    """Configuration errors found by this reload."""
+
+    def summary(self) -> str:
+        """``added a, b; removed c; changed d`` (or ``no server changed``)."""
+        parts = [
+            f"{label} {', '.join(names)}"
+            for label, names in (
+                ("added", self.added),
+                ("removed", self.removed),
+                ("changed", self.changed),
+            )
+            if names
+        ]
+        return "; ".join(parts) or "no server changed"

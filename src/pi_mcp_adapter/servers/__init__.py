@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._manager import MetadataListener, ServerManager, ServerSetChange, StateListener
-from ._state import ServerState, ServerStatus, TransportKind
+from ._state import ServerState, ConnectionStatus, TransportKind
 
 if TYPE_CHECKING:
     from ._connection import ServerConnection
@@ -60,7 +60,7 @@ __all__ = [
     "ServerManager",
     "ServerSetChange",
     "ServerState",
-    "ServerStatus",
+    "ConnectionStatus",
     "StateListener",
     "TransportKind",
     "current_relay",

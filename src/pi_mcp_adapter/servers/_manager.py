@@ -51,7 +51,7 @@ from ._lifecycle import (
     is_kept_alive,
     keep_alive_retry_delay_s,
 )
-from ._state import ServerState, ServerStatus, TransportKind
+from ._state import ServerState, ConnectionStatus, TransportKind
 
 if TYPE_CHECKING:
     # The connection module pulls in the MCP SDK (most of a second); it is imported when the
@@ -95,7 +95,7 @@ class _Slot:
         self.connection: ServerConnection | None = None
         self.attempt: _Attempt | None = None
         self.generation = 0
-        self.status: ServerStatus = "closed" if entry.is_enabled else "disabled"
+        self.status: ConnectionStatus = "closed" if entry.is_enabled else "disabled"
         self.transport: TransportKind | None = None
         self.error: str | None = None
         self.failed_at: float | None = None

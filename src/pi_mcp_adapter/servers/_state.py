@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-ServerStatus = Literal["connected", "connecting", "closed", "failed", "needs-auth", "disabled"]
+ConnectionStatus = Literal["connected", "connecting", "closed", "failed", "needs-auth", "disabled"]
 """``closed``: not connected (never started, idle-closed or closed on request); ``failed``: the
 last connect failed or the connection was lost; ``needs-auth``: the server answered HTTP 401."""
 
 TransportKind = Literal["stdio", "streamable-http", "sse", "socket"]
 
-SERVER_STATUSES: tuple[ServerStatus, ...] = (
+CONNECTION_STATUSES: tuple[ConnectionStatus, ...] = (
     "connected",
     "connecting",
     "closed",
@@ -32,7 +32,7 @@ class ServerState:
     """
 
     server: str
-    status: ServerStatus
+    status: ConnectionStatus
     transport: TransportKind | None = None
     error: str | None = None
     failed_at: float | None = None
@@ -42,7 +42,7 @@ class ServerState:
     tool_count: int | None = None
 
     def __post_init__(self) -> None:
-        if self.status not in SERVER_STATUSES:
+        if self.status not in CONNECTION_STATUSES:
             raise ValueError(f"unknown server status {self.status!r}")
         if self.in_flight < 0:
             raise ValueError("in_flight cannot be negative")

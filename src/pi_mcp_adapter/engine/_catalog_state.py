@@ -1,0 +1,228 @@
+"""Catalog state and readiness: what is known about each server, what is being listed, and
+the views built from it (catalog, prompt catalog, search index).
+
+One owner for "what tools exist": every listing (a connect at start, a call's first use, a
+``list_changed`` refresh, ``pi-mcp connect``) arrives through :meth:`CatalogState.publish`,
+which stores it in the metadata cache, records definition changes and rebuilds the views once.
+
+Readiness: while a server is being listed, a request that misses (an unknown tool, an empty
+search) waits for that listing, bounded by a deadline, before it answers; every host gets the
+same answer whether or not it asked before the listing ended (see :meth:`wait_for_listings`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from pathlib import Path
+
+import anyio
+
+from pi_mcp_adapter.catalog import Catalog, DefinitionChanges, MetadataCache
+from pi_mcp_adapter.catalog._metadata import ServerMetadata, ToolInfo
+from pi_mcp_adapter.catalog._prompts import PromptCatalog, PromptInfo
+from pi_mcp_adapter.catalog._search import SearchIndex
+from pi_mcp_adapter.catalog._search_semantic import search_vector_cache_path
+from pi_mcp_adapter.config._models import ServerEntry, Settings
+
+CatalogListener = Callable[[], None]
+
+
+class CatalogState:
+    """The servers' metadata (live or cached), definition changes, listings in progress, and
+    the catalog views. Lives as long as its adapter; owns nothing asynchronous.
+
+    ``entries`` and ``settings`` are read through callables so a reload that replaces the
+    configuration is seen at once.
+    """
+
+    def __init__(
+        self,
+        *,
+        cache: MetadataCache,
+        agent_dir: Path,
+        entries: Callable[[], Mapping[str, ServerEntry]],
+        settings: Callable[[], Settings],
+        ranking: str = "default",
+    ) -> None:
+        self.cache = cache
+        self._agent_dir = agent_dir
+        self._entries = entries
+        self._settings = settings
+        self._ranking = ranking
+        self._metadata: dict[str, ServerMetadata] = {}
+        self._changes: dict[str, DefinitionChanges] = {}
+        """Unacknowledged tool-definition changes per server, as the cache records them."""
+        self._listing: dict[str, anyio.Event] = {}
+        """Servers being listed now, each with the event set when its listing ends."""
+        self._catalog: Catalog | None = None
+        self._prompt_catalog: PromptCatalog | None = None
+        self._index: SearchIndex | None = None
+        self._listeners: list[CatalogListener] = []
+
+    # ------------------------------------------------------------------ what is known
+
+    def enabled(self) -> dict[str, ServerEntry]:
+        return {n: e for n, e in self._entries().items() if e.is_enabled}
+
+    def load_cache(self) -> None:
+        """Read the cache file and take every enabled server's entry that is still valid."""
+        self.cache.load()
+        for name, entry in self.enabled().items():
+            cached = self.cache.get(name, entry)
+            if cached is not None:
+                self._metadata[name] = cached
+                self._changes[name] = self.cache.definition_changes(name)
+
+    def metadata(self, server: str) -> ServerMetadata | None:
+        """What ``server`` offered when last listed (live or from the cache)."""
+        return self._metadata.get(server)
+
+    def is_known(self, server: str) -> bool:
+        return server in self._metadata
+
+    def changes(self, server: str) -> DefinitionChanges:
+        return self._changes.get(server, DefinitionChanges())
+
+    def reread_changes(self, server: str) -> None:
+        """Take ``server``'s change record from the cache again (trusted elsewhere, say)."""
+        self._changes[server] = self.cache.definition_changes(server)
+
+    def publish(self, server: str, metadata: ServerMetadata) -> DefinitionChanges | None:
+        """A listing of ``server`` arrived: cache it, rebuild the views, tell listeners.
+
+        Returns the definition changes this listing introduced (``None`` when it is the
+        listing already published, or the server is no longer configured).
+        """
+        entry = self._entries().get(server)
+        if entry is None or self._metadata.get(server) is metadata:
+            return None
+        changes = self.cache.store(server, entry, metadata)
+        self._metadata[server] = metadata
+        self._changes[server] = self.cache.definition_changes(server)
+        self.rebuild()
+        return changes
+
+    def follow_reload(
+        self,
+        entries: Mapping[str, ServerEntry],
+        *,
+        removed: Collection[str],
+        restarted: Collection[str],
+        live: Callable[[str], ServerMetadata | None],
+    ) -> None:
+        """After a reload: forget removed servers, take cached listings for servers that are
+        not connected (or start afresh), keep live ones."""
+        for name in removed:
+            self._metadata.pop(name, None)
+            self._changes.pop(name, None)
+        for name, entry in entries.items():
+            self._changes[name] = self.cache.definition_changes(name)
+            if live(name) is not None and name not in restarted:
+                continue  # unchanged and connected: the live listing is the truth
+            cached = self.cache.get(name, entry)
+            if cached is not None:
+                self._metadata[name] = cached
+            elif name in restarted or name not in self._metadata:
+                self._metadata.pop(name, None)
+        self.rebuild()
+
+    # ------------------------------------------------------------------ readiness
+
+    def servers_to_list(
+        self, *, eager: bool, missing: bool, among: Collection[str] | None
+    ) -> list[str]:
+        """The rule for which servers connect when an adapter starts (or a reload adds them):
+        eager and keep-alive ones (``eager``) and those whose tools are unknown (``missing``)."""
+        return [
+            name
+            for name, entry in self.enabled().items()
+            if (among is None or name in among)
+            and (
+                (eager and entry.lifecycle in ("eager", "keep-alive"))
+                or (missing and name not in self._metadata)
+            )
+        ]
+
+    def begin_listing(self, names: Collection[str]) -> None:
+        for name in names:
+            if name not in self._listing:
+                self._listing[name] = anyio.Event()
+
+    def end_listing(self, name: str) -> None:
+        event = self._listing.pop(name, None)
+        if event is not None:
+            event.set()
+
+    def is_listing(self, name: str) -> bool:
+        return name in self._listing
+
+    def listing(self) -> tuple[str, ...]:
+        """Servers being listed now."""
+        return tuple(self._listing)
+
+    async def wait_for_listings(
+        self, servers: Collection[str] | None = None, *, timeout_s: float
+    ) -> bool:
+        """Wait until ``servers`` (default: every server) are no longer being listed, at most
+        ``timeout_s``. Returns whether anything was waited for."""
+        pending = [e for n, e in self._listing.items() if servers is None or n in servers]
+        if not pending:
+            return False
+        with anyio.move_on_after(timeout_s):
+            for event in pending:
+                await event.wait()
+        return True
+
+    # ------------------------------------------------------------------ views
+
+    def on_changed(self, listener: CatalogListener) -> Callable[[], None]:
+        """Call ``listener`` after each rebuild; returns a function that unsubscribes."""
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
+
+    def rebuild(self) -> None:
+        enabled = self.enabled()
+        metadata = {n: m for n, m in self._metadata.items() if n in enabled}
+        self._catalog = Catalog.build(metadata, enabled, self._settings())
+        self._prompt_catalog = None
+        self._index = None
+        for listener in list(self._listeners):
+            listener()
+
+    @property
+    def catalog(self) -> Catalog:
+        if self._catalog is None:
+            self.rebuild()
+        assert self._catalog is not None
+        return self._catalog
+
+    @property
+    def index(self) -> SearchIndex:
+        if self._index is None:
+            ranking = self._ranking
+            if ranking == "default":
+                ranking = self._settings().search_ranking or "default"
+            self._index = SearchIndex(
+                self.catalog.tools(),
+                ranking=ranking,
+                vector_cache=search_vector_cache_path(self._agent_dir),
+            )
+        return self._index
+
+    def tools(self, server: str | None = None) -> Sequence[ToolInfo]:
+        return self.catalog.tools(server)
+
+    def prompt_catalog(self) -> PromptCatalog:
+        if self._prompt_catalog is None:
+            self._prompt_catalog = PromptCatalog.build(
+                self._metadata, self.enabled(), self._settings()
+            )
+        return self._prompt_catalog
+
+    def prompts(self, server: str | None = None) -> Sequence[PromptInfo]:
+        return self.prompt_catalog().prompts(server)

@@ -1,0 +1,114 @@
+"""Notices and the status line: what the engine tells the person, through the host.
+
+Every host gets the same notices, worded once here: a server that fails to start or is lost,
+one that needs authentication, one that comes back, a tool renamed because another server's
+tool has its name, a server whose tool definitions changed, a reload. The status line
+(``MCP: 4/6 servers, 132 tools``) is updated at most once per debounce interval, so servers
+connecting together update it once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+
+from pi_mcp_adapter.catalog import Catalog, DefinitionChanges
+from pi_mcp_adapter.servers import ServerState
+
+from ._host import Host, NotifyLevel
+
+DEFAULT_STATUS_DEBOUNCE_S = 0.2
+"""Servers connecting together at start update the status line once, not once each."""
+
+
+class Notices:
+    """Tells ``host`` (when there is one) about events; keeps its status line current."""
+
+    def __init__(
+        self,
+        host: Host | None,
+        *,
+        status_line: Callable[[], str],
+        debounce_s: float = DEFAULT_STATUS_DEBOUNCE_S,
+    ) -> None:
+        self.host = host
+        self._status_text = status_line
+        self._debounce_s = debounce_s
+        self._status_wanted: anyio.Event | None = None
+        self._shown: str | None = None
+        self._unavailable: dict[str, str] = {}
+        """Servers the host was told are failing or need auth, with that status."""
+        self._announced_collisions: set[tuple[str, str, str]] = set()
+
+    def notify(self, message: str, level: NotifyLevel) -> None:
+        if self.host is not None:
+            self.host.notify(message, level)
+
+    def server_state_changed(self, state: ServerState) -> None:
+        """Tell the user when a server becomes unusable, and when it is usable again."""
+        server, status = state.server, state.status
+        if status in ("failed", "needs-auth"):
+            if self._unavailable.get(server) != status:
+                self._unavailable[server] = status
+                if status == "needs-auth":
+                    self.notify(
+                        f"MCP server {server!r} needs authentication: run `/mcp-auth {server}` "
+                        f"(or `pi-mcp auth {server}`)",
+                        "warning",
+                    )
+                else:
+                    reason = (state.error or "unknown error").splitlines()[0]
+                    self.notify(f"MCP server {server!r} is unavailable: {reason}", "error")
+        elif status == "connected" and self._unavailable.pop(server, None) is not None:
+            self.notify(f"MCP server {server!r} is back: connected", "info")
+        self.want_status_line()
+
+    def forget(self, server: str) -> None:
+        self._unavailable.pop(server, None)
+
+    def definitions_changed(self, server: str, changes: DefinitionChanges) -> None:
+        if changes:
+            names = ", ".join(changes.names()[:10])
+            self.notify(f"MCP server {server!r} changed its tool definitions: {names}", "warning")
+
+    def catalog_rebuilt(self, catalog: Catalog) -> None:
+        for collision in catalog.collisions:
+            key = (collision.server, collision.original_name, collision.assigned_name)
+            if key in self._announced_collisions:
+                continue
+            self._announced_collisions.add(key)
+            self.notify(
+                f"MCP tool {collision.original_name!r} of server {collision.server!r} is "
+                f"called {collision.assigned_name!r}: {collision.name!r} is taken by server "
+                f"{collision.kept_by!r} (a toolPrefix avoids the clash)",
+                "warning",
+            )
+        self.want_status_line()
+
+    # ------------------------------------------------------------------ status line
+
+    def want_status_line(self) -> None:
+        if self._status_wanted is not None:
+            self._status_wanted.set()
+
+    async def run_status_line(self) -> None:
+        """Keep the host's status line current, at most once per debounce interval; runs
+        until cancelled (the adapter's task group owns it)."""
+        if self.host is None:
+            return
+        self._status_wanted = anyio.Event()
+        self._status_wanted.set()
+        while True:
+            await self._status_wanted.wait()
+            await anyio.sleep(self._debounce_s)
+            self._status_wanted = anyio.Event()
+            text = self._status_text()
+            if text != self._shown and self.host is not None:
+                self._shown = text
+                self.host.set_status(text)
+
+    def clear_status_line(self) -> None:
+        if self.host is not None and self._shown is not None:
+            self._shown = None
+            self.host.set_status(None)

@@ -1,0 +1,257 @@
+"""One call pipeline: lookup (waiting for listings in progress), argument checks, the
+definition-change block, approval, the call itself, statistics and the trace.
+
+Every host and surface calls tools through :meth:`CallPipeline.call`, so a call is refused,
+approved, recorded and traced by the same rules wherever it came from. The pipeline never
+raises for a tool's failure: it returns a :class:`CallOutcome` with an ``error_kind``; the
+surfaces render it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from pi_mcp_adapter._errors import (
+    AmbiguousToolError,
+    ServerReportedError,
+    ServerUnavailableError,
+    ToolNotFoundError,
+)
+from pi_mcp_adapter.catalog._metadata import ToolInfo
+from pi_mcp_adapter.config._models import ServerEntry, Settings
+from pi_mcp_adapter.servers import ServerManager
+from pi_mcp_adapter.servers._prompt_policy import allow_prompts
+
+from ._approval import Ask, ToolApprovals
+from ._arguments import argument_problems
+from ._catalog_state import CatalogState
+from ._trace import CallTrace
+from ._validate import validate_arguments
+from ._values import CallOutcome
+
+if TYPE_CHECKING:
+    from ._stats import CallStats
+
+_CONNECTED = "connected"
+
+
+class CallPipeline:
+    """Runs tool calls for one adapter (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        state: CatalogState,
+        manager: Callable[[], ServerManager],
+        entries: Callable[[], Mapping[str, ServerEntry]],
+        settings: Callable[[], Settings],
+        approvals: ToolApprovals,
+        asker: Callable[[], Ask | None],
+        stats: Callable[[], CallStats | None],
+        trace: CallTrace | None,
+        may_prompt: Callable[[], bool],
+        listing_timeout_s: Callable[[], float],
+        explain_miss: Callable[[str], str],
+    ) -> None:
+        self._state = state
+        self._manager = manager
+        self._entries = entries
+        self._settings = settings
+        self._approvals = approvals
+        self._asker = asker
+        self._stats = stats
+        self._trace = trace
+        self._may_prompt = may_prompt
+        self._listing_timeout_s = listing_timeout_s
+        self._explain_miss = explain_miss
+
+    async def resolve(self, name: str) -> ToolInfo:
+        """``name`` by the catalog's rules; a miss while servers are being listed waits for
+        them (bounded), and a final miss says why tools may be missing.
+
+        Raises:
+            ToolNotFoundError: no such tool (with suggestions and the reason).
+            AmbiguousToolError: several tools match (with candidates).
+        """
+        try:
+            return self._state.catalog.lookup(name)
+        except ToolNotFoundError:
+            if not await self._state.wait_for_listings(timeout_s=self._listing_timeout_s()):
+                return self._lookup_explained(name)
+        return self._lookup_explained(name)
+
+    def _lookup_explained(self, name: str) -> ToolInfo:
+        try:
+            return self._state.catalog.lookup(name)
+        except ToolNotFoundError as exc:
+            why = self._explain_miss(name)
+            if not why:
+                raise
+            raise ToolNotFoundError(
+                exc.name, f"{exc.message}\n{why}", suggestions=exc.suggestions
+            ) from None
+
+    async def call(self, name: str, args: Mapping[str, Any] | None = None) -> CallOutcome:
+        """Call a tool by (any accepted form of) its name. Never raises for tool errors."""
+        arguments = dict(args or {})
+        try:
+            tool = await self.resolve(name)
+        except ToolNotFoundError as exc:
+            return CallOutcome(
+                name, error_kind="unknown_tool", message=str(exc), suggestions=exc.suggestions
+            )
+        except AmbiguousToolError as exc:
+            return CallOutcome(
+                name, error_kind="ambiguous_tool", message=str(exc), candidates=exc.candidates
+            )
+        settings = self._settings()
+        # Text JSON cannot carry, or nesting that would exhaust the encoder's stack, is the
+        # caller's mistake: it is never sent (a server would get a broken connection).
+        problems = argument_problems(arguments)
+        if not problems and settings.validate_args and not tool.is_resource:
+            problems = validate_arguments(tool.input_schema, arguments)
+        if problems:
+            return CallOutcome(
+                name,
+                tool,
+                error_kind="invalid_arguments",
+                message=f"Invalid arguments for {tool.name}",
+                problems=tuple(problems),
+            )
+        blocked = self.refused_for_change(name, tool)
+        if blocked is not None:
+            return blocked
+        refusal = await self._approvals.check(
+            tool,
+            arguments,
+            entry=self._entries().get(tool.server),
+            settings=settings,
+            ask=self._asker(),
+        )
+        if refusal is not None:
+            return CallOutcome(name, tool, error_kind="approval_denied", message=refusal)
+        with allow_prompts(self._may_prompt()):
+            outcome = await self._call_server(name, tool, arguments)
+        self._record(tool, outcome)
+        return outcome
+
+    def _record(self, tool: ToolInfo, outcome: CallOutcome) -> None:
+        stats = self._stats()
+        if stats is not None and outcome.error_kind != "definition_changed":
+            stats.record(
+                tool.server,
+                tool.original_name,
+                latency_ms=outcome.latency_ms,
+                ok=not outcome.is_error,
+                bytes_out=result_bytes(outcome),
+                connect_ms=outcome.connect_ms,
+            )
+        trace = self._trace
+        if trace is not None and trace.traces(self._entries().get(tool.server)):
+            failed = outcome.error_kind is not None
+            trace.record(
+                server=tool.server,
+                tool=tool.original_name,
+                duration_ms=outcome.latency_ms + outcome.connect_ms,
+                bytes_out=result_bytes(outcome),
+                outcome="failed" if failed else ("error" if outcome.is_error else "ok"),
+                error=outcome.error_kind,
+            )
+
+    async def _call_server(
+        self, requested: str, tool: ToolInfo, arguments: dict[str, Any]
+    ) -> CallOutcome:
+        manager = self._manager()
+        entry = self._entries()[tool.server]
+        started = time.perf_counter()
+        called = started
+        connect_ms = 0.0
+        try:
+            if manager.state(tool.server).status != _CONNECTED:
+                # The manager publishes what the server lists before it returns the
+                # connection, so the check below sees the live definitions.
+                await manager.connect(tool.server)
+                connect_ms = (time.perf_counter() - started) * 1000
+                blocked = self.refused_for_change(requested, tool)
+                if blocked is not None:
+                    return blocked
+            called = time.perf_counter()
+            result: Any
+            if tool.resource_uri is not None:
+                result = await manager.read_resource(tool.server, tool.resource_uri)
+            else:
+                result = await manager.call_tool(
+                    tool.server,
+                    tool.original_name,
+                    arguments,
+                    timeout_s=entry.request_timeout_s,
+                )
+        except ServerUnavailableError as exc:
+            return CallOutcome(
+                requested,
+                tool,
+                error_kind="server_unavailable",
+                message=str(exc),
+                latency_ms=_elapsed_ms(started) - connect_ms,
+                connect_ms=connect_ms,
+            )
+        except ServerReportedError as exc:
+            return CallOutcome(
+                requested,
+                tool,
+                error_kind="server_error",
+                message=str(exc),
+                error_code=exc.code,
+                latency_ms=_elapsed_ms(started) - connect_ms,
+                connect_ms=connect_ms,
+            )
+        return CallOutcome(
+            requested, tool, result, latency_ms=_elapsed_ms(called), connect_ms=connect_ms
+        )
+
+    def refused_for_change(self, requested: str, tool: ToolInfo) -> CallOutcome | None:
+        """Under ``onDefinitionChange: "block"``, the refusal of a tool changed since trusted."""
+        if self._settings().on_definition_change != "block" or tool.is_resource:
+            return None
+        record = self._state.changes(tool.server)
+        if not record:
+            return None
+        changed = {c.name: c.fields for c in record.changed}
+        if tool.original_name in changed:
+            how = f"its {', '.join(changed[tool.original_name])} changed"
+        elif tool.original_name in record.added:
+            how = "it is new"
+        else:
+            return None
+        return CallOutcome(
+            requested,
+            tool,
+            error_kind="definition_changed",
+            message=(
+                f"Tool {tool.name} was not called: {how} since its server {tool.server!r} was "
+                f'last trusted, and settings.onDefinitionChange is "block". Ask the user to '
+                f"review the change (`pi-mcp status`) and trust it with "
+                f"`pi-mcp trust {tool.server} {tool.original_name}` (or `/mcp trust "
+                f"{tool.server} {tool.original_name}`)."
+            ),
+        )
+
+
+def _elapsed_ms(since: float) -> float:
+    return max(0.0, (time.perf_counter() - since) * 1000)
+
+
+def result_bytes(outcome: CallOutcome) -> int:
+    """UTF-8 size of the text a server answered with (what a model would read)."""
+    result = outcome.result
+    if result is None:
+        return len(outcome.message.encode())
+    total = 0
+    blocks = getattr(result, "content", None) or getattr(result, "contents", None) or []
+    for block in blocks:
+        text = getattr(block, "text", None)
+        if isinstance(text, str):
+            total += len(text.encode())
+    return total
