@@ -85,7 +85,7 @@ def serve(
     """
     import anyio
 
-    from pi_mcp_adapter.config import load_config
+    from pi_mcp_adapter.config import LoadedConfig, load_config
     from pi_mcp_adapter.engine import McpAdapter
     from pi_mcp_adapter.hosts import GatewayOptions, serve_gateway
     from pi_mcp_adapter.hosts._gateway_serve import configure_logging, without_gateway_itself
@@ -116,20 +116,30 @@ def serve(
         sys.stdout.write(client_entry(print_config, options, context) + "\n")
         return
     configure_logging(verbose=verbose)
-    loaded = load_config(
-        agent_dir=context.agent_dir,
-        project_dir=context.project_dir,
-        config_path=context.config_path,
-    )
-    loaded, skipped = without_gateway_itself(loaded)
-    for name in skipped:
-        logger.warning("server %r runs `pi-mcp serve` itself; the gateway skips it", name)
+    skipped_before: set[str] = set()
+
+    def load() -> LoadedConfig:
+        loaded, skipped = without_gateway_itself(
+            load_config(
+                agent_dir=context.agent_dir,
+                project_dir=context.project_dir,
+                config_path=context.config_path,
+            )
+        )
+        for name in skipped:
+            if name not in skipped_before:
+                skipped_before.add(name)
+                logger.warning("server %r runs `pi-mcp serve` itself; the gateway skips it", name)
+        return loaded
+
     adapter = McpAdapter(
-        config=loaded,
+        config_loader=load,
         agent_dir=context.agent_dir,
         project_dir=context.project_dir,
         config_path=context.config_path,
-        connect_missing=False,  # the gateway lists new servers in the background instead
+        # Serving starts at once; servers never listed before are listed in the background,
+        # and a request that misses one of them waits for its listing.
+        background_listing=True,
         relay_server_requests=True,
     )
     try:

@@ -175,6 +175,8 @@ class McpAdapter:
         self.ask = ask
         self._resource_listeners: list[Callable[[str, str], Awaitable[None]]] = []
         self._reload_generation = 0
+        self._opened: anyio.Event | None = None
+        """Set once :meth:`start` has opened the manager (made when someone waits)."""
         self.state = CatalogState(
             cache=self.cache,
             agent_dir=self.agent_dir,
@@ -298,18 +300,19 @@ class McpAdapter:
                 tasks.start_soon(self._stats.run_flusher)
             tasks.start_soon(self.notices.run_status_line)
             self.state.rebuild()
-            host = self.host
-            if host is not None:
-                host.on("session_start", self._on_session_start)
-                host.on("turn_end", self.on_turn_end)
-                host.on("shutdown", self.stop)
+            if self.host is not None:
+                self._follow_host_events(self.host)
             await self._list_at_start()
         except BaseException:
+            if self._opened is not None:
+                self._opened.set()
             self._tasks = None
             await stack.aclose()
             self._state_kind = "closed"
             raise
         self._stack = stack
+        if self._opened is not None:
+            self._opened.set()
 
     async def stop(self) -> None:
         """Close every connection and background task. Safe to call twice."""
@@ -324,6 +327,21 @@ class McpAdapter:
             # stack it was entered in; the manager shields its own shutdown waits.
             await stack.aclose()
         self._manager = None
+
+    def bind_host(self, host: Host) -> None:
+        """Tell ``host`` the engine's notices (those nobody has seen yet first) and status
+        line, and follow its lifecycle events (session start reloads, turn end reconnects
+        dropped eager servers, shutdown stops). A binding calls it through ``attach()``."""
+        if host is self.host:
+            return
+        self.notices.bind(host)
+        if self._manager is not None:
+            self._follow_host_events(host)
+
+    def _follow_host_events(self, host: Host) -> None:
+        host.on("session_start", self._on_session_start)
+        host.on("turn_end", self.on_turn_end)
+        host.on("shutdown", self.stop)
 
     @property
     def is_running(self) -> bool:
@@ -398,9 +416,21 @@ class McpAdapter:
         return max(timeouts, default=0.0) + _LISTING_GRACE_S
 
     async def ready(self, servers: Collection[str] | None = None) -> None:
-        """Wait until ``servers`` (default: all) are no longer being listed, bounded by
-        :meth:`listing_timeout_s`. Cheap when nothing is being listed."""
+        """Wait until the adapter is open (a host may register its surfaces before it
+        starts) and ``servers`` (default: all) are no longer being listed, each bounded by
+        :meth:`listing_timeout_s`. Cheap when nothing is pending."""
+        await self._wait_until_open()
         await self.state.wait_for_listings(servers, timeout_s=self.listing_timeout_s())
+
+    async def _wait_until_open(self) -> None:
+        if self._state_kind == "closed" or self._manager is not None:
+            return
+        if self._opened is None:
+            self._opened = anyio.Event()
+        # Bounded like a listing of every server: opening connects the eager ones.
+        timeouts = [self.servers[n].startup_timeout_s for n in self.enabled_servers()]
+        with anyio.move_on_after(max(timeouts, default=0.0) + _LISTING_GRACE_S):
+            await self._opened.wait()
 
     def explain_miss(self, name: str) -> str:
         """Why a tool called ``name`` may be missing, and what to do: servers that failed or
@@ -796,6 +826,7 @@ class McpAdapter:
         comes back as its result. A name that misses while servers are being listed waits
         for them first. Cancelling the calling task cancels the request upstream.
         """
+        await self._wait_until_open()
         return await self.pipeline.call(name, args)
 
     def _asker(self) -> Ask | None:

@@ -20,6 +20,8 @@ from ._host import Host, NotifyLevel
 
 DEFAULT_STATUS_DEBOUNCE_S = 0.2
 """Servers connecting together at start update the status line once, not once each."""
+_MAX_PENDING_NOTICES = 100
+"""Notices kept for a host that is not bound yet; a flood beyond this is dropped."""
 
 
 class Notices:
@@ -40,10 +42,23 @@ class Notices:
         self._unavailable: dict[str, str] = {}
         """Servers the host was told are failing or need auth, with that status."""
         self._announced_collisions: set[tuple[str, str, str]] = set()
+        self._pending: list[tuple[str, NotifyLevel]] = []
+        """Notices from before a host was bound, delivered by :meth:`bind`."""
+
+    def bind(self, host: Host) -> None:
+        """Send notices to ``host`` from now on, starting with those nobody has seen yet
+        (a server that failed while the adapter started, before a binding attached)."""
+        self.host = host
+        pending, self._pending = self._pending, []
+        for message, level in pending:
+            host.notify(message, level)
+        self.want_status_line()
 
     def notify(self, message: str, level: NotifyLevel) -> None:
         if self.host is not None:
             self.host.notify(message, level)
+        elif len(self._pending) < _MAX_PENDING_NOTICES:
+            self._pending.append((message, level))
 
     def server_state_changed(self, state: ServerState) -> None:
         """Tell the user when a server becomes unusable, and when it is usable again."""
@@ -95,12 +110,13 @@ class Notices:
     async def run_status_line(self) -> None:
         """Keep the host's status line current, at most once per debounce interval; runs
         until cancelled (the adapter's task group owns it)."""
-        if self.host is None:
-            return
         self._status_wanted = anyio.Event()
         self._status_wanted.set()
         while True:
             await self._status_wanted.wait()
+            if self.host is None:
+                self._status_wanted = anyio.Event()
+                continue
             await anyio.sleep(self._debounce_s)
             self._status_wanted = anyio.Event()
             text = self._status_text()

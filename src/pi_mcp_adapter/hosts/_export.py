@@ -23,8 +23,9 @@ from pi_mcp_adapter.engine import (
     ToolDefinition,
     ToolResult,
 )
-from pi_mcp_adapter.surface import TOOL_SEARCH_NAME, SurfaceKind, Surfaces, register_surfaces
+from pi_mcp_adapter.surface import TOOL_SEARCH_NAME, SurfaceKind, Surfaces
 
+from ._attach import attach
 from ._formats import ToolFormat, check_format, provider_search_tool, tool_shape
 
 ExportFormat = Literal["openai", "anthropic"]
@@ -93,8 +94,9 @@ class ExportHost:
     def attach(
         self, adapter: McpAdapter, *, surface: SurfaceKind | None = None, commands: bool = True
     ) -> Surfaces:
-        """Register the adapter's surfaces with this host (call once the adapter started)."""
-        return register_surfaces(adapter, self, surface=surface, commands=commands)
+        """Bind this host to the adapter (notices, status, lifecycle) and register its
+        surfaces (see :func:`~pi_mcp_adapter.hosts.attach`)."""
+        return attach(adapter, self, surface=surface, commands=commands)
 
     def active_definitions(self) -> list[ToolDefinition]:
         """The MCP tools the model should see this turn (the caller's own tools excluded)."""

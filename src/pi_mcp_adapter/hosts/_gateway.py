@@ -261,6 +261,11 @@ class McpGateway:
         """(server, uri): how many clients are subscribed; the upstream subscription is held
         while any is."""
         self.server = self._build_server()
+        # The engine's notices (a server failed, needs auth, changed its tools, a reload)
+        # go to the gateway's log and to every connected client as a log message.
+        self._notice_host = GatewayHost(
+            on_tools_changed=lambda host: None, on_notice=self._broadcast_notice
+        )
 
     # ------------------------------------------------------------------ server
 
@@ -303,7 +308,10 @@ class McpGateway:
             self._listing_signature = self._signature()
             unsubscribe = self.adapter.on_catalog_changed(self._catalog_changed)
             stop_updates = self.adapter.on_resource_updated(self._resource_updated)
-            tg.start_soon(self._connect_uncached)
+            self.adapter.bind_host(self._notice_host)
+            # Long-lived: an edited configuration file takes effect without a restart, and
+            # clients hear of it through list_changed.
+            tg.start_soon(self.adapter.watch_config)
             try:
                 yield self
             finally:
@@ -314,22 +322,6 @@ class McpGateway:
                     host.close()
                 self._tg = None
                 tg.cancel_scope.cancel()
-
-    async def _connect_uncached(self) -> None:
-        """List servers never seen before in the background, so serving starts at once."""
-        names = [s.name for s in self.adapter.status().servers if s.status == "not-cached"]
-        limiter = anyio.CapacityLimiter(max(1, self.adapter.settings.startup_concurrency))
-
-        async def one(name: str) -> None:
-            try:
-                async with limiter:
-                    await self.adapter.connect(name)
-            except McpAdapterError as exc:
-                logger.warning("server %r: %s", name, exc)
-
-        async with anyio.create_task_group() as tg:
-            for name in names:
-                tg.start_soon(one, name)
 
     # ------------------------------------------------------------------ hosts
 
@@ -405,6 +397,17 @@ class McpGateway:
             and _at_least(wire_level, host.log_level)
         ):
             self._tg.start_soon(_send_log, connection, wire_level, message)
+
+    def _broadcast_notice(self, _sink: GatewayHost, message: str, level: NotifyLevel) -> None:
+        logger.log(
+            logging.WARNING if level != "info" else logging.INFO, "%s", message.splitlines()[0]
+        )
+        if self._tg is None:
+            return
+        wire_level = _NOTIFY_LEVELS[level]
+        for host, connection in list(self._hosts.items()):
+            if connection is not None and _at_least(wire_level, host.log_level):
+                self._tg.start_soon(_send_log, connection, wire_level, message)
 
     def _catalog_changed(self) -> None:
         """Resources or prompts may have changed: tell every client when they did."""
@@ -579,6 +582,7 @@ class McpGateway:
     async def _list_resources(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
+        await self.adapter.ready()  # servers being listed may add to the list
         resources: list[types.Resource] = []
         owners: dict[str, str] = {}
         for server in self.adapter.enabled_servers():
@@ -602,6 +606,7 @@ class McpGateway:
     async def _list_resource_templates(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
+        await self.adapter.ready()  # servers being listed may add to the list
         templates: list[types.ResourceTemplate] = []
         for server in self._resource_capable_servers():
             try:
@@ -758,6 +763,7 @@ class McpGateway:
     async def _list_prompts(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
+        await self.adapter.ready()  # servers being listed may add to the list
         prompts: list[types.Prompt] = []
         routes: dict[str, _PromptRoute] = {}
         for server in self.adapter.enabled_servers():

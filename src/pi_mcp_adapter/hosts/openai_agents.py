@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 
 try:
@@ -47,6 +46,7 @@ from pi_mcp_adapter.engine import (
 )
 from pi_mcp_adapter.surface import SurfaceKind, Surfaces
 
+from ._attach import AdapterBinding
 from ._export import ExportHost
 
 __all__ = ["McpTools", "to_agents_output"]
@@ -119,7 +119,7 @@ class _AgentsHost(ExportHost):
         return invoke
 
 
-class McpTools:
+class McpTools(AdapterBinding):
     """The adapter's surfaces as tools for the OpenAI Agents SDK.
 
     Args:
@@ -140,45 +140,15 @@ class McpTools:
         on_notify: Callable[[str, NotifyLevel], None] | None = None,
     ) -> None:
         self.adapter = adapter
-        self.host = _AgentsHost(on_notify or _log_notice)
-        self.host.function_tools.extend(own_tools)
+        self.agents_host = _AgentsHost(on_notify or _log_notice)
+        self.host = self.agents_host
+        self.agents_host.function_tools.extend(own_tools)
         self.surfaces: Surfaces = self.host.attach(adapter, surface=surface)
 
     @property
     def tools(self) -> list[Any]:
         """The live list to pass as ``Agent(tools=...)``."""
-        return self.host.function_tools
-
-    @classmethod
-    @asynccontextmanager
-    async def open(
-        cls,
-        *,
-        surface: SurfaceKind | None = None,
-        own_tools: Sequence[Any] = (),
-        on_notify: Callable[[str, NotifyLevel], None] | None = None,
-        **adapter_options: Any,
-    ) -> AsyncIterator[McpTools]:
-        """Open an adapter (``McpAdapter(**adapter_options)``) and tools over it; both close
-        when the block ends, in the task that entered it."""
-        async with McpAdapter(**adapter_options) as adapter:
-            tools = cls(adapter, surface=surface, own_tools=own_tools, on_notify=on_notify)
-            try:
-                yield tools
-            finally:
-                tools.close()
-
-    def close(self) -> None:
-        """Stop following catalog changes (the adapter itself is closed by its owner)."""
-        self.surfaces.close()
-
-    async def command(self, name: str, args: str = "") -> str:
-        """Run ``/mcp args`` (``name="mcp"``) or ``/mcp-auth args`` and return its text."""
-        return await self.host.run_command(name, args)
-
-    async def turn_end(self) -> None:
-        """The engine's turn hook (eager servers that dropped reconnect); call after a run."""
-        await self.adapter.on_turn_end()
+        return self.agents_host.function_tools
 
 
 def to_agents_output(result: ToolResult) -> AgentsOutput:

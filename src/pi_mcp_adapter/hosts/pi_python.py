@@ -67,8 +67,9 @@ from pi_mcp_adapter.engine import (
     ToolDefinition,
     ToolResult,
 )
-from pi_mcp_adapter.surface import Surfaces, register_surfaces
+from pi_mcp_adapter.surface import Surfaces
 
+from ._attach import attach
 from ._export import run_tool
 
 __all__ = [
@@ -150,6 +151,7 @@ class PiHost:
             self._warn_command_taken(owner)
         for name, verb in zip(self.command_names, ADAPTER_COMMANDS, strict=True):
             self._register_adapter_command(name, verb)
+        self._prepare()
         pi.on("session_start", self._on_session_start)
         pi.on("turn_end", self._on_turn_end)
         pi.add_turn_barrier(self._wait_until_ready)
@@ -200,8 +202,11 @@ class PiHost:
             self._warn_command_taken(owner)
             for name, verb in zip(self.command_names, ADAPTER_COMMANDS, strict=True):
                 self._register_adapter_command(name, verb)
-        if self._task is None:
+        if self._task is None and self.adapter is not None:
             self._task = asyncio.get_running_loop().create_task(self._own_adapter())
+        elif self.adapter is not None and self.adapter.is_running:
+            # A new session in the same harness: read the configuration again.
+            asyncio.get_running_loop().create_task(self._reload())
 
     def _config_path(self) -> Path | None:
         value = self._environ.get(CONFIG_ENV, "").strip()
@@ -226,35 +231,47 @@ class PiHost:
             return config
         return dataclasses.replace(config, servers={**config.servers, **added})
 
-    async def _own_adapter(self) -> None:
-        """The owner task: the adapter is opened, used and closed here and nowhere else."""
+    def _prepare(self) -> None:
+        """Load config and cache and register the surfaces, before any server starts, so the
+        tools exist as soon as the extensions are loaded (an ACP agent advertises them then).
+        A call made before the servers are up waits for them (the engine's readiness)."""
         try:
             project_dir = Path(self._pi.cwd)
             adapter = McpAdapter(
-                config=self._load_config(project_dir),
-                host=self,
+                config_loader=lambda: self._load_config(project_dir),
                 project_dir=project_dir,
                 environ=self._environ,
+                background_listing=True,
             )
+            adapter.load_cached()
         except McpAdapterError as exc:
             self._fail(str(exc))
-            self._finished.set()
             return
         except Exception as exc:
             self._fail(f"unexpected {type(exc).__name__} while loading the configuration")
-            self._finished.set()
             return
         self._ready_deadline = anyio.current_time() + startup_budget_s(adapter)
-        self._configured.set()
         for error in adapter.config.errors:
             self.notify(str(error), "warning")
+        self.adapter = adapter
+        self.surfaces = attach(adapter, self, commands=False)
+        self._configured.set()
+
+    async def _own_adapter(self) -> None:
+        """The owner task: the adapter is opened, used and closed here and nowhere else."""
+        adapter = self.adapter
+        if adapter is None:
+            self._finished.set()
+            return
         try:
             async with adapter:
-                self.adapter = adapter
-                self.surfaces = register_surfaces(adapter, self, commands=False)
-                self._ready.set()
-                await self._emit("session_start")
-                await self._serve()
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(adapter.watch_config)
+                    await adapter.ready()
+                    self._ready.set()
+                    await self._serve()
+                    tg.cancel_scope.cancel()
+                await self._emit("shutdown")
         except McpAdapterError as exc:
             self._fail(str(exc))
         except Exception as exc:
@@ -281,7 +298,14 @@ class PiHost:
                     await self._emit("turn_end")
                 except McpAdapterError as exc:
                     self.notify(str(exc), "warning")
-        await self._emit("shutdown")
+
+    async def _reload(self) -> None:
+        adapter = self.adapter
+        if adapter is not None:
+            try:
+                await adapter.reload()
+            except McpAdapterError as exc:
+                self.notify(str(exc), "warning")
 
     def _on_turn_end(self, event: object = None) -> None:
         self._turn_ends += 1

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 
 try:
@@ -51,6 +50,7 @@ from pi_mcp_adapter.engine import (
 )
 from pi_mcp_adapter.surface import SurfaceKind, Surfaces
 
+from ._attach import AdapterBinding
 from ._export import ExportHost
 
 __all__ = ["McpCapability", "McpToolset", "to_pydantic_ai_content"]
@@ -117,7 +117,7 @@ class McpToolset(AbstractToolset[Any]):
         return to_pydantic_ai_content(result)
 
 
-class McpCapability(AbstractCapability[Any]):
+class McpCapability(AdapterBinding, AbstractCapability[Any]):
     """The adapter's surfaces as a pydantic-ai capability.
 
     Args:
@@ -143,35 +143,6 @@ class McpCapability(AbstractCapability[Any]):
         )
         self.surfaces: Surfaces = self.host.attach(adapter, surface=surface)
         self.toolset = McpToolset(self.host)
-
-    @classmethod
-    @asynccontextmanager
-    async def open(
-        cls,
-        *,
-        surface: SurfaceKind | None = None,
-        builtin_tools: Sequence[str] = (),
-        on_notify: Callable[[str, NotifyLevel], None] | None = None,
-        **adapter_options: Any,
-    ) -> AsyncIterator[McpCapability]:
-        """Open an adapter (``McpAdapter(**adapter_options)``) and a capability over it; both
-        close when the block ends, in the task that entered it."""
-        async with McpAdapter(**adapter_options) as adapter:
-            capability = cls(
-                adapter, surface=surface, builtin_tools=builtin_tools, on_notify=on_notify
-            )
-            try:
-                yield capability
-            finally:
-                capability.close()
-
-    def close(self) -> None:
-        """Stop following catalog changes (the adapter itself is closed by its owner)."""
-        self.surfaces.close()
-
-    async def command(self, name: str, args: str = "") -> str:
-        """Run ``/mcp args`` (``name="mcp"``) or ``/mcp-auth args`` and return its text."""
-        return await self.host.run_command(name, args)
 
     # ------------------------------------------------------------------ capability hooks
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._manager import MetadataListener, ServerManager, ServerSetChange, StateListener
-from ._state import ServerState, ConnectionStatus, TransportKind
+from ._state import ConnectionStatus, ServerState, TransportKind
 
 if TYPE_CHECKING:
     from ._connection import ServerConnection
@@ -54,13 +54,13 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CallRelay",
+    "ConnectionStatus",
     "MetadataListener",
     "ResolvedCommand",
     "ServerConnection",
     "ServerManager",
     "ServerSetChange",
     "ServerState",
-    "ConnectionStatus",
     "StateListener",
     "TransportKind",
     "current_relay",

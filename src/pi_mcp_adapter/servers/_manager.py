@@ -51,7 +51,7 @@ from ._lifecycle import (
     is_kept_alive,
     keep_alive_retry_delay_s,
 )
-from ._state import ServerState, ConnectionStatus, TransportKind
+from ._state import ConnectionStatus, ServerState, TransportKind
 
 if TYPE_CHECKING:
     # The connection module pulls in the MCP SDK (most of a second); it is imported when the

@@ -49,7 +49,7 @@ def render_outcome(
                 f"\n{outcome.requested!r} is one of your own tools: call it directly, not "
                 "through mcp."
             )
-        elif not adapter.tools():
+        elif not adapter.tools() and "\n" not in text:
             text += "\nNo MCP tools are known yet; mcp({}) shows each server's state."
         return ToolResult.text(
             text,

@@ -136,6 +136,9 @@ def _opt_int(params: Mapping[str, Any], key: str, *, minimum: int) -> int | None
     return number
 
 
+_WAITS_FOR_LISTINGS = frozenset({"search", "describe", "list", "instructions", "prompt"})
+
+
 class ProxyTool:
     """Dispatches ``mcp(...)`` calls to the engine and renders the answers as text.
 
@@ -171,6 +174,10 @@ class ProxyTool:
             return ToolResult.text(str(exc), is_error=True, details={"mode": mode})
 
     async def _dispatch(self, mode: str, params: Mapping[str, Any]) -> ToolResult:
+        if mode in _WAITS_FOR_LISTINGS:
+            # Answers from the catalog wait for servers still being listed (bounded), so a
+            # request right after start sees the same tools as one a minute later.
+            await self._adapter.ready()
         if mode == "call":
             name = _opt_str(params, "tool") or ""
             return await call_tool(
@@ -308,8 +315,12 @@ class ProxyTool:
         try:
             tool = self._adapter.lookup(name)
         except ToolNotFoundError as exc:
+            why = self._adapter.explain_miss(name)
             outcome = CallOutcome(
-                name, error_kind="unknown_tool", message=str(exc), suggestions=exc.suggestions
+                name,
+                error_kind="unknown_tool",
+                message=f"{exc}\n{why}" if why else str(exc),
+                suggestions=exc.suggestions,
             )
             return render_outcome(self._adapter, outcome, host_tools=self._host_tools)
         except AmbiguousToolError as exc:
