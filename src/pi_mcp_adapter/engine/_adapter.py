@@ -34,6 +34,7 @@ from pi_mcp_adapter._errors import (
     ToolNotFoundError,
     UsageError,
 )
+from pi_mcp_adapter._secrets import redact
 from pi_mcp_adapter.catalog import Catalog, DefinitionChanges, MetadataCache
 from pi_mcp_adapter.catalog._definition_diff import ToolDefinitionDiff, diff_definitions
 from pi_mcp_adapter.catalog._metadata import ServerMetadata, ToolInfo
@@ -442,9 +443,7 @@ class McpAdapter:
         self._rebuild()
         if self.host is not None and changes:
             names = ", ".join(changes.names()[:10])
-            self.host.notify(
-                f"MCP server {server!r} changed its tool definitions: {names}", "warning"
-            )
+            self._notify(f"MCP server {server!r} changed its tool definitions: {names}", "warning")
 
     def _rebuild(self) -> None:
         enabled = {n: self.servers[n] for n in self.enabled_servers()}
@@ -461,7 +460,8 @@ class McpAdapter:
 
     def _notify(self, message: str, level: NotifyLevel) -> None:
         if self.host is not None:
-            self.host.notify(message, level)
+            # Notices quote server errors and stderr; the person may be sharing their screen.
+            self.host.notify(redact(message), level)
 
     def _server_state_changed(self, state: ServerState) -> None:
         """Tell the user when a server becomes unusable, and when it is usable again."""
