@@ -38,9 +38,9 @@ from urllib.parse import quote
 __all__ = [
     "MASK",
     "MIN_SECRET_CHARS",
-    "forget_secrets",
     "PLACE_VARIABLES",
     "RedactingStream",
+    "forget_secrets",
     "is_place_variable",
     "redact",
     "redact_bytes",
