@@ -23,12 +23,16 @@ about it::
     └── UsageError               the API was used wrongly (bad arguments, closed object)
 
 Messages are written for the person reading them: they name the server, the tool and the next
-step. They never contain secrets (tokens, header values, env values).
+step. They never contain secrets: every message (and ``str()`` of the error) has the registered
+secret values replaced by their references (:mod:`pi_mcp_adapter._secrets`), whatever text an
+SDK, httpx, the OS or a server's stderr put into it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+from ._secrets import redact
 
 __all__ = [
     "AmbiguousToolError",
@@ -55,6 +59,13 @@ __all__ = [
 class McpAdapterError(Exception):
     """Base class of every error this package raises on purpose."""
 
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(redact(arg) if isinstance(arg, str) else arg for arg in args))
+
+    def __str__(self) -> str:
+        # Also covers a value registered after the error was made (a tail read later).
+        return redact(super().__str__())
+
 
 class ConfigError(McpAdapterError):
     """A configuration file or entry is invalid.
@@ -78,7 +89,7 @@ class ConfigError(McpAdapterError):
             where = path if line is None else f"{path}:{line}"
         parts = [p for p in (where, f"field {field!r}" if field else "") if p]
         super().__init__(f"{': '.join(parts)}: {message}" if parts else message)
-        self.message = message
+        self.message = redact(message)
 
 
 class ServerUnavailableError(McpAdapterError):
@@ -86,7 +97,7 @@ class ServerUnavailableError(McpAdapterError):
 
     def __init__(self, server: str, message: str) -> None:
         self.server = server
-        self.message = message
+        self.message = redact(message)
         super().__init__(message)
 
 
@@ -102,7 +113,7 @@ class ServerStartError(ServerUnavailableError):
     """The server failed while starting. ``stderr_tail`` holds its last stderr lines."""
 
     def __init__(self, server: str, message: str, *, stderr_tail: str = "") -> None:
-        self.stderr_tail = stderr_tail
+        self.stderr_tail = redact(stderr_tail)
         full = f"{message}\n--- last stderr lines ---\n{stderr_tail}" if stderr_tail else message
         super().__init__(server, full)
 
@@ -144,7 +155,7 @@ class ServerReportedError(McpAdapterError):
         self.server = server
         self.code = code
         self.data = data
-        self.message = message
+        self.message = redact(message)
         super().__init__(message)
 
 
@@ -155,7 +166,7 @@ class RequestTimeoutError(ServerReportedError):
 class ToolLookupError(McpAdapterError):
     def __init__(self, name: str, message: str) -> None:
         self.name = name
-        self.message = message
+        self.message = redact(message)
         super().__init__(message)
 
 

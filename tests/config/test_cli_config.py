@@ -32,7 +32,7 @@ def test_the_bundled_example_loads_with_provenance_and_masked_secrets(machine: M
     assert report["invalidServers"] == {}
     github = report["servers"]["github"]
     assert github["transport"] == "http"
-    assert github["config"]["headers"] == {"Authorization": "********"}
+    assert github["config"]["headers"] == {"Authorization": "Bearer ${GITHUB_TOKEN}"}
     assert github["source"] == {"name": "config", "path": str(EXAMPLE), "line": 25}
     assert github["layers"][0]["fields"] == ["url", "headers", "lifecycle", "includeTools"]
     assert report["servers"]["filesystem"]["enabled"] is False

@@ -92,12 +92,12 @@ def test_masked_views_keep_what_is_not_secret(canary_machine: Machine) -> None:
     config = canary_machine.load()
     stdio = mask_secrets(config.servers["stdio"])
     assert stdio["args"] == ["--token", MASK, f"--api-key={MASK}", "--verbose"]
-    assert stdio["env"] == {"PLAIN": MASK, "FROM_ENV": MASK}
+    assert stdio["env"] == {"PLAIN": MASK, "FROM_ENV": "${CANARY_VALUE}"}
     http = mask_secrets(config.servers["http"])
     assert http["headers"] == {
         "Authorization": MASK,
         "X-Api-Key": MASK,
-        "Cookie": MASK,
+        "Cookie": "session=${CANARY_VALUE}",
         "X-Trace": MASK,
     }
     assert http["url"] == f"https://user:{MASK}@api.example/mcp?access_token={MASK}&v=1"

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     import filelock
 
 from pi_mcp_adapter._errors import UsageError
+from pi_mcp_adapter._secrets import redact
 from pi_mcp_adapter.config._models import ServerEntry
 
 from ._metadata import JsonObject, ServerMetadata
@@ -772,10 +773,14 @@ class MetadataCache:
                 orphan.unlink()
 
     def _write(self, servers: Mapping[str, Any]) -> None:
-        data = json.dumps(
-            {"version": CACHE_VERSION, "servers": servers},
-            ensure_ascii=False,
-            separators=(",", ":"),
+        # A tool description or error may quote a secret value; the cache is read by anyone
+        # who debugs with it, so it holds references instead (hashes are not values).
+        data = redact(
+            json.dumps(
+                {"version": CACHE_VERSION, "servers": servers},
+                ensure_ascii=False,
+                separators=(",", ":"),
+            )
         ).encode("utf-8")
         fd, temp_name = tempfile.mkstemp(
             prefix=self._temp_prefix(), suffix=".tmp", dir=self.path.parent

@@ -125,12 +125,27 @@ def _global_options(
 ) -> None:
     from pi_mcp_adapter.config._locations import default_agent_dir
 
+    redact_standard_streams()
     ctx.obj = CliContext(
         exclusive=exclusive,
         config_path=config.expanduser().resolve() if config else None,
         agent_dir=(agent_dir.expanduser() if agent_dir else default_agent_dir()).resolve(),
         project_dir=(project or Path.cwd()).expanduser().resolve(),
     )
+
+
+def redact_standard_streams() -> None:
+    """Route stdout and stderr through secret redaction, once per stream.
+
+    The one choke point of the CLI's output: our printers, rich tables, typer's usage errors and
+    log handlers that write to the streams all pass through it.
+    """
+    from pi_mcp_adapter._secrets import RedactingStream
+
+    if not isinstance(sys.stdout, RedactingStream):
+        sys.stdout = RedactingStream(sys.stdout)
+    if not isinstance(sys.stderr, RedactingStream):
+        sys.stderr = RedactingStream(sys.stderr)
 
 
 def get_context(ctx: typer.Context) -> CliContext:

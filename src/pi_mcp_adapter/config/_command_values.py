@@ -9,7 +9,8 @@ The command runs without a shell, split like a shell would split it (``shlex``),
 uses shell syntax (pipes, redirections, ``&&``, ``$(...)``, variables): then it is handed to
 ``/bin/sh -c`` (``cmd /c`` on Windows) as the user wrote it, as the reference always does.
 Limits: 10 seconds and 1 MiB of output. The output is a secret like any ``${VAR}`` value: it
-is masked wherever the field is shown, and errors name the field, never the output.
+is registered (:mod:`pi_mcp_adapter._secrets`) and so replaced by the mask in every output,
+and errors name the field, never the output.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sys
 from dataclasses import dataclass
 
 from pi_mcp_adapter._errors import ConfigError
+from pi_mcp_adapter._secrets import MASK, register_secret
 
 __all__ = [
     "COMMAND_OUTPUT_LIMIT_BYTES",
@@ -73,6 +75,7 @@ def resolve_command_value(value: str, *, what: str) -> str:
             or printed nothing. The message never contains the output.
     """
     if value.startswith("!!"):
+        register_secret(value[1:], MASK)
         return value[1:]
     command = command_value(value)
     if command is None:
@@ -107,4 +110,6 @@ def resolve_command_value(value: str, *, what: str) -> str:
     resolved = completed.stdout.decode("utf-8", "replace").strip()
     if not resolved:
         raise ConfigError(f"{what}: the command printed nothing")
+    # Registered before anyone can see it: the value is about to go into a header or env.
+    register_secret(resolved, MASK)
     return resolved

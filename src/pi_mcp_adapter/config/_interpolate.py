@@ -26,15 +26,18 @@ _REFERENCE = re.compile(
 
 @dataclass(frozen=True, slots=True)
 class Interpolated:
-    """The value with references replaced, and the names of the variables that were not set."""
+    """The value with references replaced, the names of the variables that were not set, and
+    the ``(name, value)`` of every variable that was substituted (secrets to register)."""
 
     value: str
     missing: tuple[str, ...]
+    substituted: tuple[tuple[str, str], ...] = ()
 
 
 def interpolate(value: str, environ: Mapping[str, str]) -> Interpolated:
     """Replace every variable reference in ``value`` with its value from ``environ``."""
     missing: list[str] = []
+    substituted: dict[str, str] = {}
 
     def replace(match: re.Match[str]) -> str:
         name = next(group for group in match.groups() if group is not None)
@@ -43,9 +46,10 @@ def interpolate(value: str, environ: Mapping[str, str]) -> Interpolated:
             if name not in missing:
                 missing.append(name)
             return ""
+        substituted[name] = found
         return found
 
-    return Interpolated(_REFERENCE.sub(replace, value), tuple(missing))
+    return Interpolated(_REFERENCE.sub(replace, value), tuple(missing), tuple(substituted.items()))
 
 
 def expand_home(value: str, home: Path) -> str:

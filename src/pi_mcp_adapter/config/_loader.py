@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import ValidationError
 
 from pi_mcp_adapter._errors import ConfigError
+from pi_mcp_adapter._secrets import MASK, is_place_variable, register_secret
 
 from ._command_values import command_value
 from ._hosts import HostRead, read_file_text, read_import
@@ -446,6 +447,11 @@ def _finish_server(
 
     def resolve(value: str, field: str, *, home: bool = False) -> str:
         result = interpolate(value, where.environ)
+        for variable, secret in result.substituted:
+            # By value, whatever the field: a token inside a URL path or a command line is
+            # as secret as one in a header.
+            if not is_place_variable(variable):
+                register_secret(secret, f"${{{variable}}}")
         if result.missing:
             missing_by_field[field] = result.missing
         if result.value != value:
@@ -453,12 +459,20 @@ def _finish_server(
         return expand_home(result.value, where.home) if home else result.value
 
     def resolve_secret(value: str, field: str, *, home: bool = False) -> str:
-        # A !command stays as written and runs at connect time; !! keeps its escape until then.
+        # A !command stays as written and runs at connect time (its output is registered
+        # then); !! keeps its escape until then.
         if command_value(value) is not None:
             return value
         if value.startswith("!!"):
-            return "!!" + resolve(value[2:], field, home=home)
-        return resolve(value, field, home=home)
+            resolved = "!!" + resolve(value[2:], field, home=home)
+            register_secret(resolved[2:], MASK)
+            return resolved
+        resolved = resolve(value, field, home=home)
+        if field not in templates:
+            # Header values, env values given to servers and bearer tokens are secrets even
+            # when written literally; a value with ${VAR} in it registered the variable's value.
+            register_secret(resolved, MASK)
+        return resolved
 
     url = fields.get("url")
     if isinstance(url, str):
@@ -517,6 +531,8 @@ def _finish_server(
         }
         if credentials:
             fields["oauth"] = oauth.model_copy(update=credentials)
+        if "oauth.clientSecret" not in templates:
+            register_secret(credentials.get("client_secret"), MASK)
 
     for field_name, unset in missing_by_field.items():
         listed = ", ".join(unset)

@@ -4,9 +4,10 @@ What counts as a secret, erring on the side of hiding:
 
 - every ``env`` value (environment variables are where tokens usually travel);
 - ``bearerToken``;
-- header values whose name sounds like a credential (``Authorization``, ``Cookie``, anything
-  with *token*, *key*, *secret*, *auth*, *session*, *password*...) or whose value looks like one
-  (``Bearer ...``, well-known token prefixes, long random-looking strings);
+- every header value, whatever its name (``X-Plain`` can carry a key as well as
+  ``X-Api-Key``);
+- a ``!command`` value shows its program only (``!op ********``): the rest of the command line
+  may hold the secret itself, and its output always does;
 - the password in a URL and query parameters with credential-sounding names;
 - command-line arguments after or inside ``--token``/``--api-key``-style flags, and arguments
   that look like tokens;
@@ -15,7 +16,10 @@ What counts as a secret, erring on the side of hiding:
   ``token=<x>``-style pairs (:func:`mask_text`).
 
 A value that came from an environment variable is shown as the reference that was written
-(``${NAME}``), never as its value: the loader keeps those templates with the entry.
+(``${NAME}``), never as its value, in every field (``url``, ``command``, ``args``, ``cwd``,
+``socket``, ``caFile``, headers, env, tokens): the loader keeps those templates with the entry.
+This masking by field is the first line; the process-wide registry of resolved values
+(:mod:`pi_mcp_adapter._secrets`) is the second, applied to everything printed.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from pi_mcp_adapter._secrets import MASK
 
 if TYPE_CHECKING:
     from ._models import ServerEntry
@@ -39,8 +45,6 @@ __all__ = [
     "mask_url",
     "sounds_secret",
 ]
-
-MASK = "********"
 
 _SECRET_NAME = re.compile(
     r"auth|token|key|secret|passw|pwd|cookie|session|credential|signature|bearer|private",
@@ -196,16 +200,13 @@ def mask_secrets(entry: ServerEntry) -> dict[str, Any]:
     """
     data = entry.model_dump(mode="json", by_alias=True, exclude_unset=True)
     templates = entry.env_templates
-    if "env" in data:
-        data["env"] = {k: _hide(v) for k, v in data["env"].items()}
-    if "headers" in data:
-        headers = mask_headers(data["headers"])
-        data["headers"] = {
-            k: mask_text(templates.get(f"headers.{k}", v)) if v != MASK else v
-            for k, v in headers.items()
-        }
+    for key in ("env", "headers"):
+        if key in data:
+            data[key] = {
+                k: _secret_shown(v, templates.get(f"{key}.{k}")) for k, v in data[key].items()
+            }
     if data.get("bearerToken"):
-        data["bearerToken"] = MASK
+        data["bearerToken"] = _secret_shown(data["bearerToken"], templates.get("bearerToken"))
     oauth = data.get("oauth")
     if isinstance(oauth, dict):
         data["oauth"] = {key: _mask_oauth_value(key, value) for key, value in oauth.items()}
@@ -214,7 +215,7 @@ def mask_secrets(entry: ServerEntry) -> dict[str, Any]:
     if "args" in data:
         shown = [templates.get(f"args[{i}]", arg) for i, arg in enumerate(data["args"])]
         data["args"] = [mask_text(arg) for arg in mask_args(shown)]
-    for key in ("cwd", "command"):
+    for key in ("cwd", "command", "socket", "caFile"):
         if isinstance(data.get(key), str):
             data[key] = mask_text(templates.get(key, data[key]))
     command = data.get("requestHeadersCommand")
@@ -227,6 +228,17 @@ def mask_secrets(entry: ServerEntry) -> dict[str, Any]:
         if key in data:
             data[key] = mask_extra(key, data[key])
     return data
+
+
+def _secret_shown(value: str, template: str | None) -> str:
+    """A secret field's value as shown: its ``${NAME}`` template, ``!program ********`` for a
+    command value, or the mask."""
+    if template is not None:
+        return mask_text(template)
+    if value.startswith("!") and not value.startswith("!!"):
+        program = value[1:].split(maxsplit=1)
+        return f"!{program[0]} {MASK}" if program else MASK
+    return _hide(value)
 
 
 def _mask_oauth_value(key: str, value: object) -> object:

@@ -12,14 +12,22 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from pi_mcp_adapter._secrets import redact, redact_data
+
 HostEvent = Literal["session_start", "turn_end", "shutdown"]
 NotifyLevel = Literal["info", "warning", "error"]
 
 
 @dataclass(frozen=True, slots=True)
 class TextPart:
+    """Text for the model. Registered secret values are replaced by their references here, so
+    no result, error text or notice a model or client receives can carry one."""
+
     text: str
     type: Literal["text"] = "text"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", redact(self.text))
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +60,10 @@ class ToolResult:
     content: tuple[ContentPart, ...]
     is_error: bool = False
     details: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Structured content and server errors travel in details to the gateway's clients.
+        object.__setattr__(self, "details", redact_data(self.details))
 
     @classmethod
     def text(

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import anyio
 
+from pi_mcp_adapter._secrets import redact
 from pi_mcp_adapter.catalog import Catalog, DefinitionChanges
 from pi_mcp_adapter.servers import ServerState
 
@@ -55,6 +56,8 @@ class Notices:
         self.want_status_line()
 
     def notify(self, message: str, level: NotifyLevel) -> None:
+        # Notices quote server errors and stderr; the person may be sharing their screen.
+        message = redact(message)
         if self.host is not None:
             self.host.notify(message, level)
         elif len(self._pending) < _MAX_PENDING_NOTICES:

@@ -30,6 +30,7 @@ import anyio.to_thread
 import filelock
 
 from pi_mcp_adapter._errors import UsageError
+from pi_mcp_adapter._secrets import redact
 
 if TYPE_CHECKING:
     from pi_mcp_adapter.config._models import CaptureStats
@@ -408,7 +409,7 @@ def _write_atomically(path: Path, document: Mapping[str, Any]) -> None:
     fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(_render(document))
+            file.write(redact(_render(document)))
             file.flush()
             os.fsync(file.fileno())
         os.replace(temp_name, path)

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
+from pi_mcp_adapter._secrets import redact
 from pi_mcp_adapter.config._models import ServerEntry, Settings, TraceSettings
 
 __all__ = ["CallTrace", "open_call_trace"]
@@ -68,7 +69,7 @@ class CallTrace:
         }
         if error is not None:
             line["error"] = error
-        data = (json.dumps(line, ensure_ascii=False) + "\n").encode()
+        data = (redact(json.dumps(line, ensure_ascii=False)) + "\n").encode()
         with self._lock:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -65,6 +65,7 @@ from mcp.shared.subscriptions import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from pi_mcp_adapter._errors import McpAdapterError, ServerReportedError
+from pi_mcp_adapter._secrets import redact
 from pi_mcp_adapter.catalog._metadata import ToolInfo
 from pi_mcp_adapter.engine import (
     AudioPart,
@@ -885,7 +886,7 @@ async def _send_log(connection: Connection, level: types.LoggingLevel, message: 
     # which logging is not deprecated; the SDK marks the method for the new era.
     with warnings.catch_warnings():  # warns when called; the coroutine runs outside
         warnings.simplefilter("ignore", MCPDeprecationWarning)
-        sending = connection.log(level, message, logger=GATEWAY_NAME)
+        sending = connection.log(level, redact(message), logger=GATEWAY_NAME)
     await sending
 
 
@@ -904,6 +905,7 @@ def _template_matches(template: str, uri: str) -> bool:
 
 
 def _error_result(text: str) -> types.CallToolResult:
+    text = redact(text)  # often an exception's text, which may quote what a server said
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 

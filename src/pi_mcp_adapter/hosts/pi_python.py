@@ -54,6 +54,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     ) from exc
 
 from pi_mcp_adapter._errors import McpAdapterError
+from pi_mcp_adapter._secrets import redact
 from pi_mcp_adapter.config import LoadedConfig, ServerEntry, load_config
 from pi_mcp_adapter.config._locations import default_agent_dir
 from pi_mcp_adapter.engine import (
@@ -392,7 +393,7 @@ class PiHost:
 
     def register_command(self, name: str, description: str, handler: CommandHandler) -> None:
         async def run(args: str) -> None:
-            self._pi.send_message(await handler(args))
+            self._pi.send_message(redact(await handler(args)))
 
         self._pi.register_command(name, description=description, handler=run)
 
@@ -401,7 +402,7 @@ class PiHost:
 
     def notify(self, message: str, level: NotifyLevel = "info") -> None:
         prefix = {"info": "", "warning": "Warning: ", "error": "Error: "}[level]
-        self._pi.notify(f"{prefix}{message}")
+        self._pi.notify(redact(f"{prefix}{message}"))
 
     def set_status(self, text: str | None) -> None:
         # pi-python has no status line; the text is kept for whoever asks.

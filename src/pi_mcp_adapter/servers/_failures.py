@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import filelock
 
+from pi_mcp_adapter._secrets import redact
 from pi_mcp_adapter.config._masking import mask_text
 from pi_mcp_adapter.config._models import ServerEntry
 
@@ -188,8 +189,11 @@ class FailureMemory:
         return True
 
     def _write(self, servers: Mapping[str, Any]) -> None:
-        data = json.dumps(
-            {"version": FAILURES_VERSION, "servers": servers}, ensure_ascii=False, indent=1
+        # Failure messages quote URLs, paths and stderr lines, which may hold secret values.
+        data = redact(
+            json.dumps(
+                {"version": FAILURES_VERSION, "servers": servers}, ensure_ascii=False, indent=1
+            )
         ).encode("utf-8")
         fd, temp_name = tempfile.mkstemp(
             prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent

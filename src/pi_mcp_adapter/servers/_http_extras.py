@@ -36,6 +36,7 @@ import mcp_types as types
 from mcp.shared.message import SessionMessage
 
 from pi_mcp_adapter._errors import ConfigError, ServerStartError
+from pi_mcp_adapter._secrets import register_secret
 from pi_mcp_adapter.config._command_values import resolve_command_value
 from pi_mcp_adapter.config._models import RequestHeadersCommand
 
@@ -184,6 +185,8 @@ class HeadersCommandTransport(httpx2.AsyncBaseTransport):
             )
         if any(_BAD_HEADER_VALUE.search(str(k) + v) for k, v in parsed.items()):
             raise httpx2.RequestError(f"{failure} printed an invalid header", request=request)
+        for value in parsed.values():
+            register_secret(value)  # the command's output is a credential, whatever the name
         return {str(k): v for k, v in parsed.items()}
 
     async def aclose(self) -> None:

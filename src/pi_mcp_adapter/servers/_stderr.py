@@ -1,8 +1,13 @@
 """Capturing a stdio server's stderr: a per-server log file, an optional terminal echo, a tail.
 
-The child writes into a pipe; a pump task copies each chunk to ``<log dir>/<server>.log``, echoes
-complete lines to the terminal (prefixed with the server name) when the server has
-``debug: true``, and keeps the last lines in memory so that a failed start can show them.
+The child writes into a pipe; a pump task copies each line to ``<log dir>/<server>.log``, echoes
+it to the terminal (prefixed with the server name) when the server has ``debug: true``, and keeps
+the last lines in memory so that a failed start can show them.
+
+A server may print its environment or its arguments, which hold the secrets we gave it: every
+line is redacted (:mod:`pi_mcp_adapter._secrets`) whole, before it is stored, shown or cut to
+:data:`MAX_LINE_CHARS`, and the log files are private (0600 in a 0700 directory), as the
+cache, failure and stats files are.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from pathlib import Path
 from typing import IO, TextIO
 
 import anyio
+
+from pi_mcp_adapter._secrets import redact
 
 TAIL_LINES = 20
 """Lines of stderr kept for error messages; enough for a Python traceback's last frames."""
@@ -54,12 +61,13 @@ class StderrCapture:
         self._echo = echo
         self._lines: deque[str] = deque(maxlen=TAIL_LINES)
         self._partial = ""
+        self._log_file: IO[bytes] | None = None
 
     def tail(self) -> str:
         """The last lines the server wrote to stderr during this attempt."""
         lines = list(self._lines)
         if self._partial:
-            lines.append(self._partial[:MAX_LINE_CHARS])
+            lines.append(redact(self._partial)[:MAX_LINE_CHARS])
         return "\n".join(lines[-TAIL_LINES:])
 
     @contextlib.asynccontextmanager
@@ -69,14 +77,14 @@ class StderrCapture:
         The caller must call :meth:`release_parent_copy` once the child is spawned, so that the
         pipe reaches EOF when the child (and its descendants) exit.
         """
-        log_file = self._open_log()
+        log_file = self._log_file = self._open_log()
         read_fd, write_fd = os.pipe()
         os.set_blocking(read_fd, False)
         self._write_end: IO[str] | None = os.fdopen(write_fd, "w")
         eof = anyio.Event()
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._pump, read_fd, log_file, eof)
+                tg.start_soon(self._pump, read_fd, eof)
                 try:
                     yield self._write_end
                 finally:
@@ -87,6 +95,7 @@ class StderrCapture:
         finally:
             os.close(read_fd)
             self._flush_partial(log_file)
+            self._log_file = None
             if log_file is not None:
                 log_file.close()
 
@@ -99,11 +108,17 @@ class StderrCapture:
 
     def _open_log(self) -> IO[bytes] | None:
         try:
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            log_dir = self.log_path.parent
+            log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # Directories made by earlier versions were 0755 and files 0644.
+            with contextlib.suppress(OSError):
+                os.chmod(log_dir, 0o700)
             with contextlib.suppress(FileNotFoundError):
                 if self.log_path.stat().st_size > ROTATE_AT_BYTES:
                     self.log_path.replace(self.log_path.with_name(self.log_path.name + ".1"))
-            log_file = self.log_path.open("ab")
+            fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            os.fchmod(fd, 0o600)
+            log_file = os.fdopen(fd, "ab")
         except OSError:
             # A read-only or missing log directory must not stop the server from starting;
             # the tail still reaches error messages.
@@ -113,7 +128,7 @@ class StderrCapture:
         log_file.flush()
         return log_file
 
-    async def _pump(self, read_fd: int, log_file: IO[bytes] | None, eof: anyio.Event) -> None:
+    async def _pump(self, read_fd: int, eof: anyio.Event) -> None:
         try:
             while True:
                 await anyio.wait_readable(read_fd)
@@ -123,9 +138,6 @@ class StderrCapture:
                     continue
                 if not chunk:
                     return
-                if log_file is not None:
-                    log_file.write(chunk)
-                    log_file.flush()
                 self._take_lines(chunk.decode("utf-8", errors="replace"))
         except OSError:
             return
@@ -138,8 +150,13 @@ class StderrCapture:
         if len(self._partial) > 16 * MAX_LINE_CHARS:
             pieces.append(self._partial)
             self._partial = ""
-        for line in pieces:
-            line = line.rstrip("\r")[:MAX_LINE_CHARS]
+        for whole in pieces:
+            # Whole lines only: a secret split between two reads would escape redaction.
+            whole = redact(whole.rstrip("\r"))
+            if self._log_file is not None:
+                self._log_file.write(whole.encode("utf-8", errors="replace") + b"\n")
+                self._log_file.flush()
+            line = whole[:MAX_LINE_CHARS]
             self._lines.append(line)
             if self._echo is not None:
                 self._echo.write(f"[{self.server}] {line}\n")

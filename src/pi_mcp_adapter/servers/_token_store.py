@@ -35,6 +35,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from pydantic import ValidationError
 
 from pi_mcp_adapter._errors import UsageError
+from pi_mcp_adapter._secrets import register_secret
 
 from ._translate import redact_url
 
@@ -466,7 +467,7 @@ class ServerTokenStorage:
             )
             self.store.delete(self.server)
             record = AuthRecord()
-        self._record = record
+        self._record = _registered(record)
         return record
 
     @property
@@ -490,6 +491,7 @@ class ServerTokenStorage:
             expires_at=expires_at,
             obtained_at=now,
         )
+        _registered(record)
         self.store.save(self.server, record)
         self._record = record
 
@@ -498,6 +500,7 @@ class ServerTokenStorage:
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         record = replace(self.record(), server_url=self.url, client_info=client_info)
+        _registered(record)
         self.store.save(self.server, record)
         self._record = record
 
@@ -514,3 +517,13 @@ class ServerTokenStorage:
     def forget(self) -> bool:
         self._record = AuthRecord()
         return self.store.delete(self.server)
+
+
+def _registered(record: AuthRecord) -> AuthRecord:
+    """``record``, its tokens and client secret registered as secrets for every output."""
+    if record.tokens is not None:
+        register_secret(record.tokens.access_token)
+        register_secret(record.tokens.refresh_token)
+    if record.client_info is not None:
+        register_secret(record.client_info.client_secret)
+    return record

@@ -27,6 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 from pi_mcp_adapter._errors import ServerStartError
+from pi_mcp_adapter._secrets import register_secret
 from pi_mcp_adapter.config._models import ServerEntry
 
 from ._http_extras import (
@@ -197,6 +198,7 @@ async def http_headers(
         token = await resolve_one(server, token, what=f"server {server!r}: bearerToken")
     if token is None and entry.bearer_token_env:
         token = environ.get(entry.bearer_token_env)
+        register_secret(token, f"${{{entry.bearer_token_env}}}")
         if not token:
             raise ServerStartError(
                 server,

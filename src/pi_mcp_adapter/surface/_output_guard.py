@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pi_mcp_adapter._secrets import redact_bytes
 from pi_mcp_adapter.config._models import OutputGuardSettings, Settings
 from pi_mcp_adapter.engine import ContentPart, TextPart, ToolResult
 
@@ -89,7 +90,7 @@ def write_private_file(
     fd, name = tempfile.mkstemp(dir=target, prefix=prefix, suffix=suffix)
     try:
         with os.fdopen(fd, "wb") as file:
-            file.write(data)
+            file.write(redact_bytes(data))
     except BaseException:
         Path(name).unlink(missing_ok=True)
         raise
