@@ -92,7 +92,9 @@ def _trust_project(
     files = loaded.project_trust.files
     store = TrustStore.in_agent_dir(cli.agent_dir)
     try:
-        if revoke:
+        if not files:
+            changed: tuple[Path, ...] = ()  # nothing to record: leave the trust file alone
+        elif revoke:
             changed = store.revoke([f.path for f in files])
         else:
             changed = tuple(f.path for f in files if f.sha256 is not None)
