@@ -8,6 +8,8 @@ about it::
     ├── ServerUnavailableError   a server could not be reached or used: check it, retry later
     │   ├── ServerNotConfiguredError   no enabled server of that name
     │   ├── ServerDisabledError        the server is disabled in config
+    │   ├── ServerUntrustedError       it comes from a project file not trusted yet:
+    │   │                              `pi-mcp trust --project DIR`
     │   ├── ServerStartError           the process/URL failed at connect (with stderr tail)
     │   ├── ConnectTimeoutError        the handshake did not finish within its deadline
     │   ├── NeedsAuthError             HTTP 401 or an OAuth sign-in needed: `pi-mcp auth SERVER`
@@ -50,6 +52,7 @@ __all__ = [
     "ServerReportedError",
     "ServerStartError",
     "ServerUnavailableError",
+    "ServerUntrustedError",
     "ToolLookupError",
     "ToolNotFoundError",
     "UsageError",
@@ -107,6 +110,18 @@ class ServerNotConfiguredError(ServerUnavailableError):
 
 class ServerDisabledError(ServerUnavailableError):
     pass
+
+
+class ServerUntrustedError(ServerUnavailableError):
+    """The server comes from a project-level file whose current content is not trusted, so
+    nothing of it runs. ``files`` are those files; ``trust_command`` trusts them."""
+
+    def __init__(
+        self, server: str, message: str, *, files: Sequence[str], trust_command: str
+    ) -> None:
+        self.files = tuple(files)
+        self.trust_command = trust_command
+        super().__init__(server, message)
 
 
 class ServerStartError(ServerUnavailableError):

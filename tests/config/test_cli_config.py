@@ -52,7 +52,8 @@ def test_the_text_report_shows_each_layer_and_sends_problems_to_stderr(machine: 
     result = _invoke(machine, "config")
     assert result.exit_code == 1
     out = result.stdout
-    assert "  s (stdio, enabled)" in out
+    # project-pi overrides a field of the agent's server, so the merged entry is untrusted.
+    assert "  s (stdio, untrusted)" in out
     assert f"      from agent {machine.layer_path('agent')}:3: command, args" in out
     assert f"      from project-pi {machine.layer_path('project-pi')}:3: lifecycle" in out
     assert "Servers that cannot be used (1):" in out

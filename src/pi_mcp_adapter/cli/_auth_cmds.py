@@ -98,6 +98,8 @@ def auth(
         else:
             typer.echo(help_text)
         return
+    if entry.untrusted is not None:
+        raise fail(f"server {server!r} {entry.untrusted.message}")
     if not entry.is_enabled:
         raise fail(f"server {server!r} is disabled in the configuration")
     before = adapter.oauth.state(server)

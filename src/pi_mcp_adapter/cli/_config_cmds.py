@@ -67,10 +67,14 @@ def config_report(loaded: LoadedConfig) -> dict[str, Any]:
     from pi_mcp_adapter.config import mask_secrets
     from pi_mcp_adapter.config._masking import mask_extra
 
+    from ._project_trust import trust_json
+
     servers: dict[str, Any] = {}
     for name, entry in loaded.servers.items():
         servers[name] = {
             "enabled": entry.is_enabled,
+            "trusted": entry.untrusted is None,
+            "untrusted": entry.untrusted.message if entry.untrusted is not None else None,
             "transport": entry.transport_kind,
             "config": mask_secrets(entry),
             **_provenance_json(loaded.provenance.get(name)),
@@ -90,6 +94,7 @@ def config_report(loaded: LoadedConfig) -> dict[str, Any]:
         "sources": [_source_json(source) for source in loaded.sources],
         "errors": [_error_json(error) for error in loaded.errors],
         "warnings": list(loaded.warnings),
+        "projectTrust": trust_json(loaded),
     }
 
 
@@ -157,6 +162,15 @@ def _print_config(loaded: LoadedConfig) -> None:
         for key, value in settings.items():
             shown = mask_extra(key, value) if key in (loaded.settings.model_extra or {}) else value
             out.append(f"  {key}: {_compact(shown)}")
+    trust = loaded.project_trust
+    if trust.files:
+        out.append("")
+        out.append(f"Project trust (projectTrust: {trust.mode}, from {trust.mode_source}):")
+        for project_file in trust.files:
+            state = "trusted" if project_file.trusted else "untrusted"
+            out.append(f"  {state:<9} {project_file.path}")
+        if trust.untrusted_files:
+            out.append(f"  Servers from untrusted files run nothing; trust: {trust.command}")
     out.append("")
     out.append("Files (lowest precedence first):")
     for source in loaded.sources:
@@ -173,6 +187,8 @@ def _server_lines(name: str, entry: ServerEntry, provenance: ServerProvenance | 
     from pi_mcp_adapter.config import mask_secrets
 
     state = "enabled" if entry.is_enabled else "disabled"
+    if entry.untrusted is not None and entry.enabled and not entry.disabled:
+        state = "untrusted"
     lines = [f"  {name} ({entry.transport_kind}, {state})"]
     for key, value in mask_secrets(entry).items():
         lines.append(f"      {key}: {_compact(value)}")

@@ -85,15 +85,34 @@ def _report_warnings(adapter: McpAdapter, shown: set[str]) -> None:
 
 
 def create_adapter(
-    cli: CliContext, *, connect_missing: bool, quiet: bool
+    cli: CliContext, *, connect_missing: bool, quiet: bool, ask_trust: bool = True
 ) -> tuple[McpAdapter, _Progress]:
-    """The adapter a command works with; config problems are reported once, here."""
+    """The adapter a command works with; config problems are reported once, here.
+
+    With ``ask_trust`` (commands that may start servers), untrusted project files are put to
+    the person at a terminal first, before anything of them can run.
+    """
+    from pi_mcp_adapter.config import LoadedConfig, load_config
     from pi_mcp_adapter.engine import McpAdapter
 
     from ._ask import ask_on_terminal
+    from ._project_trust import ask_project_trust
 
+    def load() -> LoadedConfig:
+        return load_config(
+            agent_dir=cli.agent_dir,
+            project_dir=cli.project_dir,
+            config_path=cli.config_path,
+            environ=cli.environ,
+        )
+
+    config = load()
+    if ask_trust and ask_project_trust(config, agent_dir=cli.agent_dir, environ=cli.environ):
+        config = load()
     progress = _Progress(live=sys.stderr.isatty() and not quiet)
     adapter = McpAdapter(
+        config=config,
+        config_loader=load,
         agent_dir=cli.agent_dir,
         project_dir=cli.project_dir,
         config_path=cli.config_path,
@@ -131,6 +150,7 @@ def run(
     connect_missing: bool = True,
     quiet: bool = False,
     prepared: tuple[McpAdapter, _Progress] | None = None,
+    ask_trust: bool = True,
 ) -> T:
     """Run ``body`` with a started adapter; signals and errors end the command cleanly."""
     import anyio
@@ -157,7 +177,9 @@ def run(
             tg.cancel_scope.cancel()
 
     try:
-        started = prepared or create_adapter(cli, connect_missing=connect_missing, quiet=quiet)
+        started = prepared or create_adapter(
+            cli, connect_missing=connect_missing, quiet=quiet, ask_trust=ask_trust
+        )
         try:
             anyio.run(main)
         except BaseExceptionGroup as group:
@@ -294,6 +316,8 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
     async def body(adapter: McpAdapter) -> None:
         from pi_mcp_adapter.surface._render import render_status
 
+        from ._project_trust import trust_json
+
         view = adapter.status()
         if as_json:
             print_json(
@@ -303,12 +327,14 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
                     "enabled": view.enabled,
                     "tools": view.tool_count,
                     "configErrors": list(view.config_errors),
+                    "projectTrust": trust_json(adapter.config),
                 }
             )
         else:
             sys.stdout.write(cli_wording(render_status(view)) + "\n")
 
-    run(ctx, body, connect_missing=False, quiet=as_json)
+    # Status runs nothing, so it shows `untrusted` rather than asking.
+    run(ctx, body, connect_missing=False, quiet=as_json, ask_trust=False)
 
 
 @app.command(short_help="List the known tools.")

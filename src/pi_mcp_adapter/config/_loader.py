@@ -34,7 +34,25 @@ from ._locations import (
     is_exclusive_mode,
 )
 from ._merge import DroppedFields, LayerContribution, MergedEntry, merge_entries
-from ._models import WRITTEN_KEYS, OAuthConfig, RequestHeadersCommand, ServerEntry, Settings
+from ._models import (
+    WRITTEN_KEYS,
+    OAuthConfig,
+    RequestHeadersCommand,
+    ServerEntry,
+    Settings,
+    UntrustedOrigin,
+)
+from ._trust import (
+    ProjectFile,
+    ProjectTrust,
+    ProjectTrustMode,
+    TrustStore,
+    file_digest,
+    is_inside,
+    project_trust_from_env,
+    stricter_mode,
+    trust_command,
+)
 from ._validate import (
     RawEntry,
     ValidEntry,
@@ -50,6 +68,8 @@ __all__ = ["ConfigSource", "LoadedConfig", "ServerProvenance", "SourceStatus", "
 SourceStatus = Literal["loaded", "missing", "empty", "invalid", "duplicate"]
 _SERVER_MAP_KEYS = ("mcp-servers", "mcpServers")
 _TOP_LEVEL_KEYS = frozenset({*_SERVER_MAP_KEYS, "imports", "settings", "$schema"})
+PROJECT_LAYERS = frozenset({"project", "project-pi"})
+"""Our layers that live in the project directory: they arrive with cloned code."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +137,9 @@ class LoadedConfig:
     """Every file considered, lowest precedence first, host files after our own."""
     imports: tuple[ImportKind, ...] = ()
     """The host imports in effect (the union over all files)."""
+    project_trust: ProjectTrust = field(default_factory=ProjectTrust)
+    """The ``projectTrust`` mode in effect and every project-level file, trusted or not.
+    Servers with a field from an untrusted one carry :attr:`ServerEntry.untrusted`."""
 
 
 @dataclass(slots=True)
@@ -182,8 +205,20 @@ def load_config(
     settings: dict[str, object] = {}
     imports: list[ImportKind] = []
     host_reads: dict[ImportKind, dict[str, tuple[RawEntry, ValidEntry]]] = {}
+    project_paths: dict[str, set[Path]] = {}
+    """Server -> the project-level files that set any of its fields."""
+    project_files: dict[Path, None] = {}  # ordered set of every project-level file read
+    mode_proposals: list[tuple[ProjectTrustMode, Path]] = []
     for layer in layers:
-        settings.update(layer.settings)
+        is_project = layer.source.name in PROJECT_LAYERS
+        layer_settings = dict(layer.settings)
+        if is_project:
+            if layer.source.loaded:
+                project_files[layer.source.path] = None
+            proposed = layer_settings.pop("project_trust", None)
+            if proposed in ("ask", "always", "never"):
+                mode_proposals.append((proposed, layer.source.path))
+        settings.update(layer_settings)
         imports.extend(kind for kind in layer.imports if kind not in imports)
         # A layer's imports sit just below the layer itself (the first host listed wins a
         # name), so the file that imports a server can override any of its fields.
@@ -197,12 +232,22 @@ def load_config(
                 imported.setdefault(name, (kind, host_raw, host_entry))
         for name, (kind, host_raw, host_entry) in imported.items():
             per_server.setdefault(name, []).append((f"import:{kind}", host_raw.path, host_entry))
+            # A host file inside the project is cloned content; any host file a project file
+            # pulls in runs only because that project file asked for it.
+            untrusted = {layer.source.path} if is_project else set()
+            if _is_project_host_file(host_raw.path, where):
+                untrusted.add(host_raw.path)
+            if untrusted:
+                project_paths.setdefault(name, set()).update(untrusted)
+                project_files.update(dict.fromkeys(sorted(untrusted)))
         for raw, valid, errors in layer.entries:
             file_defined[raw.name] = None
             if errors:
                 first_errors.setdefault(raw.name, errors[0])
             if valid is not None:
                 per_server.setdefault(raw.name, []).append((layer.source.name, raw.path, valid))
+                if is_project:
+                    project_paths.setdefault(raw.name, set()).add(raw.path)
 
     servers: dict[str, ServerEntry] = {}
     provenance: dict[str, ServerProvenance] = {}
@@ -223,16 +268,89 @@ def load_config(
         else:
             servers[name] = result
 
+    built_settings = _build_settings(settings, collector)
+    trust = _decide_project_trust(
+        built_settings.project_trust,
+        mode_proposals,
+        project_files,
+        project_paths,
+        where=where,
+        store=TrustStore.in_agent_dir(agent_dir),
+        collector=collector,
+    )
+    command = trust_command(project_dir)
+    trusted_paths = {f.path for f in trust.files if f.trusted}
+    for name, paths in project_paths.items():
+        entry = servers.get(name)
+        pending = tuple(sorted(p for p in paths if p not in trusted_paths))
+        if entry is not None and pending:
+            entry.with_untrusted(UntrustedOrigin(pending, command, trust.mode))
+    if built_settings.project_trust != trust.mode:
+        built_settings = built_settings.model_copy(update={"project_trust": trust.mode})
+
     return LoadedConfig(
         servers=servers,
-        settings=_build_settings(settings, collector),
+        settings=built_settings,
         provenance=provenance,
         invalid_servers=invalid,
         errors=tuple(collector.errors),
         warnings=tuple(collector.warnings),
         sources=tuple(sources),
         imports=tuple(imports),
+        project_trust=trust,
     )
+
+
+def _is_project_host_file(path: Path, where: Where) -> bool:
+    """A host file inside the project directory (``.vscode/mcp.json``, ``.cursor/mcp.json``,
+    ``opencode.json``). When the project directory holds the home directory (running in
+    ``~`` or ``/``), host files there are the user's own, not a repository's."""
+    if is_inside(where.home, where.project_dir):
+        return False
+    return is_inside(path, where.project_dir)
+
+
+def _decide_project_trust(
+    user_mode: ProjectTrustMode,
+    proposals: Sequence[tuple[ProjectTrustMode, Path]],
+    project_files: Mapping[Path, None],
+    project_paths: Mapping[str, set[Path]],
+    *,
+    where: Where,
+    store: TrustStore,
+    collector: _Collector,
+) -> ProjectTrust:
+    """The mode in effect and each project-level file's trust.
+
+    A project file's own ``projectTrust`` is applied only when it is stricter than the user's:
+    a cloned repository must not be able to vouch for itself.
+    """
+    mode, mode_source = user_mode, "settings" if user_mode != "ask" else "default"
+    for proposed, path in proposals:
+        stricter = stricter_mode(mode, proposed)
+        if stricter != mode:
+            mode, mode_source = stricter, str(path)
+        elif proposed != mode:
+            collector.warnings.append(
+                f"{path}: settings.projectTrust {proposed!r} is ignored in a project file (a "
+                "repository cannot trust itself); set it in your user config or "
+                "PI_MCP_PROJECT_TRUST"
+            )
+    from_env = project_trust_from_env(where.environ)
+    if from_env is not None:
+        mode, mode_source = from_env, "env"
+    files: list[ProjectFile] = []
+    for path in project_files:
+        digest = file_digest(path)
+        if mode == "always":
+            trusted = True
+        elif mode == "never":
+            trusted = False
+        else:
+            trusted = store.is_trusted(path, digest)
+        servers = tuple(name for name, paths in project_paths.items() if path in paths)
+        files.append(ProjectFile(path, digest, trusted, servers))
+    return ProjectTrust(mode, mode_source, where.project_dir, tuple(files))
 
 
 def _read_file_layers(layers: Sequence[FileLayer], collector: _Collector) -> list[_FileLayerData]:

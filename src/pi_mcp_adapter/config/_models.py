@@ -12,12 +12,15 @@ the bearer token, URL passwords and credential-looking extras are masked (see ``
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from pydantic.alias_generators import to_camel
 
 from ._masking import MASK, mask_args, mask_extra, mask_url, sounds_secret
+from ._trust import ProjectTrustMode
 
 Lifecycle = Literal["lazy", "eager", "keep-alive", "lazy-keep-alive"]
 ToolPrefixMode = Literal["server", "short", "none", "mcp"]
@@ -102,6 +105,27 @@ class RequestHeadersCommand(_Model):
                 yield name, value
 
 
+@dataclass(frozen=True, slots=True)
+class UntrustedOrigin:
+    """The project-level files an untrusted server's fields came from, and how to trust them."""
+
+    files: tuple[Path, ...]
+    command: str
+    """``pi-mcp trust --project DIR``."""
+    mode: ProjectTrustMode = "ask"
+    """``never``: ``projectTrust`` forbids project servers, trusting the files does not help."""
+
+    @property
+    def message(self) -> str:
+        shown = ", ".join(str(f) for f in self.files)
+        if self.mode == "never":
+            return (
+                f"comes from the project file {shown}, and projectTrust is 'never'; set it "
+                "to 'ask' in your user config (or PI_MCP_PROJECT_TRUST=ask) to allow it"
+            )
+        return f"comes from the project file {shown}, which is not trusted; run `{self.command}`"
+
+
 class ServerEntry(_Model):
     """One entry of ``mcpServers``, after merging and interpolation.
 
@@ -146,6 +170,7 @@ class ServerEntry(_Model):
     _written: Mapping[str, object] | None = PrivateAttr(default=None)
     """The transport and credential fields as the files wrote them, before interpolation."""
     _env_templates: dict[str, str] = PrivateAttr(default_factory=dict)
+    _untrusted: UntrustedOrigin | None = PrivateAttr(default=None)
 
     @property
     def env_templates(self) -> dict[str, str]:
@@ -182,8 +207,21 @@ class ServerEntry(_Model):
                 yield name, value
 
     @property
+    def untrusted(self) -> UntrustedOrigin | None:
+        """Why this entry may not run: a field came from a project-level file that is not
+        trusted (see ``config/_trust.py``); None for a trusted entry."""
+        return self._untrusted
+
+    def with_untrusted(self, origin: UntrustedOrigin | None) -> ServerEntry:
+        """Mark the entry untrusted (the loader calls this); returns ``self``."""
+        self._untrusted = origin
+        return self
+
+    @property
     def is_enabled(self) -> bool:
-        return self.enabled and not self.disabled
+        """Enabled in the configuration and trusted: an untrusted entry is treated as disabled
+        everywhere (no process, no ``!command``, no cached tools offered)."""
+        return self.enabled and not self.disabled and self._untrusted is None
 
     @property
     def oauth_mode(self) -> Literal["explicit", "implicit"] | None:
@@ -324,6 +362,11 @@ class Settings(_Model):
     oauth_store: OAuthStore = "file"
     """Where OAuth tokens live: files under ``<agent dir>/mcp-oauth/`` or the OS keyring
     (needs the ``keyring`` extra)."""
+    project_trust: ProjectTrustMode = "ask"
+    """Servers from project-level files: ``ask`` (at a terminal; headless they stay
+    ``untrusted`` until ``pi-mcp trust --project``), ``always`` or ``never``. Read from user-
+    and agent-level files only (a project file may only make it stricter);
+    ``PI_MCP_PROJECT_TRUST`` overrides it."""
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         # Unknown keys are kept as written; one may hold a credential.

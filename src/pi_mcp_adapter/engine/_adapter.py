@@ -29,6 +29,7 @@ from pi_mcp_adapter._errors import (
     McpAdapterError,
     ServerDisabledError,
     ServerNotConfiguredError,
+    ServerUntrustedError,
     ToolNotFoundError,
     UsageError,
 )
@@ -663,6 +664,9 @@ class McpAdapter:
         if record:
             meta = self.state.metadata(name)
             diffs = diff_definitions(record, meta.tools if meta is not None else ())
+        if entry.untrusted is not None and entry.enabled and not entry.disabled:
+            message = f"{entry.untrusted.message}"
+            return ServerStatus(name, "untrusted", 0, lifecycle=entry.lifecycle, error=message)
         if not entry.is_enabled:
             return ServerStatus(name, "disabled", 0, lifecycle=entry.lifecycle)
         state = self._manager.state(name) if self._manager is not None else None
@@ -780,9 +784,18 @@ class McpAdapter:
         Raises:
             ServerNotConfiguredError: no server of that name.
             ServerDisabledError: the server is disabled in config.
+            ServerUntrustedError: it comes from a project file not trusted yet.
             ServerUnavailableError: the server could not be reached (with the reason).
         """
         entry = self.require_server(server)
+        untrusted = entry.untrusted
+        if untrusted is not None:
+            raise ServerUntrustedError(
+                server,
+                f"MCP server {server!r} {untrusted.message}",
+                files=[str(f) for f in untrusted.files],
+                trust_command=untrusted.command,
+            )
         if not entry.is_enabled:
             raise ServerDisabledError(server, f"MCP server {server!r} is disabled in config")
         manager = self._require_manager()

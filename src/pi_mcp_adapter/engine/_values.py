@@ -27,6 +27,7 @@ ServerStatusName = Literal[
     "failed",
     "needs-auth",
     "disabled",
+    "untrusted",
     "invalid",
 ]
 
@@ -38,6 +39,7 @@ class ServerStatus:
     name: str
     status: str
     """connected | connecting | cached | not-cached | closed | failed | needs-auth | disabled
+    | untrusted (from a project file not trusted yet; ``error`` says how to trust it)
     | invalid (a config error makes it unusable)."""
     tool_count: int
     transport: str | None = None
@@ -69,7 +71,7 @@ class StatusReport:
 
     @property
     def enabled(self) -> int:
-        return sum(1 for s in self.servers if s.status not in ("disabled", "invalid"))
+        return sum(1 for s in self.servers if s.status not in ("disabled", "untrusted", "invalid"))
 
     @property
     def tool_count(self) -> int:

@@ -36,6 +36,7 @@ from pi_mcp_adapter._errors import (
     ServerNotConfiguredError,
     ServerStartError,
     ServerUnavailableError,
+    ServerUntrustedError,
     UsageError,
 )
 from pi_mcp_adapter.catalog._metadata import ServerMetadata
@@ -96,6 +97,8 @@ class _Slot:
         self.attempt: _Attempt | None = None
         self.generation = 0
         self.status: ConnectionStatus = "closed" if entry.is_enabled else "disabled"
+        if entry.untrusted is not None:
+            self.status = "untrusted"
         self.transport: TransportKind | None = None
         self.error: str | None = None
         self.failed_at: float | None = None
@@ -328,6 +331,7 @@ class ServerManager(AsyncContextManagerMixin):
         Raises:
             ServerNotConfiguredError: no server of that name.
             ServerDisabledError: the server is disabled.
+            ServerUntrustedError: the server comes from a project file not trusted yet.
             ServerBackoffError: a connect failed less than ``backoff_s`` ago.
             ServerUnavailableError: another subclass saying why connecting failed.
             UsageError: the manager is not entered.
@@ -698,6 +702,16 @@ class ServerManager(AsyncContextManagerMixin):
         if slot.detached:
             raise ConnectionLostError(
                 slot.name, f"server {slot.name!r} was reconfigured while in use; try again"
+            )
+        untrusted = slot.entry.untrusted
+        if untrusted is not None:
+            # Checked before anything of the entry is used: its command, `!command` values
+            # and headers come from a file the person has not trusted.
+            raise ServerUntrustedError(
+                slot.name,
+                f"server {slot.name!r} {untrusted.message}",
+                files=[str(f) for f in untrusted.files],
+                trust_command=untrusted.command,
             )
         if not slot.entry.is_enabled:
             raise ServerDisabledError(

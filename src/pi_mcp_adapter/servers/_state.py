@@ -5,9 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-ConnectionStatus = Literal["connected", "connecting", "closed", "failed", "needs-auth", "disabled"]
+ConnectionStatus = Literal[
+    "connected", "connecting", "closed", "failed", "needs-auth", "disabled", "untrusted"
+]
 """``closed``: not connected (never started, idle-closed or closed on request); ``failed``: the
-last connect failed or the connection was lost; ``needs-auth``: the server answered HTTP 401."""
+last connect failed or the connection was lost; ``needs-auth``: the server answered HTTP 401;
+``untrusted``: it comes from a project file not trusted yet, so it never starts."""
 
 TransportKind = Literal["stdio", "streamable-http", "sse", "socket"]
 
@@ -18,6 +21,7 @@ CONNECTION_STATUSES: tuple[ConnectionStatus, ...] = (
     "failed",
     "needs-auth",
     "disabled",
+    "untrusted",
 )
 
 

@@ -22,6 +22,7 @@ STATUS_ICONS = {
     "failed": "✗",
     "needs-auth": "⚠",
     "disabled": "⊘",
+    "untrusted": "⊘",
     "invalid": "✗",
 }
 
@@ -42,6 +43,8 @@ def describe_server(row: ServerStatus) -> str:
         detail = f"needs auth: run `pi-mcp auth {row.name}`"
     elif row.status == "disabled":
         detail = "disabled"
+    elif row.status == "untrusted":
+        detail = f"untrusted: {row.error}" if row.error else "untrusted"
     else:
         ago = f" {row.failed_ago_s:.0f}s ago" if row.failed_ago_s is not None else ""
         detail = f"failed{ago}: {row.error or 'unknown error'}"

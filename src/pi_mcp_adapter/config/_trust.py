@@ -1,0 +1,254 @@
+"""Project trust: configuration that arrives with cloned code runs nothing until trusted.
+
+A repository's ``.mcp.json`` can name any command, ``!command`` header or env value, and
+``requestHeadersCommand``; running them on the first ``pi-mcp search`` would let a cloned
+repository execute code. So servers with a field from a *project-level file* (``.mcp.json``,
+``.pi/mcp.json``, a host file inside the project such as ``.vscode/mcp.json``, and whatever
+host files a project file imports) are *untrusted* until the person trusts that file's current
+content, as direnv ``allow`` and Claude Code's project-server approval do. An untrusted server
+is treated as disabled: no process, no ``!command``, no request carrying its headers, no cached
+tools offered; status views show it as ``untrusted`` with the command that trusts it.
+
+Trust is recorded per file path and SHA-256 of the file's bytes in ``<agent dir>/mcp-trust.json``
+(0600, replaced atomically under a lock), so an edit of the file asks again.
+
+``settings.projectTrust`` (``ask``, the default; ``always``; ``never``) comes from user- and
+agent-level files only: a project file may make it stricter, never looser, since a file cannot
+vouch for itself. ``PI_MCP_PROJECT_TRUST`` overrides every file (for CI).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = [
+    "PROJECT_TRUST_ENV",
+    "PROJECT_TRUST_MODES",
+    "TRUST_FILE_NAME",
+    "ProjectFile",
+    "ProjectTrust",
+    "ProjectTrustMode",
+    "TrustStore",
+    "file_digest",
+    "is_inside",
+    "project_trust_from_env",
+    "stricter_mode",
+    "trust_command",
+]
+
+logger = logging.getLogger("pi_mcp_adapter.config")
+
+ProjectTrustMode = Literal["ask", "always", "never"]
+PROJECT_TRUST_MODES: tuple[ProjectTrustMode, ...] = ("ask", "always", "never")
+_STRICTNESS: Mapping[ProjectTrustMode, int] = {"always": 0, "ask": 1, "never": 2}
+
+PROJECT_TRUST_ENV = "PI_MCP_PROJECT_TRUST"
+TRUST_FILE_NAME = "mcp-trust.json"
+TRUST_FILE_VERSION = 1
+LOCK_TIMEOUT_S = 5.0
+"""Writers hold the lock for milliseconds; the person waits on a trust answer, not on this."""
+
+
+def project_trust_from_env(environ: Mapping[str, str]) -> ProjectTrustMode | None:
+    """``PI_MCP_PROJECT_TRUST`` when set to a known mode (case-insensitive), else None."""
+    value = environ.get(PROJECT_TRUST_ENV, "").strip().lower()
+    return next((mode for mode in PROJECT_TRUST_MODES if mode == value), None)
+
+
+def stricter_mode(current: ProjectTrustMode, proposed: ProjectTrustMode) -> ProjectTrustMode:
+    """The stricter of two modes: what a project file's ``projectTrust`` may change it to."""
+    return proposed if _STRICTNESS[proposed] > _STRICTNESS[current] else current
+
+
+def trust_command(project_dir: Path) -> str:
+    """The command that trusts a project's files, to quote in messages."""
+    return f"pi-mcp trust --project {_shell_quote(str(project_dir))}"
+
+
+def _shell_quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+def file_digest(path: Path) -> str | None:
+    """SHA-256 of the file's bytes (hex), or None when it cannot be read."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectFile:
+    """One project-level file that defines (or changes) servers, and its trust state."""
+
+    path: Path
+    sha256: str | None
+    """None when the file could not be read again for hashing (then it is not trusted)."""
+    trusted: bool
+    servers: tuple[str, ...] = ()
+    """Servers with at least one field from this file."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectTrust:
+    """The trust decision of one load: the mode in effect and every project-level file."""
+
+    mode: ProjectTrustMode = "ask"
+    mode_source: str = "default"
+    """``default``, ``env`` (``PI_MCP_PROJECT_TRUST``), or the layer name that set it."""
+    project_dir: Path | None = None
+    files: tuple[ProjectFile, ...] = ()
+
+    @property
+    def untrusted_files(self) -> tuple[ProjectFile, ...]:
+        return tuple(f for f in self.files if not f.trusted)
+
+    @property
+    def command(self) -> str:
+        """The command that trusts this project (``pi-mcp trust --project DIR``)."""
+        return trust_command(self.project_dir or Path("."))
+
+
+class TrustStore:
+    """``<agent dir>/mcp-trust.json``: trusted project files by resolved path and SHA-256.
+
+    A missing or unreadable file trusts nothing. Writers take ``mcp-trust.json.lock``, write a
+    temporary file (0600, as ``mkstemp`` creates it) and move it into place.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @classmethod
+    def in_agent_dir(cls, agent_dir: Path) -> TrustStore:
+        return cls(agent_dir / TRUST_FILE_NAME)
+
+    def is_trusted(self, path: Path, sha256: str | None) -> bool:
+        if sha256 is None:
+            return False
+        record = self._read().get(_key(path))
+        return (
+            isinstance(record, dict)
+            and record.get("sha256") == sha256
+            and record.get("declined") is not True
+        )
+
+    def was_declined(self, path: Path, sha256: str | None) -> bool:
+        """Whether the person said no to this exact content: the terminal does not ask again
+        (``pi-mcp trust --project`` still trusts it)."""
+        record = self._read().get(_key(path))
+        return (
+            isinstance(record, dict)
+            and record.get("sha256") == sha256
+            and record.get("declined") is True
+        )
+
+    def decline(self, files: Iterable[tuple[Path, str]]) -> None:
+        """Record a "no" for each ``(path, sha256)``; the file stays untrusted.
+
+        Raises:
+            OSError: the file could not be written.
+        """
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+
+        def update(records: dict[str, Any]) -> None:
+            for path, digest in files:
+                records[_key(path)] = {"sha256": digest, "declined": True, "declinedAt": now}
+
+        self._modify(update)
+
+    def trust(self, files: Iterable[tuple[Path, str]]) -> None:
+        """Record each ``(path, sha256)`` as trusted, replacing an older hash of that path.
+
+        Raises:
+            OSError: the file could not be written (the caller says so; nothing was trusted).
+        """
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+
+        def update(records: dict[str, Any]) -> None:
+            for path, digest in files:
+                records[_key(path)] = {"sha256": digest, "trustedAt": now}
+
+        self._modify(update)
+
+    def revoke(self, paths: Sequence[Path]) -> tuple[Path, ...]:
+        """Forget the trust of ``paths``; returns those that had a record.
+
+        Raises:
+            OSError: the file could not be written.
+        """
+        removed: list[Path] = []
+
+        def update(records: dict[str, Any]) -> None:
+            for path in paths:
+                if records.pop(_key(path), None) is not None:
+                    removed.append(path)
+
+        self._modify(update)
+        return tuple(removed)
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_bytes())
+        except (OSError, ValueError, RecursionError):
+            return {}
+        if not isinstance(data, dict) or data.get("version") != TRUST_FILE_VERSION:
+            return {}
+        files = data.get("files")
+        return files if isinstance(files, dict) else {}
+
+    def _modify(self, update: Any) -> None:
+        import filelock  # only writers need it; every load reads the file
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with filelock.FileLock(f"{self.path}.lock", timeout=LOCK_TIMEOUT_S):
+                records = self._read()
+                update(records)
+                self._write(records)
+        except filelock.Timeout as exc:
+            raise OSError(f"{self.path} is locked by another process; try again") from exc
+
+    def _write(self, records: Mapping[str, Any]) -> None:
+        data = json.dumps(
+            {"version": TRUST_FILE_VERSION, "files": records}, ensure_ascii=False, indent=1
+        ).encode("utf-8")
+        fd, temp_name = tempfile.mkstemp(
+            prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent
+        )
+        try:
+            with os.fdopen(fd, "wb") as temp:
+                temp.write(data)
+            os.replace(temp_name, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                Path(temp_name).unlink()
+            raise
+
+
+def _key(path: Path) -> str:
+    try:
+        return str(path.resolve())
+    except OSError:
+        return str(path.absolute())
+
+
+def is_inside(path: Path, directory: Path) -> bool:
+    """Whether ``path`` lies under ``directory`` (both resolved)."""
+    try:
+        path.resolve().relative_to(directory.resolve())
+    except (OSError, ValueError):
+        return False
+    return True

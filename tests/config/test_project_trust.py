@@ -1,0 +1,112 @@
+"""Which servers a project-level file makes untrusted, and how trust records decide."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pi_mcp_adapter.config._trust import TrustStore, file_digest
+
+from .conftest import Machine
+
+
+def test_servers_from_project_files_are_untrusted_and_user_servers_are_not(
+    machine: Machine,
+) -> None:
+    machine.write_layer("agent", {"mcpServers": {"mine": {"command": "m"}}})
+    project = machine.write_layer("project", {"mcpServers": {"theirs": {"command": "t"}}})
+    loaded = machine.load()
+    assert loaded.servers["mine"].untrusted is None
+    assert loaded.servers["mine"].is_enabled
+    theirs = loaded.servers["theirs"]
+    assert theirs.untrusted is not None
+    assert theirs.untrusted.files == (project,)
+    assert not theirs.is_enabled
+    assert f"pi-mcp trust --project {machine.project}" in theirs.untrusted.message
+    assert [f.path for f in loaded.project_trust.untrusted_files] == [project]
+
+
+def test_a_project_file_that_overrides_one_field_makes_the_merged_server_untrusted(
+    machine: Machine,
+) -> None:
+    machine.write_layer("agent", {"mcpServers": {"s": {"command": "safe"}}})
+    override = machine.write_layer("project-pi", {"mcpServers": {"s": {"args": ["--evil"]}}})
+    entry = machine.load().servers["s"]
+    assert entry.untrusted is not None
+    assert entry.untrusted.files == (override,)
+
+
+def test_host_files_inside_the_project_and_imports_a_project_file_asks_for_are_untrusted(
+    machine: Machine,
+) -> None:
+    # The user imports VS Code, whose project file arrives with the repository.
+    machine.write_layer("agent", {"imports": ["vscode"]})
+    vscode = machine.write(
+        machine.project / ".vscode" / "mcp.json", {"servers": {"v": {"command": "v"}}}
+    )
+    # The project imports Cursor: the user's own Cursor servers run only because it asked.
+    project = machine.write_layer("project", {"imports": ["cursor"]})
+    machine.write(machine.home / ".cursor" / "mcp.json", {"mcpServers": {"c": {"command": "c"}}})
+    loaded = machine.load()
+    assert loaded.servers["v"].untrusted is not None
+    assert loaded.servers["v"].untrusted.files == (vscode,)
+    assert loaded.servers["c"].untrusted is not None
+    assert loaded.servers["c"].untrusted.files == (project,)
+
+
+def test_a_trust_record_holds_for_that_content_only(machine: Machine) -> None:
+    project = machine.write_layer("project", {"mcpServers": {"p": {"command": "p"}}})
+    digest = file_digest(project)
+    assert digest is not None
+    store = TrustStore.in_agent_dir(machine.agent_dir)
+    store.trust([(project, digest)])
+    assert store.path.stat().st_mode & 0o777 == 0o600
+    assert machine.load().servers["p"].untrusted is None
+    machine.write_layer("project", {"mcpServers": {"p": {"command": "other"}}})
+    assert machine.load().servers["p"].untrusted is not None
+
+
+def test_project_trust_modes_and_the_environment_override(machine: Machine) -> None:
+    machine.write_layer("project", {"mcpServers": {"p": {"command": "p"}}})
+    machine.write_layer("agent", {"settings": {"projectTrust": "always"}})
+    assert machine.load().servers["p"].untrusted is None
+    machine.environ["PI_MCP_PROJECT_TRUST"] = "never"
+    loaded = machine.load()
+    assert loaded.project_trust.mode == "never"
+    assert loaded.project_trust.mode_source == "env"
+    untrusted = loaded.servers["p"].untrusted
+    assert untrusted is not None
+    assert "'never'" in untrusted.message
+
+
+def test_a_project_file_may_tighten_project_trust_but_never_loosen_it(machine: Machine) -> None:
+    project = machine.write_layer(
+        "project",
+        {"mcpServers": {"p": {"command": "p"}}, "settings": {"projectTrust": "always"}},
+    )
+    loaded = machine.load()
+    assert loaded.project_trust.mode == "ask"
+    assert loaded.servers["p"].untrusted is not None
+    assert any(str(project) in w and "cannot trust itself" in w for w in loaded.warnings)
+    machine.write_layer("agent", {"settings": {"projectTrust": "always"}})
+    machine.write_layer(
+        "project",
+        {"mcpServers": {"p": {"command": "p"}}, "settings": {"projectTrust": "never"}},
+    )
+    assert machine.load().project_trust.mode == "never"
+
+
+def test_running_in_the_home_directory_keeps_the_users_host_files_trusted(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    machine = Machine(tmp_path)
+    machine.write(home / ".cursor" / "mcp.json", {"mcpServers": {"c": {"command": "c"}}})
+    machine.write(home / ".pi" / "agent" / "mcp.json", {"imports": ["cursor"]})
+    from pi_mcp_adapter.config import load_config
+
+    loaded = load_config(
+        agent_dir=home / ".pi" / "agent",
+        project_dir=home,
+        home=home,
+        environ={},
+        platform="linux",
+    )
+    assert loaded.servers["c"].untrusted is None
