@@ -14,6 +14,7 @@ every child process. An adapter is single use.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
@@ -51,6 +52,7 @@ from pi_mcp_adapter.servers._prompt_policy import allow_prompts
 from ._approval import Ask, AsksQuestions, ToolApprovals
 from ._arguments import argument_problems
 from ._host import Host, NotifyLevel
+from ._questions import Elicit, Sample, ServerQuestions
 from ._trace import open_call_trace
 from ._validate import validate_arguments
 from ._values import (
@@ -74,6 +76,8 @@ if TYPE_CHECKING:
 
 ProgressCallback = Callable[[str, str, str | None], None]
 """``(server, phase, detail)`` with phase ``connecting`` | ``connected`` | ``failed``."""
+
+logger = logging.getLogger("pi_mcp_adapter")
 
 DEFAULT_SEARCH_LIMIT = 12
 DEFAULT_STATUS_DEBOUNCE_S = 0.2
@@ -110,6 +114,9 @@ class McpAdapter:
             ``approveTools``): ``async ask(question) -> option id | None``. Without it the host
             answers if it implements :class:`AsksQuestions`; with neither, calls that need an
             approval are refused.
+        elicit: answers servers' ``elicitation/create`` (form and URL modes) for calls made
+            through this adapter; ``sample`` answers their ``sampling/createMessage``. Giving
+            one is what advertises that capability to servers (see ``engine/_questions.py``).
 
     Telling the user: with a ``host``, the engine sends ``host.notify`` when a server fails
     to start or is lost, needs authentication, comes back after that, when a tool is renamed
@@ -139,6 +146,8 @@ class McpAdapter:
         status_debounce_s: float = DEFAULT_STATUS_DEBOUNCE_S,
         ask: Ask | None = None,
         oauth: OAuthProviders | None = None,
+        elicit: Elicit | None = None,
+        sample: Sample | None = None,
     ) -> None:
         self.agent_dir = (agent_dir or default_agent_dir()).expanduser()
         self.project_dir = (project_dir or Path.cwd()).expanduser()
@@ -179,6 +188,7 @@ class McpAdapter:
         )
         self._listeners: list[Callable[[], None]] = []
         self._relay_server_requests = relay_server_requests
+        self._questions = ServerQuestions(elicit, sample, tell=self._tell_person)
         self._resource_listeners: list[Callable[[str, str], Awaitable[None]]] = []
         self._status_debounce_s = status_debounce_s
         self._status_wanted: anyio.Event | None = None
@@ -257,7 +267,8 @@ class McpAdapter:
                 resolve_npx=self._resolve_npx,
                 auth_factory=lambda name: self.oauth.auth_for(name),
                 environ=self._environ,
-                relay_requests=self._relay_server_requests,
+                relay_requests=self._relay_server_requests or self._questions.active,
+                relay_sampling=self._relay_server_requests or self._questions.samples,
                 failures=FailureMemory(self.agent_dir / FAILURES_FILE_NAME),
             )
             self._manager = await stack.enter_async_context(manager)
@@ -809,7 +820,7 @@ class McpAdapter:
         )
         if refusal is not None:
             return CallOutcome(name, tool, error_kind="approval_denied", message=refusal)
-        with allow_prompts(self.oauth.may_prompt):
+        with allow_prompts(self.oauth.may_prompt), self._questions.asked_during(tool.server):
             outcome = await self._call_server(name, tool, arguments, progress)
         if self._stats is not None and outcome.error_kind != "definition_changed":
             self._stats.record(
@@ -831,6 +842,12 @@ class McpAdapter:
                 error=outcome.error_kind,
             )
         return outcome
+
+    def _tell_person(self, message: str) -> None:
+        if self.host is not None:
+            self.host.notify(message, "warning")
+        else:
+            logger.warning("%s", message)
 
     def _asker(self) -> Ask | None:
         if self.ask is not None:
