@@ -8,8 +8,10 @@ whoever the host named when it created :class:`~pi_mcp_adapter.engine.McpAdapter
   Python binding's callback, pi's UI);
 - ``sample(server, params) -> CreateMessageResult``: a model answers.
 
-Giving one of them is what tells servers this client can elicit (form and URL modes) or
-sample; without them the client advertises neither, as before. The MCP gateway relays both
+Giving either tells servers this client can elicit (form and URL modes: without ``elicit``
+every elicitation is declined, and the person told); only ``sample`` tells them it can sample,
+so servers that check take their other path when no model is there. Without either, the
+client advertises neither. The MCP gateway relays both
 to its own client instead (``relay_server_requests``); an engine-level answerer never takes a
 question that a relay has claimed.
 
