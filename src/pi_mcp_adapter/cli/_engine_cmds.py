@@ -91,6 +91,7 @@ def create_adapter(
     from pi_mcp_adapter.engine import McpAdapter
 
     from ._ask import ask_on_terminal
+    from ._elicit import elicit_on_terminal
 
     progress = _Progress(live=sys.stderr.isatty() and not quiet)
     adapter = McpAdapter(
@@ -103,6 +104,7 @@ def create_adapter(
         on_progress=progress,
         environ=cli.environ,
         ask=ask_on_terminal,
+        elicit=elicit_on_terminal,
     )
     for error in adapter.config.errors:
         print_warning(f"config: {error}")

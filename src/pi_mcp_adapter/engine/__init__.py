@@ -42,9 +42,11 @@ from ._host import (
 )
 from ._questions import (
     Elicit,
+    FormValue,
     NoOneToAsk,
     Sample,
     decline_elicitation,
+    describe_question,
     form_defaults,
     form_fields,
 )
@@ -70,6 +72,7 @@ __all__ = [
     "ContentPart",
     "Elicit",
     "EventHandler",
+    "FormValue",
     "Host",
     "HostEvent",
     "ImagePart",
@@ -90,6 +93,7 @@ __all__ = [
     "ToolExecute",
     "ToolResult",
     "decline_elicitation",
+    "describe_question",
     "form_defaults",
     "form_fields",
 ]

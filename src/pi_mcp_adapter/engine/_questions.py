@@ -42,6 +42,7 @@ __all__ = [
     "Sample",
     "ServerQuestions",
     "decline_elicitation",
+    "describe_question",
     "form_defaults",
     "form_fields",
 ]
