@@ -38,15 +38,18 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     ) from exc
 
 from pi_mcp_adapter.engine import (
+    Elicit,
     ImagePart,
     McpAdapter,
     NotifyLevel,
+    Sample,
     TextPart,
     ToolDefinition,
     ToolResult,
 )
 from pi_mcp_adapter.surface import SurfaceKind, Surfaces
 
+from ._answers import elicit_or_decline
 from ._export import ExportHost
 
 __all__ = ["McpTools", "to_agents_output"]
@@ -157,11 +160,24 @@ class McpTools:
         surface: SurfaceKind | None = None,
         own_tools: Sequence[Any] = (),
         on_notify: Callable[[str, NotifyLevel], None] | None = None,
+        elicit: Elicit | None = None,
+        sample: Sample | None = None,
         **adapter_options: Any,
     ) -> AsyncIterator[McpTools]:
         """Open an adapter (``McpAdapter(**adapter_options)``) and tools over it; both close
-        when the block ends, in the task that entered it."""
-        async with McpAdapter(**adapter_options) as adapter:
+        when the block ends, in the task that entered it.
+
+        ``elicit(server, params)`` answers the forms and URLs servers ask the person for during
+        a call (form defaults are filled in for fields the answer leaves out); without it they
+        are declined, with a notice. ``sample(server, params)`` answers their LLM completion
+        requests; without it servers are not told this client can sample."""
+        async with McpAdapter(
+            elicit=elicit_or_decline(
+                elicit, "McpTools.open(elicit=...) answers it", on_notify or _log_notice
+            ),
+            sample=sample,
+            **adapter_options,
+        ) as adapter:
             tools = cls(adapter, surface=surface, own_tools=own_tools, on_notify=on_notify)
             try:
                 yield tools

@@ -42,15 +42,18 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     ) from exc
 
 from pi_mcp_adapter.engine import (
+    Elicit,
     ImagePart,
     McpAdapter,
     NotifyLevel,
+    Sample,
     TextPart,
     ToolDefinition,
     ToolResult,
 )
 from pi_mcp_adapter.surface import SurfaceKind, Surfaces
 
+from ._answers import elicit_or_decline
 from ._export import ExportHost
 
 __all__ = ["McpCapability", "McpToolset", "to_pydantic_ai_content"]
@@ -152,11 +155,24 @@ class McpCapability(AbstractCapability[Any]):
         surface: SurfaceKind | None = None,
         builtin_tools: Sequence[str] = (),
         on_notify: Callable[[str, NotifyLevel], None] | None = None,
+        elicit: Elicit | None = None,
+        sample: Sample | None = None,
         **adapter_options: Any,
     ) -> AsyncIterator[McpCapability]:
         """Open an adapter (``McpAdapter(**adapter_options)``) and a capability over it; both
-        close when the block ends, in the task that entered it."""
-        async with McpAdapter(**adapter_options) as adapter:
+        close when the block ends, in the task that entered it.
+
+        ``elicit(server, params)`` answers the forms and URLs servers ask the person for during
+        a call (form defaults are filled in for fields the answer leaves out); without it they
+        are declined, with a notice. ``sample(server, params)`` answers their LLM completion
+        requests; without it servers are not told this client can sample."""
+        async with McpAdapter(
+            elicit=elicit_or_decline(
+                elicit, "McpCapability.open(elicit=...) answers it", on_notify or _log_notice
+            ),
+            sample=sample,
+            **adapter_options,
+        ) as adapter:
             capability = cls(
                 adapter, surface=surface, builtin_tools=builtin_tools, on_notify=on_notify
             )
