@@ -154,3 +154,34 @@ async def test_without_answerers_nothing_is_advertised(workspace: Workspace) -> 
 
 def _text_any(outcome: Any) -> str:
     return "".join(c.text for c in outcome.result.content if isinstance(c, types.TextContent))
+
+
+async def test_a_sampler_with_no_one_to_ask_refuses_with_its_reason(workspace: Workspace) -> None:
+    workspace.write_config({"q": QUESTIONS})
+
+    async def sample(server: str, params: types.CreateMessageRequestParams) -> Any:
+        raise NoOneToAsk("the model budget is spent")
+
+    host = RecordingHost()
+    async with _adapter(workspace, sample=sample, host=host) as adapter:
+        text = _text(await adapter.call("summarize", {"text": "x"}))
+    assert text == "sampling failed: Sampling declined: the model budget is spent"
+    [(_, message)] = host.notices_with("LLM completion")
+    assert message == (
+        "MCP server 'q' asked for an LLM completion; declined: the model budget is spent"
+    )
+
+
+async def test_an_answerer_that_fails_gets_the_server_an_error_not_a_hang(
+    workspace: Workspace,
+) -> None:
+    workspace.write_config({"conf": CONFORMANCE})
+
+    async def elicit(server: str, params: types.ElicitRequestParams) -> types.ElicitResult:
+        raise RuntimeError("dialog crashed")
+
+    async with _adapter(workspace, elicit=elicit) as adapter:
+        outcome = await adapter.call("test_elicitation_sep1034_defaults", {})
+    # This fixture does not catch the elicitation's error: the call fails with it.
+    assert outcome.error_kind == "server_error"
+    assert "The client failed to ask its user: dialog crashed" in (outcome.message or "")
