@@ -52,9 +52,9 @@ def export(
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Print the tools a model is given, as JSON for a provider's ``tools`` request field.
+    """Print the tools a model is given, as JSON for the "tools" field of a provider's API request.
 
-    The output is always JSON (``--json`` changes nothing). Tool metadata comes from the cache;
+    The output is always JSON (--json changes nothing). Tool metadata comes from the cache;
     servers never listed before are connected once.
     """
     from pi_mcp_adapter.hosts._formats import DEFERRING_FORMATS
