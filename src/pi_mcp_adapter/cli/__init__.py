@@ -20,6 +20,7 @@ _MODULES = (
     "_stats_cmds",
     "_trust_cmds",
     "_prompt_cmds",
+    "_export_cmd",
     "_serve_cmd",
     "_auth_cmds",
 )

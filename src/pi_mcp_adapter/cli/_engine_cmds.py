@@ -96,6 +96,7 @@ def create_adapter(
     from pi_mcp_adapter.engine import McpAdapter
 
     from ._ask import ask_on_terminal
+    from ._elicit import elicit_on_terminal
     from ._project_trust import ask_project_trust
 
     def load() -> LoadedConfig:
@@ -122,6 +123,7 @@ def create_adapter(
         on_progress=progress,
         environ=cli.environ,
         ask=ask_on_terminal,
+        elicit=elicit_on_terminal,
     )
     for error in adapter.config.errors:
         print_warning(f"config: {error}")

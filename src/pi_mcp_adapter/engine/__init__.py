@@ -9,6 +9,8 @@
 - ``_arguments`` arguments that can never be sent (lone surrogates, runaway nesting).
 - ``_stats``     per-tool call statistics kept across sessions.
 - ``_approval``  ``approveTools``: questions to the user before a call, and remembered answers.
+- ``_questions`` questions servers ask during a call (elicitation, sampling), routed to the
+                 host's answerers, with form defaults filled in.
 - ``_trace``     one metadata-only JSON line per call (``settings.trace``, ``PI_MCP_TRACE``).
 
 The engine imports ``config``, ``servers`` and ``catalog``, never ``surface`` or a host binding.
@@ -38,6 +40,16 @@ from ._host import (
     ToolExecute,
     ToolResult,
 )
+from ._questions import (
+    Elicit,
+    FormValue,
+    NoOneToAsk,
+    Sample,
+    decline_elicitation,
+    describe_question,
+    form_defaults,
+    form_fields,
+)
 from ._values import (
     CallErrorKind,
     CallOutcome,
@@ -58,17 +70,21 @@ __all__ = [
     "CallOutcome",
     "CommandHandler",
     "ContentPart",
+    "Elicit",
     "EventHandler",
+    "FormValue",
     "Host",
     "HostEvent",
     "ImagePart",
     "McpAdapter",
+    "NoOneToAsk",
     "NotifyLevel",
     "ProgressCallback",
     "PromptMessages",
     "Question",
     "QuestionOption",
     "ReloadReport",
+    "Sample",
     "SearchResults",
     "ServerStatus",
     "StatusReport",
@@ -76,4 +92,8 @@ __all__ = [
     "ToolDefinition",
     "ToolExecute",
     "ToolResult",
+    "decline_elicitation",
+    "describe_question",
+    "form_defaults",
+    "form_fields",
 ]

@@ -14,6 +14,7 @@ every child process. An adapter is single use.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
@@ -51,6 +52,7 @@ from ._catalog_state import CatalogState
 from ._host import Host
 from ._notices import DEFAULT_STATUS_DEBOUNCE_S, Notices
 from ._pipeline import CallPipeline
+from ._questions import Elicit, Sample, ServerQuestions
 from ._trace import open_call_trace
 from ._values import (
     CallOutcome,
@@ -72,6 +74,8 @@ if TYPE_CHECKING:
 
 ProgressCallback = Callable[[str, str, str | None], None]
 """``(server, phase, detail)`` with phase ``connecting`` | ``connected`` | ``failed``."""
+
+logger = logging.getLogger("pi_mcp_adapter")
 
 DEFAULT_SEARCH_LIMIT = 12
 DEFAULT_CONFIG_POLL_S = 1.0
@@ -117,6 +121,9 @@ class McpAdapter:
             ``approveTools``): ``async ask(question) -> option id | None``. Without it the host
             answers if it implements :class:`AsksQuestions`; with neither, calls that need an
             approval are refused.
+        elicit: answers servers' ``elicitation/create`` (form and URL modes) for calls made
+            through this adapter; ``sample`` answers their ``sampling/createMessage``. Giving
+            one is what advertises that capability to servers (see ``engine/_questions.py``).
 
     Telling the user: with a ``host``, the engine sends ``host.notify`` when a server fails
     to start or is lost, needs authentication, comes back after that, when a tool is renamed
@@ -148,6 +155,8 @@ class McpAdapter:
         status_debounce_s: float = DEFAULT_STATUS_DEBOUNCE_S,
         ask: Ask | None = None,
         oauth: OAuthProviders | None = None,
+        elicit: Elicit | None = None,
+        sample: Sample | None = None,
     ) -> None:
         self.agent_dir = (agent_dir or default_agent_dir()).expanduser()
         self.project_dir = (project_dir or Path.cwd()).expanduser()
@@ -174,6 +183,7 @@ class McpAdapter:
         self._tasks: anyio.abc.TaskGroup | None = None
         self._stats: CallStats | None = None
         self.ask = ask
+        self._questions = ServerQuestions(elicit, sample, tell=self._tell_person)
         self._resource_listeners: list[Callable[[str, str], Awaitable[None]]] = []
         self._reload_generation = 0
         self._opened: anyio.Event | None = None
@@ -202,6 +212,7 @@ class McpAdapter:
             may_prompt=lambda: self.oauth.may_prompt,
             listing_timeout_s=self.listing_timeout_s,
             explain_miss=self.explain_miss,
+            questions_during=self._questions.asked_during,
         )
 
     def _load_config(self) -> LoadedConfig:
@@ -279,7 +290,8 @@ class McpAdapter:
                 resolve_npx=self._resolve_npx,
                 auth_factory=lambda name: self.oauth.auth_for(name),
                 environ=self._environ,
-                relay_requests=self._relay_server_requests,
+                relay_requests=self._relay_server_requests or self._questions.active,
+                relay_sampling=self._relay_server_requests or self._questions.samples,
                 failures=FailureMemory(self.agent_dir / FAILURES_FILE_NAME),
             )
             self._manager = await stack.enter_async_context(manager)
@@ -841,6 +853,11 @@ class McpAdapter:
         """
         await self._wait_until_open()
         return await self.pipeline.call(name, args)
+
+    def _tell_person(self, message: str) -> None:
+        if self.host is None:
+            logger.warning("%s", message)
+        self.notices.notify(message, "warning")
 
     def _asker(self) -> Ask | None:
         if self.ask is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from pi_mcp_adapter._errors import (
@@ -54,6 +55,7 @@ class CallPipeline:
         may_prompt: Callable[[], bool],
         listing_timeout_s: Callable[[], float],
         explain_miss: Callable[[str], str],
+        questions_during: Callable[[str], AbstractContextManager[object]],
     ) -> None:
         self._state = state
         self._manager = manager
@@ -66,6 +68,7 @@ class CallPipeline:
         self._may_prompt = may_prompt
         self._listing_timeout_s = listing_timeout_s
         self._explain_miss = explain_miss
+        self._questions_during = questions_during
 
     async def resolve(self, name: str) -> ToolInfo:
         """``name`` by the catalog's rules; a miss while servers are being listed waits for
@@ -132,7 +135,8 @@ class CallPipeline:
         )
         if refusal is not None:
             return CallOutcome(name, tool, error_kind="approval_denied", message=refusal)
-        with allow_prompts(self._may_prompt()):
+        # Questions the server asks during the call (elicitation, sampling) reach the person.
+        with allow_prompts(self._may_prompt()), self._questions_during(tool.server):
             outcome = await self._call_server(name, tool, arguments)
         self._record(tool, outcome)
         return outcome

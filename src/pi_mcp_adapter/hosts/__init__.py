@@ -2,6 +2,7 @@
 
 - ``_export``         ``ExportHost``: the in-memory host for callers with their own agent loop.
 - ``_formats``        tool definitions and results in each provider's exact shape.
+- ``_answers``        who answers servers' elicitation in a Python binding (else: declined).
 - ``_gateway``        the MCP gateway: the adapter as one MCP server, one host per client.
 - ``_gateway_serve``  running the gateway over stdio or Streamable HTTP, token, signals.
 - ``pi_python``       the pi-python extension (``pip install 'pi-mcp-adapter[pi]'``).

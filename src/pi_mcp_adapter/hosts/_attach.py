@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 
-from pi_mcp_adapter.engine import Host, McpAdapter
+from pi_mcp_adapter.engine import Host, McpAdapter, NotifyLevel
 from pi_mcp_adapter.surface import SurfaceKind, Surfaces, register_surfaces
+
+from ._answers import elicit_or_decline
 
 if TYPE_CHECKING:
     from ._export import ExportHost
@@ -56,11 +58,28 @@ class AdapterBinding:
         """Open an adapter (``McpAdapter(**adapter_options)``) and the binding over it; both
         close when the block ends, in the task that entered it. Options the binding's own
         constructor takes (``surface``, ``on_notify``...) go to it, the rest to the adapter.
-        ``watch_config=True`` reloads the configuration when a file that was read changes."""
+        ``watch_config=True`` reloads the configuration when a file that was read changes.
+
+        ``elicit(server, params)`` answers the forms and URLs servers ask the person for during
+        a call (form defaults are filled in for fields the answer leaves out); without it they
+        are declined, with a notice. ``sample(server, params)`` answers their LLM completion
+        requests; without it servers are not told this client can sample."""
         own = set(inspect.signature(cls.__init__).parameters) - {"self", "adapter"}
         binding_options = {k: v for k, v in options.items() if k in own}
         adapter_options = {k: v for k, v in options.items() if k not in own}
+        opened: list[McpAdapter] = []
+
+        def notify(message: str, level: NotifyLevel) -> None:
+            if opened:
+                opened[0].notices.notify(message, level)
+
+        # Without an ``elicit`` callback a server's form is declined, and the person is told
+        # how to answer next time, through the binding's notices.
+        adapter_options["elicit"] = elicit_or_decline(
+            adapter_options.get("elicit"), f"{cls.__name__}.open(elicit=...) answers it", notify
+        )
         async with McpAdapter(**adapter_options) as adapter, anyio.create_task_group() as tg:
+            opened.append(adapter)
             binding = cls(adapter, **binding_options)
             if watch_config:
                 tg.start_soon(adapter.watch_config)

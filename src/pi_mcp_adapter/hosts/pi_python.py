@@ -6,7 +6,8 @@ ACP CLI does), or a program passes ``AgentHarness(extensions=[activate])``.
 
 What it installs: the ``mcp`` proxy tool (or ``ToolSearch`` with deferred tools), direct tools,
 and the ``/mcp`` and ``/mcp-auth`` commands, kept current as servers connect. The active tool set
-is applied with ``set_active_tools``; notices go to ``notify``. pi-python has no status line.
+is applied with ``set_active_tools``; notices go to ``notify``. pi-python has no status line,
+and no way to ask the person for input: a server's elicitation is declined with a notice.
 
 Lifecycle. One task owns the adapter (``async with McpAdapter(...)``), as every resource here
 has one owner: the harness's ``session_start`` event starts that task, which loads config and
@@ -70,6 +71,7 @@ from pi_mcp_adapter.engine import (
 )
 from pi_mcp_adapter.surface import Surfaces
 
+from ._answers import elicit_or_decline
 from ._attach import attach
 from ._export import run_tool
 
@@ -243,6 +245,11 @@ class PiHost:
                 project_dir=project_dir,
                 environ=self._environ,
                 background_listing=True,
+                # pi-python's extension API can notify but not ask (no dialog, no input), so a
+                # server's form is declined with a notice instead of waiting for no one.
+                elicit=elicit_or_decline(
+                    None, "pi-python has no input dialog to answer it", self.notify
+                ),
             )
             adapter.load_cached()
         except McpAdapterError as exc:

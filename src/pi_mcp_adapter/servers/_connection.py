@@ -112,6 +112,7 @@ class ServerConnection:
         on_end: EndCallback | None = None,
         relay_requests: bool = False,
         on_resource_updated: ResourceUpdatedCallback | None = None,
+        relay_sampling: bool = True,
     ) -> None:
         self.server = server
         self.entry = entry
@@ -140,6 +141,7 @@ class ServerConnection:
         self._process: ProcessRecord | None = None
         self._auth: object = None
         self._relay_requests = relay_requests
+        self._advertise_sampling = relay_sampling
         self._relays = RelayBoard()
         self._logs_relayed = 0
         self._on_resource_updated = on_resource_updated
@@ -241,6 +243,10 @@ class ServerConnection:
                 "elicitation_callback": self._relay_elicitation,
                 "logging_callback": self._relay_log,
             }
+            if not self._advertise_sampling:
+                # A client with no model must not say it can sample: servers that check take
+                # their other path, and those that ask anyway get the SDK's refusal.
+                del relayed["sampling_callback"]
         async with Client(
             transport,
             mode="legacy",  # pushed notifications/tools/list_changed only arrive in legacy mode

@@ -157,6 +157,7 @@ class ServerManager(AsyncContextManagerMixin):
         backoff_s: float = DEFAULT_BACKOFF_S,
         relay_requests: bool = False,
         failures: FailureMemory | None = None,
+        relay_sampling: bool = True,
     ) -> None:
         if backoff_s < 0:
             raise ValueError("backoff_s cannot be negative")
@@ -170,6 +171,7 @@ class ServerManager(AsyncContextManagerMixin):
         self._clock = clock
         self._backoff_s = backoff_s
         self._relay_requests = relay_requests
+        self._relay_sampling = relay_sampling
         self._failures = failures
         self._tools_changed: list[MetadataListener] = []
         self._reconnected: list[MetadataListener] = []
@@ -788,6 +790,7 @@ class ServerManager(AsyncContextManagerMixin):
             on_metadata=self._connection_metadata,
             on_end=self._connection_ended,
             relay_requests=self._relay_requests,
+            relay_sampling=self._relay_sampling,
             on_resource_updated=self._resource_updated,
         )
         attempt = _Attempt(slot.generation, connection)

@@ -1,0 +1,53 @@
+"""The official conformance suite's client scenario for SEP-1034 elicitation defaults, with
+``pi-mcp call`` at a terminal and with the Python API as the client (Node 22 from tests/npm)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parents[1]
+NPM_BIN = TESTS / "npm" / "node_modules" / ".bin"
+NODE22 = NPM_BIN / "node"
+CONFORMANCE = NPM_BIN / "conformance"
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.npm,
+    pytest.mark.skipif(not NODE22.exists(), reason="npm test packages not installed (make npm)"),
+    pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminals are POSIX"),
+]
+
+SCENARIO = "elicitation-sep1034-client-defaults"
+TOOL = "test_client_elicitation_defaults"
+"""The one tool the scenario's server offers; it elicits a form whose fields all have defaults."""
+
+
+@pytest.mark.parametrize(
+    "client",
+    [
+        pytest.param(TESTS / "cli" / "terminal.py", id="pi-mcp-call-at-a-terminal"),
+        pytest.param(TESTS / "engine" / "conformance_client.py", id="python-api-elicit"),
+    ],
+)
+def test_the_sep1034_defaults_scenario_passes(client: Path) -> None:
+    completed = subprocess.run(
+        [
+            str(NODE22),
+            str(CONFORMANCE),
+            "client",
+            "--command",
+            f"{sys.executable} {client} {TOOL}",
+            "--scenario",
+            SCENARIO,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    output = completed.stdout + completed.stderr
+    assert "OVERALL: PASSED" in output, output[-3000:]
+    assert "Passed: 5/5" in output, output[-3000:]
