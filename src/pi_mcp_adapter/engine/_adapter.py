@@ -43,7 +43,7 @@ from pi_mcp_adapter.catalog._search import SearchIndex
 from pi_mcp_adapter.config import LoadedConfig, load_config
 from pi_mcp_adapter.config._locations import default_agent_dir
 from pi_mcp_adapter.config._models import ServerEntry, Settings
-from pi_mcp_adapter.servers import ServerManager
+from pi_mcp_adapter.servers import ServerManager, ServerState
 from pi_mcp_adapter.servers._failures import FAILURES_FILE_NAME, FailureMemory
 from pi_mcp_adapter.servers._prompt_policy import allow_prompts
 
@@ -298,6 +298,7 @@ class McpAdapter:
             manager.on_tools_changed(self._server_listed)
             manager.on_resource_updated(self._resource_updated)
             manager.on_state_changed(self.notices.server_state_changed)
+            manager.on_state_changed(self._listing_progressed)
             self.state.load_cache()
             stack.callback(self.notices.clear_status_line)
             if self.settings.capture_stats:
@@ -417,6 +418,12 @@ class McpAdapter:
         finally:
             for name in names:
                 self.state.end_listing(name)
+
+    def _listing_progressed(self, state: ServerState) -> None:
+        """A server being listed connected (its tools are published by now) or failed:
+        whoever waits for it resumes at once, not when the slowest server is done."""
+        if state.status not in ("connecting", "closed"):
+            self.state.end_listing(state.server)
 
     def listing_timeout_s(self) -> float:
         """How long a request that misses waits for listings in progress: the start-up

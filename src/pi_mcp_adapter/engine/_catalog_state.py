@@ -173,6 +173,22 @@ class CatalogState:
                 await event.wait()
         return True
 
+    async def wait_for_any_listing(self) -> bool:
+        """Wait until one of the listings in progress ends (unbounded: the caller bounds
+        it). Returns False at once when none is in progress."""
+        pending = list(self._listing.values())
+        if not pending:
+            return False
+        async with anyio.create_task_group() as tg:
+
+            async def first(event: anyio.Event) -> None:
+                await event.wait()
+                tg.cancel_scope.cancel()
+
+            for event in pending:
+                tg.start_soon(first, event)
+        return True
+
     # ------------------------------------------------------------------ views
 
     def on_changed(self, listener: CatalogListener) -> Callable[[], None]:

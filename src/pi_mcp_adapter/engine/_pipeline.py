@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from pi_mcp_adapter._errors import (
     AmbiguousToolError,
     ServerReportedError,
@@ -78,11 +80,15 @@ class CallPipeline:
             ToolNotFoundError: no such tool (with suggestions and the reason).
             AmbiguousToolError: several tools match (with candidates).
         """
-        try:
-            return self._state.catalog.lookup(name)
-        except ToolNotFoundError:
-            if not await self._state.wait_for_listings(timeout_s=self._listing_timeout_s()):
-                return self._lookup_explained(name)
+        # Each listing that ends may bring the tool: look again after each one, so a tool of
+        # a healthy server is found without waiting for a slow or hanging one.
+        with anyio.move_on_after(self._listing_timeout_s()):
+            while True:
+                try:
+                    return self._state.catalog.lookup(name)
+                except ToolNotFoundError:
+                    if not await self._state.wait_for_any_listing():
+                        break
         return self._lookup_explained(name)
 
     def _lookup_explained(self, name: str) -> ToolInfo:
