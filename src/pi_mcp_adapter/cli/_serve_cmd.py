@@ -6,13 +6,14 @@ import json
 import logging
 import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from pi_mcp_adapter._errors import McpAdapterError
+from pi_mcp_adapter._errors import McpAdapterError, UsageError
 
 if TYPE_CHECKING:
     from pi_mcp_adapter.hosts import GatewayOptions
@@ -80,8 +81,8 @@ def serve(
 ) -> None:
     """Serve every configured MCP server as one MCP server (the gateway).
 
-    Over stdio nothing but the protocol is written to stdout; logs go to stderr. SIGINT and
-    SIGTERM close every upstream server.
+    Over stdio nothing but the protocol is written to stdout; logs go to stderr. SIGINT,
+    SIGTERM and SIGHUP close every upstream server, then exit 130, 143 and 129.
     """
     import anyio
 
@@ -133,11 +134,32 @@ def serve(
         relay_server_requests=True,
     )
     try:
-        anyio.run(serve_gateway, adapter, options)
-    except McpAdapterError as exc:
+        try:
+            stopped_by = anyio.run(serve_gateway, adapter, options)
+        except BaseExceptionGroup as group:
+            # The gateway's task groups wrap what failed inside; a lone error is the answer.
+            raise _only_error(group) from None
+    except UsageError as exc:
         raise fail(str(exc), code=2) from None
+    except McpAdapterError as exc:
+        raise fail(str(exc)) from None
     except KeyboardInterrupt:
-        pass
+        raise typer.Exit(128 + signal.SIGINT) from None
+    if stopped_by is not None:
+        # 128 + the signal's number, as the shell reports a process the signal ended.
+        raise typer.Exit(128 + stopped_by)
+
+
+def _only_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        else:
+            leaves.append(current)
+    return leaves[0] if len(leaves) == 1 else group
 
 
 def client_entry(client: ClientName, options: GatewayOptions, context: CliContext) -> str:
