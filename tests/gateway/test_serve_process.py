@@ -3,12 +3,15 @@ exit codes, calls in flight at shutdown, and input the SDK cannot parse."""
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import anyio
+import anyio.abc
 import psutil
 import pytest
 from mcp import MCPError
@@ -132,3 +135,88 @@ def test_each_stop_signal_closes_every_server_and_exits_with_its_code(
         _, alive = psutil.wait_procs(everything, timeout=5)
         assert not alive
         assert "Traceback" not in gateway.stderr()
+
+
+class _StdioWire:
+    """Raw JSON-RPC lines to and from a ``pi-mcp serve`` process."""
+
+    def __init__(self, process: anyio.abc.Process) -> None:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        self._stdin = process.stdin
+        self._stdout = process.stdout
+        self._buffer = b""
+
+    async def send_line(self, line: str) -> None:
+        await self._stdin.send(line.encode() + b"\n")
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.send_line(json.dumps(message))
+
+    async def receive(self) -> dict[str, Any]:
+        """The next message, within 10 s (a dropped request would wait forever)."""
+        with anyio.fail_after(10):
+            while b"\n" not in self._buffer:
+                self._buffer += await self._stdout.receive()
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("line", "reply_id", "code"),
+    [
+        pytest.param(
+            '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", '
+            '"params": {"name": "mcp", "arguments": {"search": "\\ud800"}}}',
+            7,
+            -32700,
+            id="lone-surrogate",
+        ),
+        pytest.param(
+            '{"jsonrpc": "2.0", "id": "q-1", "method": "ping", "params": {"x": "\\udfff\\u0041"}}',
+            "q-1",
+            -32700,
+            id="lone-low-surrogate",
+        ),
+        pytest.param('{"jsonrpc": "2.0", "id": 8, "method": ', None, -32700, id="not-json"),
+        pytest.param('{"id": 9, "hello": true}', 9, -32600, id="not-json-rpc"),
+    ],
+)
+async def test_the_stdio_gateway_answers_a_line_it_cannot_parse_and_carries_on(
+    gw_workspace: GatewayWorkspace, line: str, reply_id: object, code: int
+) -> None:
+    gw_workspace.write_config({})
+    process = await anyio.open_process(
+        [str(PI_MCP), *gw_workspace.serve_args()], cwd=gw_workspace.root
+    )
+    async with process:
+        wire = _StdioWire(process)
+        await wire.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "1"},
+                },
+            }
+        )
+        assert (await wire.receive())["id"] == 1
+        await wire.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        await wire.send_line("")  # a blank line is no message: no answer
+        await wire.send_line(line)
+        reply = await wire.receive()
+        assert reply["id"] == reply_id
+        assert reply["error"]["code"] == code
+        # The session goes on: the next request is answered as usual.
+        await wire.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        listed = await wire.receive()
+        assert listed["id"] == 2
+        assert [tool["name"] for tool in listed["result"]["tools"]] == ["mcp"]
+        await process.stdin.aclose()  # type: ignore[union-attr]
+        with anyio.fail_after(20):
+            assert await process.wait() == 0

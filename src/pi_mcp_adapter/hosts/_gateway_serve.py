@@ -34,6 +34,7 @@ import anyio
 import anyio.abc
 import uvicorn
 from mcp.server.stdio import stdio_server
+from mcp_types import INVALID_REQUEST, PARSE_ERROR, jsonrpc_message_adapter
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pi_mcp_adapter._errors import UsageError
@@ -280,7 +281,7 @@ async def _serve_stdio(gateway: McpGateway, received: list[signal.Signals]) -> N
     server = gateway.server
     with _claim_stdio() as (stdin_fd, stdout_fd):
         writer = _NonBlockingWriter(stdout_fd)
-        lines = _NonBlockingLines(stdin_fd)
+        lines = _AnswerUnparsable(_NonBlockingLines(stdin_fd), writer)
         async with anyio.create_task_group() as tg:
             await tg.start(_cancel_on_signal, tg.cancel_scope.cancel, received)
             async with stdio_server(
@@ -324,17 +325,21 @@ class _NonBlockingWriter:
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
+        # Two tasks write (the SDK's writer, the parse-error answers of _AnswerUnparsable):
+        # a line that blocks half-written must not be interleaved with another.
+        self._lock = anyio.Lock()
         os.set_blocking(fd, False)
 
     async def write(self, text: str) -> None:
         data = memoryview(text.encode("utf-8"))
-        while data:
-            try:
-                written = os.write(self._fd, data)
-            except BlockingIOError:
-                await anyio.wait_writable(self._fd)
-                continue
-            data = data[written:]
+        async with self._lock:
+            while data:
+                try:
+                    written = os.write(self._fd, data)
+                except BlockingIOError:
+                    await anyio.wait_writable(self._fd)
+                    continue
+                data = data[written:]
 
     async def flush(self) -> None:
         """Nothing is buffered."""
@@ -380,6 +385,74 @@ class _NonBlockingLines:
                 self._buffer += chunk
             else:
                 self._eof = True
+
+
+class _AnswerUnparsable:
+    """Lines for the SDK's stdio reader, minus those it cannot parse, which get a JSON-RPC
+    error here.
+
+    The SDK drops a line it cannot parse (not JSON, not a JSON-RPC message, or a lone surrogate
+    escape such as ``"\\ud800"``: valid JSON, but no Unicode text) without an answer, so a
+    client waits forever for the reply to that request. JSON-RPC 2.0 answers such input with
+    an error (-32700 or -32600), with the request's id when it can be read. Each line is
+    parsed here as the SDK will parse it (microseconds, next to a tool call's milliseconds).
+    """
+
+    def __init__(self, lines: _NonBlockingLines, writer: _NonBlockingWriter) -> None:
+        self._lines = lines
+        self._writer = writer
+
+    def __aiter__(self) -> _AnswerUnparsable:
+        return self
+
+    async def __anext__(self) -> str:
+        while True:
+            line = await self._lines.__anext__()
+            if not line.strip():
+                continue  # a blank line is no message, and needs no answer
+            try:
+                jsonrpc_message_adapter.validate_json(line, by_name=False)
+            except ValueError:
+                await self._writer.write(json.dumps(_unparsable_reply(line)) + "\n")
+                continue
+            return line
+
+
+def _unparsable_reply(line: str) -> dict[str, object]:
+    """The JSON-RPC error answering ``line``, which the SDK cannot parse."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return _error_reply(None, PARSE_ERROR, "Parse error: the line is not JSON")
+    request_id = message.get("id") if isinstance(message, dict) else None
+    if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+        request_id = None
+    try:
+        # Python's json accepts "\ud800"; the text it yields cannot be encoded.
+        line_text = json.dumps(message, ensure_ascii=False)
+        line_text.encode("utf-8")
+    except UnicodeEncodeError:
+        if isinstance(request_id, str) and not _is_unicode(request_id):
+            request_id = None
+        return _error_reply(
+            request_id,
+            PARSE_ERROR,
+            "Parse error: a string holds a lone surrogate escape (\\ud800-\\udfff), which "
+            "is not Unicode text",
+        )
+    return _error_reply(request_id, INVALID_REQUEST, "Invalid Request: not a JSON-RPC message")
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _error_reply(request_id: str | int | None, code: int, message: str) -> dict[str, object]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
 
 
 async def _serve_http(
