@@ -16,7 +16,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -33,6 +33,7 @@ from ._app import (
     print_error,
     print_json,
     print_warning,
+    report_config_problems,
 )
 from ._wording import cli_wording, to_camel_keys
 
@@ -104,8 +105,7 @@ def create_adapter(
         environ=cli.environ,
         ask=ask_on_terminal,
     )
-    for error in adapter.config.errors:
-        print_warning(f"config: {error}")
+    report_config_problems(adapter.config)
     return adapter, progress
 
 
@@ -306,7 +306,9 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
                 }
             )
         else:
-            sys.stdout.write(cli_wording(render_status(view)) + "\n")
+            # The config errors are on stderr already (create_adapter); once is enough.
+            shown = replace(view, config_errors=())
+            sys.stdout.write(cli_wording(render_status(shown)) + "\n")
 
     run(ctx, body, connect_missing=False, quiet=as_json)
 

@@ -18,7 +18,7 @@ from pi_mcp_adapter._errors import McpAdapterError, UsageError
 if TYPE_CHECKING:
     from pi_mcp_adapter.hosts import GatewayOptions
 
-from ._app import CliContext, app, fail, get_context
+from ._app import CliContext, app, fail, get_context, report_config_problems
 
 TOKEN_ENV = "PI_MCP_GATEWAY_TOKEN"
 """The gateway's token variable (``hosts.TOKEN_ENV``), written out so that ``--help`` needs
@@ -122,6 +122,7 @@ def serve(
         project_dir=context.project_dir,
         config_path=context.config_path,
     )
+    report_config_problems(loaded)
     loaded, skipped = without_gateway_itself(loaded)
     for name in skipped:
         logger.warning("server %r runs `pi-mcp serve` itself; the gateway skips it", name)
