@@ -56,6 +56,9 @@ class _Progress:
     def __init__(self, *, live: bool) -> None:
         self._live = live
         self.failed: dict[str, str] = {}
+        self.concerns: Callable[[str], bool] = lambda _server: True
+        """Whether a server's failure matters to the command: ``describe`` of one server's
+        tool is not told, run after run, about another server that failed an hour ago."""
 
     def __call__(self, server: str, phase: str, detail: str | None) -> None:
         if phase == "failed":
@@ -67,9 +70,9 @@ class _Progress:
     def report(self) -> None:
         if self._live:
             sys.stderr.write("\x1b[2K")
-        if not self.failed:
+        names = sorted(name for name in self.failed if self.concerns(name))
+        if not names:
             return
-        names = sorted(self.failed)
         lines = [f"could not list the tools of {len(names)} server(s):"]
         lines += [f"  {name}: {cli_wording(self.failed[name])}" for name in names]
         lines.append(
@@ -175,13 +178,24 @@ def run(
     return outcome[0]
 
 
-def run_from_cache(ctx: typer.Context, body: Callable[[McpAdapter], T], *, quiet: bool) -> T:
+def run_from_cache(
+    ctx: typer.Context,
+    body: Callable[[McpAdapter], T],
+    *,
+    quiet: bool,
+    concerns: Callable[[McpAdapter, str], bool] | None = None,
+) -> T:
     """Run ``body``, a read-only use of the catalog, from the metadata cache when it has every
     server it could list: no event loop, no manager, nothing connected (the common case, and
-    the one that must answer in a blink). Otherwise as :func:`run`, listing what is missing."""
+    the one that must answer in a blink). Otherwise as :func:`run`, listing what is missing.
+
+    ``concerns(adapter, server)`` says whether ``server`` failing matters to this command
+    (default: every server does); failures of the others are not reported."""
     from pi_mcp_adapter._errors import McpAdapterError, UsageError
 
     adapter, progress = create_adapter(get_context(ctx), connect_missing=True, quiet=quiet)
+    if concerns is not None:
+        progress.concerns = lambda server: concerns(adapter, server)
     try:
         adapter.load_cached()
         if not _servers_to_list(adapter, progress):
@@ -367,7 +381,10 @@ def tools(
             table.add_row(name, srv, description)
         Console().print(table)
 
-    run_from_cache(ctx, body, quiet=as_json)
+    def concerns(_adapter: McpAdapter, failed: str) -> bool:
+        return server is None or failed == server
+
+    run_from_cache(ctx, body, quiet=as_json, concerns=concerns)
 
 
 @app.command()
@@ -407,7 +424,8 @@ def search(
         if offset and not result.details.get("matches") and total:
             text = (
                 f"--offset {offset} is past the end: {total} tool{'s' if total != 1 else ''} "
-                f'match "{query}"; use --offset {max(0, total - limit)} or lower.'
+                f'match "{query}", so the highest valid offset is {total - 1} '
+                f"(--offset {max(0, total - limit)} shows the last page)."
             )
             return ToolResult.text(text, details=result.details)
         return result
@@ -440,7 +458,15 @@ def describe(
             return ToolResult(result.content, details=details)
         return result
 
-    emit_result(run_from_cache(ctx, body, quiet=as_json), as_json=as_json)
+    def concerns(adapter: McpAdapter, failed: str) -> bool:
+        from pi_mcp_adapter._errors import McpAdapterError
+
+        try:
+            return adapter.lookup(name).server == failed
+        except McpAdapterError:
+            return True  # an unknown tool may be one the failed server would have listed
+
+    emit_result(run_from_cache(ctx, body, quiet=as_json, concerns=concerns), as_json=as_json)
 
 
 def read_arguments(raw: str | None) -> dict[str, Any]:

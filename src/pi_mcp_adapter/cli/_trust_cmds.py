@@ -26,10 +26,14 @@ def trust(
     """Accept the changed tool definitions `pi-mcp status` shows, as the new trusted ones."""
 
     async def body(adapter: McpAdapter) -> tuple[str, ...]:
+        if not adapter.definition_changes(server):
+            return ()  # nothing changed: the wanted state holds already, which is no error
         return adapter.trust(server, tool)
 
     names = run(ctx, body, connect_missing=False, quiet=as_json)
     if as_json:
         print_json({"server": server, "trusted": list(names)})
+    elif not names:
+        sys.stdout.write(f"Nothing to trust: {server} has no changed tool definitions.\n")
     else:
         sys.stdout.write(f"Trusted the current definitions of {server}: {', '.join(names)}\n")
