@@ -194,7 +194,7 @@ class _CutAtShutdown:
                 raise
             if response["complete"]:
                 return
-            error = _shutdown_error(b"".join(body))
+            request_id = _request_id(b"".join(body))
             if not response["started"]:
                 await send(
                     {
@@ -203,17 +203,17 @@ class _CutAtShutdown:
                         "headers": [(b"content-type", b"application/json")],
                     }
                 )
-                await send({"type": "http.response.body", "body": error or b""})
-            elif response["sse"] and error:
-                event = b"event: message\ndata: " + error + b"\n\n"
+                await send({"type": "http.response.body", "body": _shutdown_reply(request_id)})
+            elif response["sse"] and request_id is not None:
+                event = b"event: message\ndata: " + _shutdown_reply(request_id) + b"\n\n"
                 await send({"type": "http.response.body", "body": event})
             else:
                 await send({"type": "http.response.body", "body": b""})
 
 
-def _shutdown_error(request_body: bytes) -> bytes | None:
-    """The JSON-RPC error answering the request in ``request_body``; None for a notification,
-    a response or anything that is not one JSON-RPC request."""
+def _request_id(request_body: bytes) -> str | int | None:
+    """The id of the one JSON-RPC request in ``request_body``; None for a notification, a
+    response, a batch or anything else."""
     try:
         request = json.loads(request_body)
     except ValueError:
@@ -223,12 +223,12 @@ def _shutdown_error(request_body: bytes) -> bytes | None:
     request_id = request.get("id")
     if not isinstance(request_id, str | int) or isinstance(request_id, bool):
         return None
-    error = {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "error": {"code": SHUTDOWN_ERROR_CODE, "message": "the gateway is shutting down"},
-    }
-    return json.dumps(error).encode()
+    return request_id
+
+
+def _shutdown_reply(request_id: str | int | None) -> bytes:
+    error = {"code": SHUTDOWN_ERROR_CODE, "message": "the gateway is shutting down"}
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
 
 
 class _Uvicorn(uvicorn.Server):
@@ -427,13 +427,10 @@ def _unparsable_reply(line: str) -> dict[str, object]:
     request_id = message.get("id") if isinstance(message, dict) else None
     if not isinstance(request_id, str | int) or isinstance(request_id, bool):
         request_id = None
-    try:
-        # Python's json accepts "\ud800"; the text it yields cannot be encoded.
-        line_text = json.dumps(message, ensure_ascii=False)
-        line_text.encode("utf-8")
-    except UnicodeEncodeError:
+    # Python's json accepts "\ud800"; the text it yields cannot be encoded.
+    if not _is_unicode(json.dumps(message, ensure_ascii=False)):
         if isinstance(request_id, str) and not _is_unicode(request_id):
-            request_id = None
+            request_id = None  # an id the client could not read back either
         return _error_reply(
             request_id,
             PARSE_ERROR,
