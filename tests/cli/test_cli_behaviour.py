@@ -190,6 +190,34 @@ def test_search_offset_past_the_end_says_how_many_matched(tmp_path: Path) -> Non
     assert "offset: 1" not in paged.stdout
 
 
+def test_search_offset_past_the_end_names_the_highest_valid_offset(tmp_path: Path) -> None:
+    home = make_home(tmp_path, {"fx": fixture()})
+    listed = pi_mcp(home, "search", ".", "--regex", "--limit", "100", "--json")
+    total = json.loads(listed.stdout)["details"]["count"]
+    assert total > 2
+    out = pi_mcp(home, "search", ".", "--regex", "--limit", "2", "--offset", "500")
+    assert out.returncode == 0, out.stderr
+    assert f"the highest valid offset is {total - 1}" in out.stdout
+    assert f"(--offset {total - 2} shows the last page)" in out.stdout
+    last = pi_mcp(home, "search", ".", "--regex", "--limit", "2", "--offset", str(total - 1))
+    assert "past the end" not in last.stdout
+
+
+def test_a_remembered_failure_is_reported_only_to_commands_it_concerns(tmp_path: Path) -> None:
+    home = make_home(tmp_path, {"fx": fixture(), "broken": {"command": "/no/such/server"}})
+    first = pi_mcp(home, "tools")
+    assert "broken" in first.stderr  # the failure itself is reported when it happens
+    assert (home / "agent" / "mcp-failures.json").exists()
+    unrelated = [pi_mcp(home, "describe", "fx_echo"), pi_mcp(home, "tools", "fx")]
+    for out in unrelated:
+        assert out.returncode == 0, out.stderr
+        assert out.stderr == ""
+    # Where the failed server may matter, it is still said.
+    assert "broken" in pi_mcp(home, "tools").stderr
+    assert "broken" in pi_mcp(home, "tools", "broken").stderr
+    assert "broken" in pi_mcp(home, "describe", "broken_tool").stderr
+
+
 def test_json_output_uses_camel_case_keys_everywhere(tmp_path: Path) -> None:
     home = make_home(tmp_path, {"fx": fixture(), "off": {"command": "x", "disabled": True}})
 

@@ -68,5 +68,8 @@ def test_trust_accepts_one_tool_then_the_rest(tmp_path: Path) -> None:
     )
     assert "tool definitions changed" not in pi_mcp(tmp_path, "status").stdout
     again = pi_mcp(tmp_path, "trust", "docs", check=False)
-    assert again.returncode == 2  # nothing to trust: a usage error
-    assert "no tool definition changes to trust" in again.stderr
+    assert again.returncode == 0  # nothing to trust: what was asked for holds already
+    assert again.stdout == "Nothing to trust: docs has no changed tool definitions.\n"
+    assert again.stderr == ""
+    nothing = json.loads(pi_mcp(tmp_path, "trust", "docs", "--json").stdout)
+    assert nothing == {"server": "docs", "trusted": []}

@@ -27,6 +27,8 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from pi_mcp_adapter.config import LoadedConfig
+
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
@@ -126,6 +128,9 @@ def _global_options(
     from pi_mcp_adapter.config._locations import default_agent_dir
 
     redact_standard_streams()
+    # `init` creates the file; every other command would run with no configuration at all.
+    if config is not None and ctx.invoked_subcommand != "init" and not config.expanduser().exists():
+        raise fail(f"config file not found: {config} (given with --config)", code=EXIT_USAGE)
     ctx.obj = CliContext(
         exclusive=exclusive,
         config_path=config.expanduser().resolve() if config else None,
@@ -172,6 +177,15 @@ def print_error(message: str) -> None:
 def print_warning(message: str) -> None:
     sys.stderr.write(f"warning: {message.rstrip()}\n")
     sys.stderr.flush()
+
+
+def report_config_problems(loaded: LoadedConfig) -> None:
+    """Print each configuration error and warning once, to stderr (every command that loads
+    the configuration calls this once, so a misspelled key is noticed wherever it bites)."""
+    for error in loaded.errors:
+        print_warning(f"config: {error}")
+    for warning in loaded.warnings:
+        print_warning(warning)
 
 
 def fail(message: str, *, code: int = EXIT_FAILED) -> typer.Exit:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from pi_mcp_adapter.engine import McpAdapter
     from pi_mcp_adapter.servers._oauth import OAuthState
 
-from ._app import JsonOption, app, fail, get_context, print_json
+from ._app import JsonOption, app, fail, get_context, print_json, report_config_problems
 
 
 def _adapter_for(ctx: typer.Context, server: str) -> McpAdapter:
@@ -38,6 +38,7 @@ def _adapter_for(ctx: typer.Context, server: str) -> McpAdapter:
         config_path=cli.config_path,
         environ=cli.environ,
     )
+    report_config_problems(loaded)
     if server not in loaded.servers:
         invalid = loaded.invalid_servers.get(server)
         if invalid is not None:

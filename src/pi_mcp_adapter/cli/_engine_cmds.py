@@ -16,7 +16,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -33,6 +33,7 @@ from ._app import (
     print_error,
     print_json,
     print_warning,
+    report_config_problems,
 )
 from ._wording import cli_wording, to_camel_keys
 
@@ -55,6 +56,9 @@ class _Progress:
     def __init__(self, *, live: bool) -> None:
         self._live = live
         self.failed: dict[str, str] = {}
+        self.concerns: Callable[[str], bool] = lambda _server: True
+        """Whether a server's failure matters to the command: ``describe`` of one server's
+        tool is not told, run after run, about another server that failed an hour ago."""
 
     def __call__(self, server: str, phase: str, detail: str | None) -> None:
         if phase == "failed":
@@ -66,9 +70,9 @@ class _Progress:
     def report(self) -> None:
         if self._live:
             sys.stderr.write("\x1b[2K")
-        if not self.failed:
+        names = sorted(name for name in self.failed if self.concerns(name))
+        if not names:
             return
-        names = sorted(self.failed)
         lines = [f"could not list the tools of {len(names)} server(s):"]
         lines += [f"  {name}: {cli_wording(self.failed[name])}" for name in names]
         lines.append(
@@ -125,8 +129,7 @@ def create_adapter(
         ask=ask_on_terminal,
         elicit=elicit_on_terminal,
     )
-    for error in adapter.config.errors:
-        print_warning(f"config: {error}")
+    report_config_problems(adapter.config)
     return adapter, progress
 
 
@@ -199,13 +202,24 @@ def run(
     return outcome[0]
 
 
-def run_from_cache(ctx: typer.Context, body: Callable[[McpAdapter], T], *, quiet: bool) -> T:
+def run_from_cache(
+    ctx: typer.Context,
+    body: Callable[[McpAdapter], T],
+    *,
+    quiet: bool,
+    concerns: Callable[[McpAdapter, str], bool] | None = None,
+) -> T:
     """Run ``body``, a read-only use of the catalog, from the metadata cache when it has every
     server it could list: no event loop, no manager, nothing connected (the common case, and
-    the one that must answer in a blink). Otherwise as :func:`run`, listing what is missing."""
+    the one that must answer in a blink). Otherwise as :func:`run`, listing what is missing.
+
+    ``concerns(adapter, server)`` says whether ``server`` failing matters to this command
+    (default: every server does); failures of the others are not reported."""
     from pi_mcp_adapter._errors import McpAdapterError, UsageError
 
     adapter, progress = create_adapter(get_context(ctx), connect_missing=True, quiet=quiet)
+    if concerns is not None:
+        progress.concerns = lambda server: concerns(adapter, server)
     try:
         adapter.load_cached()
         if not _servers_to_list(adapter, progress):
@@ -333,7 +347,9 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
                 }
             )
         else:
-            sys.stdout.write(cli_wording(render_status(view)) + "\n")
+            # The config errors are on stderr already (create_adapter); once is enough.
+            shown = replace(view, config_errors=())
+            sys.stdout.write(cli_wording(render_status(shown)) + "\n")
 
     # Status runs nothing, so it shows `untrusted` rather than asking.
     run(ctx, body, connect_missing=False, quiet=as_json, ask_trust=False)
@@ -393,7 +409,10 @@ def tools(
             table.add_row(name, srv, description)
         Console().print(table)
 
-    run_from_cache(ctx, body, quiet=as_json)
+    def concerns(_adapter: McpAdapter, failed: str) -> bool:
+        return server is None or failed == server
+
+    run_from_cache(ctx, body, quiet=as_json, concerns=concerns)
 
 
 @app.command()
@@ -433,7 +452,8 @@ def search(
         if offset and not result.details.get("matches") and total:
             text = (
                 f"--offset {offset} is past the end: {total} tool{'s' if total != 1 else ''} "
-                f'match "{query}"; use --offset {max(0, total - limit)} or lower.'
+                f'match "{query}", so the highest valid offset is {total - 1} '
+                f"(--offset {max(0, total - limit)} shows the last page)."
             )
             return ToolResult.text(text, details=result.details)
         return result
@@ -466,7 +486,15 @@ def describe(
             return ToolResult(result.content, details=details)
         return result
 
-    emit_result(run_from_cache(ctx, body, quiet=as_json), as_json=as_json)
+    def concerns(adapter: McpAdapter, failed: str) -> bool:
+        from pi_mcp_adapter._errors import McpAdapterError
+
+        try:
+            return adapter.lookup(name).server == failed
+        except McpAdapterError:
+            return True  # an unknown tool may be one the failed server would have listed
+
+    emit_result(run_from_cache(ctx, body, quiet=as_json, concerns=concerns), as_json=as_json)
 
 
 def read_arguments(raw: str | None) -> dict[str, Any]:

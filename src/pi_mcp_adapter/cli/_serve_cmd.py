@@ -6,18 +6,19 @@ import json
 import logging
 import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from pi_mcp_adapter._errors import McpAdapterError
+from pi_mcp_adapter._errors import McpAdapterError, UsageError
 
 if TYPE_CHECKING:
     from pi_mcp_adapter.hosts import GatewayOptions
 
-from ._app import CliContext, app, fail, get_context
+from ._app import CliContext, app, fail, get_context, report_config_problems
 
 TOKEN_ENV = "PI_MCP_GATEWAY_TOKEN"
 """The gateway's token variable (``hosts.TOKEN_ENV``), written out so that ``--help`` needs
@@ -80,8 +81,8 @@ def serve(
 ) -> None:
     """Serve every configured MCP server as one MCP server (the gateway).
 
-    Over stdio nothing but the protocol is written to stdout; logs go to stderr. SIGINT and
-    SIGTERM close every upstream server.
+    Over stdio nothing but the protocol is written to stdout; logs go to stderr. SIGINT,
+    SIGTERM and SIGHUP close every upstream server, then exit 130, 143 and 129.
     """
     import anyio
 
@@ -117,15 +118,18 @@ def serve(
         return
     configure_logging(verbose=verbose)
     skipped_before: set[str] = set()
+    reported: list[bool] = []
 
     def load() -> LoadedConfig:
-        loaded, skipped = without_gateway_itself(
-            load_config(
-                agent_dir=context.agent_dir,
-                project_dir=context.project_dir,
-                config_path=context.config_path,
-            )
+        raw = load_config(
+            agent_dir=context.agent_dir,
+            project_dir=context.project_dir,
+            config_path=context.config_path,
         )
+        if not skipped_before and not reported:
+            reported.append(True)
+            report_config_problems(raw)  # once: a reload says what changed as a notice
+        loaded, skipped = without_gateway_itself(raw)
         for name in skipped:
             if name not in skipped_before:
                 skipped_before.add(name)
@@ -143,11 +147,32 @@ def serve(
         relay_server_requests=True,
     )
     try:
-        anyio.run(serve_gateway, adapter, options)
-    except McpAdapterError as exc:
+        try:
+            stopped_by = anyio.run(serve_gateway, adapter, options)
+        except BaseExceptionGroup as group:
+            # The gateway's task groups wrap what failed inside; a lone error is the answer.
+            raise _only_error(group) from None
+    except UsageError as exc:
         raise fail(str(exc), code=2) from None
+    except McpAdapterError as exc:
+        raise fail(str(exc)) from None
     except KeyboardInterrupt:
-        pass
+        raise typer.Exit(128 + signal.SIGINT) from None
+    if stopped_by is not None:
+        # 128 + the signal's number, as the shell reports a process the signal ended.
+        raise typer.Exit(128 + stopped_by)
+
+
+def _only_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        else:
+            leaves.append(current)
+    return leaves[0] if len(leaves) == 1 else group
 
 
 def client_entry(client: ClientName, options: GatewayOptions, context: CliContext) -> str:

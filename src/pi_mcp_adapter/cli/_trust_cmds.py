@@ -62,11 +62,15 @@ def trust(
     chosen = server
 
     async def body(adapter: McpAdapter) -> tuple[str, ...]:
+        if not adapter.definition_changes(chosen):
+            return ()  # nothing changed: the wanted state holds already, which is no error
         return adapter.trust(chosen, tool)
 
     names = run(ctx, body, connect_missing=False, quiet=as_json, ask_trust=False)
     if as_json:
         print_json({"server": server, "trusted": list(names)})
+    elif not names:
+        sys.stdout.write(f"Nothing to trust: {server} has no changed tool definitions.\n")
     else:
         sys.stdout.write(f"Trusted the current definitions of {server}: {', '.join(names)}\n")
 

@@ -56,6 +56,8 @@ from ._trust import (
 from ._validate import (
     RawEntry,
     ValidEntry,
+    did_you_mean,
+    empty_name_error,
     format_json_path,
     json_name,
     json_type,
@@ -444,6 +446,7 @@ def _layer_from_document(
         if key not in _TOP_LEVEL_KEYS:
             collector.warnings.append(
                 f"{path}:{document.line_of((key,))}: unknown top-level key {key!r} is ignored"
+                + did_you_mean(key, _TOP_LEVEL_KEYS)
             )
     map_keys: tuple[str, ...] = _SERVER_MAP_KEYS
     if all(data.get(key) is not None for key in _SERVER_MAP_KEYS):
@@ -461,6 +464,10 @@ def _layer_from_document(
             continue
         for name, value in servers.items():
             raw = RawEntry(name, value, path, (map_key, name), document.line_of)
+            unnamed = empty_name_error(raw)
+            if unnamed is not None:
+                collector.errors.append(unnamed)
+                continue
             valid, errors, warnings = validate_server_entry(raw)
             collector.errors.extend(errors)
             collector.warnings.extend(warnings)
@@ -516,6 +523,10 @@ def _import_entries(
         collector.errors.extend(read.errors)
         collector.warnings.extend(read.warnings)
         for raw in read.entries:
+            unnamed = empty_name_error(raw)
+            if unnamed is not None:
+                collector.errors.append(unnamed)
+                continue
             valid, errors, warnings = validate_server_entry(raw)
             collector.errors.extend(errors)
             collector.warnings.extend(warnings)

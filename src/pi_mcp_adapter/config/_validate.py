@@ -7,10 +7,11 @@ actual JSON type, never the value: a value may be a secret.
 
 from __future__ import annotations
 
+import difflib
 import json
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
@@ -26,6 +27,8 @@ from ._models import OAuthConfig, ServerEntry, Settings
 __all__ = [
     "RawEntry",
     "ValidEntry",
+    "did_you_mean",
+    "empty_name_error",
     "format_json_path",
     "json_name",
     "json_type",
@@ -100,6 +103,29 @@ _SERVER_KEYS, _SERVER_ADAPTERS = _field_tables(ServerEntry)
 _OAUTH_KEYS, _OAUTH_ADAPTERS = _field_tables(OAuthConfig)
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 _SETTINGS_KEYS, _SETTINGS_ADAPTERS = _field_tables(Settings)
+
+
+def did_you_mean(key: str, known: Iterable[str]) -> str:
+    """``"; did you mean 'command'?"`` for a key close to a known one, else ``""``."""
+    # 0.75 catches one or two letters dropped, doubled or swapped ('comand', 'lifecyle',
+    # 'settngs') without pairing unrelated short keys.
+    close = difflib.get_close_matches(key, sorted(set(known)), n=1, cutoff=0.75)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _json_keys(model: type[BaseModel]) -> list[str]:
+    return [info.alias or name for name, info in model.model_fields.items()]
+
+
+def empty_name_error(raw: RawEntry) -> ConfigError | None:
+    """The error for a server entry without a name (``"": {...}``), else None."""
+    if raw.name.strip():
+        return None
+    return ConfigError(
+        'a server name must not be empty; this entry is ignored (give it a name such as "github")',
+        path=str(raw.path),
+        line=raw.line,
+    )
 
 
 def json_name(model: type[BaseModel], name: str) -> str:
@@ -265,6 +291,7 @@ def validate_server_entry(raw: RawEntry) -> tuple[ValidEntry | None, list[Config
             location = f"{raw.path}:{line}" if line is not None else str(raw.path)
             warnings.append(
                 f"{location}: server {raw.name!r}: unknown key {key!r} is kept but not used"
+                + did_you_mean(key, _json_keys(ServerEntry))
             )
             continue
         if name == "oauth" and isinstance(value, dict):
@@ -335,6 +362,7 @@ def _validate_oauth(
             location = f"{raw.path}:{line}" if line is not None else str(raw.path)
             warnings.append(
                 f"{location}: server {raw.name!r}: unknown oauth key {key!r} is kept but not used"
+                + did_you_mean(key, _json_keys(OAuthConfig))
             )
             continue
         try:
@@ -435,7 +463,10 @@ def validate_settings(
             result[key] = item
             line = line_of(key_path)
             location = f"{path}:{line}" if line is not None else str(path)
-            warnings.append(f"{location}: unknown setting {key!r} is kept but not used")
+            warnings.append(
+                f"{location}: unknown setting {key!r} is kept but not used"
+                + did_you_mean(key, _json_keys(Settings))
+            )
             continue
         try:
             checked = _SETTINGS_ADAPTERS[name].validate_python(item)

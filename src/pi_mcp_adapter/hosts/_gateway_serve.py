@@ -1,9 +1,9 @@
 """Running the gateway over stdio or Streamable HTTP, with its security checks and signals.
 
 Resource handling: :func:`serve_gateway` opens the adapter (every upstream connection), serves
-until the client goes away (stdio: end of input) or SIGINT/SIGTERM arrives, then closes every
-upstream connection; stdio children get the manager's bounded shutdown (close stdin, SIGTERM to
-the process group, SIGKILL), so none outlive the gateway.
+until the client goes away (stdio: end of input) or SIGINT, SIGTERM or SIGHUP arrives, then
+closes every upstream connection; stdio children get the manager's bounded shutdown (close
+stdin, SIGTERM to the process group, SIGKILL), so none outlive the gateway.
 
 Security: HTTP binds loopback by default, where the SDK's DNS-rebinding protection checks Host
 and Origin. Binding anything else requires a bearer token; with a token every HTTP request
@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import ipaddress
+import json
 import logging
 import math
 import os
@@ -33,7 +34,8 @@ import anyio
 import anyio.abc
 import uvicorn
 from mcp.server.stdio import stdio_server
-from starlette.types import ASGIApp, Receive, Scope, Send
+from mcp_types import INVALID_REQUEST, PARSE_ERROR, jsonrpc_message_adapter
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pi_mcp_adapter._errors import UsageError
 from pi_mcp_adapter.config import LoadedConfig
@@ -67,6 +69,8 @@ class GatewayOptions:
     auth_token: str | None = None
 
     def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise UsageError(f"--port must be between 0 and 65535, got {self.port}")
         if not self.path.startswith("/"):
             raise UsageError(f"--path must start with '/', got {self.path!r}")
         if self.auth_token is not None and not self.auth_token.strip():
@@ -143,12 +147,18 @@ def create_http_app(gateway: McpGateway, options: GatewayOptions) -> ASGIApp:
     return app
 
 
+SHUTDOWN_ERROR_CODE = -32000
+"""The JSON-RPC error code a request still running at shutdown is answered with (the SDK's
+"connection closed" code: the client may retry against another gateway)."""
+
+
 class _CutAtShutdown:
-    """Ends a request quietly when uvicorn cancels it at shutdown.
+    """Ends a request cleanly when uvicorn cancels it at shutdown.
 
     uvicorn cancels the requests still running when its grace period is over (a client's call
-    in flight, an SSE stream) and logs each as "Exception in ASGI application" with a
-    traceback. A request cut because the gateway was told to stop is no error.
+    in flight, an SSE stream). Left alone, a cut request is logged as an application error and
+    its client reads a truncated response. A request cut because the gateway was told to stop
+    is no error: it is completed here, a call in flight with a JSON-RPC error saying so.
     """
 
     def __init__(self, app: ASGIApp, stopping: Callable[[], bool]) -> None:
@@ -156,15 +166,73 @@ class _CutAtShutdown:
         self._stopping = stopping
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        body: list[bytes] = []
+        response: dict[str, bool] = {"started": False, "sse": False, "complete": False}
+
+        async def receive_body() -> Message:
+            message = await receive()
+            if message["type"] == "http.request":
+                body.append(message.get("body", b""))
+            return message
+
+        async def send_tracked(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = dict(message.get("headers", ()))
+                response["sse"] = headers.get(b"content-type", b"").startswith(b"text/event-stream")
+                response["started"] = True
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                response["complete"] = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive_body, send_tracked)
         except asyncio.CancelledError:
             if not self._stopping():
                 raise
+            if response["complete"]:
+                return
+            request_id = _request_id(b"".join(body))
+            if not response["started"]:
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 503,
+                        "headers": [(b"content-type", b"application/json")],
+                    }
+                )
+                await send({"type": "http.response.body", "body": _shutdown_reply(request_id)})
+            elif response["sse"] and request_id is not None:
+                event = b"event: message\ndata: " + _shutdown_reply(request_id) + b"\n\n"
+                await send({"type": "http.response.body", "body": event})
+            else:
+                await send({"type": "http.response.body", "body": b""})
+
+
+def _request_id(request_body: bytes) -> str | int | None:
+    """The id of the one JSON-RPC request in ``request_body``; None for a notification, a
+    response, a batch or anything else."""
+    try:
+        request = json.loads(request_body)
+    except ValueError:
+        return None
+    if not isinstance(request, dict) or "method" not in request:
+        return None
+    request_id = request.get("id")
+    if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+        return None
+    return request_id
+
+
+def _shutdown_reply(request_id: str | int | None) -> bytes:
+    error = {"code": SHUTDOWN_ERROR_CODE, "message": "the gateway is shutting down"}
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
 
 
 class _Uvicorn(uvicorn.Server):
-    """uvicorn without its own signal handlers: the gateway handles SIGINT/SIGTERM itself."""
+    """uvicorn without its own signal handlers: the gateway handles the stop signals itself."""
 
     @contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -176,33 +244,46 @@ async def serve_gateway(
     options: GatewayOptions,
     *,
     announce: Callable[[str], None] | None = None,
-) -> None:
+) -> signal.Signals | None:
     """Open ``adapter``, serve it as an MCP gateway until the end, close it.
 
     ``announce`` receives the URL an HTTP gateway listens on (default: printed to stdout).
 
+    Returns:
+        The signal (SIGINT, SIGTERM or SIGHUP) that stopped the gateway; None when the client
+        went away (stdio: end of input).
+
     Raises:
-        UsageError: the options are unsafe or the port is taken.
+        UsageError: the options are unsafe, or the address cannot be listened on (the port
+            is taken, the host does not resolve); nothing has been started then.
     """
-    async with (
-        adapter,
-        McpGateway(
-            adapter, surface=options.surface, stateless=options.stateless
-        ).running() as gateway,
-    ):
-        if options.transport == "stdio":
-            await _serve_stdio(gateway)
-        else:
-            await _serve_http(gateway, options, announce or _print_url)
+    # Bound before any upstream server starts: a taken port fails at once, starting nothing.
+    sock = _bind(options.host, options.port) if options.transport == "http" else None
+    received: list[signal.Signals] = []
+    try:
+        async with (
+            adapter,
+            McpGateway(
+                adapter, surface=options.surface, stateless=options.stateless
+            ).running() as gateway,
+        ):
+            if sock is None:
+                await _serve_stdio(gateway, received)
+            else:
+                await _serve_http(gateway, options, sock, announce or _print_url, received)
+    finally:
+        if sock is not None:
+            sock.close()
+    return received[0] if received else None
 
 
-async def _serve_stdio(gateway: McpGateway) -> None:
+async def _serve_stdio(gateway: McpGateway, received: list[signal.Signals]) -> None:
     server = gateway.server
     with _claim_stdio() as (stdin_fd, stdout_fd):
-        lines = _NonBlockingLines(stdin_fd)
         writer = _NonBlockingWriter(stdout_fd)
+        lines = _AnswerUnparsable(_NonBlockingLines(stdin_fd), writer)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_cancel_on_signal, tg.cancel_scope.cancel)
+            await tg.start(_cancel_on_signal, tg.cancel_scope.cancel, received)
             async with stdio_server(
                 stdin=cast("anyio.AsyncFile[str]", lines),
                 stdout=cast("anyio.AsyncFile[str]", writer),
@@ -244,17 +325,21 @@ class _NonBlockingWriter:
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
+        # Two tasks write (the SDK's writer, the parse-error answers of _AnswerUnparsable):
+        # a line that blocks half-written must not be interleaved with another.
+        self._lock = anyio.Lock()
         os.set_blocking(fd, False)
 
     async def write(self, text: str) -> None:
         data = memoryview(text.encode("utf-8"))
-        while data:
-            try:
-                written = os.write(self._fd, data)
-            except BlockingIOError:
-                await anyio.wait_writable(self._fd)
-                continue
-            data = data[written:]
+        async with self._lock:
+            while data:
+                try:
+                    written = os.write(self._fd, data)
+                except BlockingIOError:
+                    await anyio.wait_writable(self._fd)
+                    continue
+                data = data[written:]
 
     async def flush(self) -> None:
         """Nothing is buffered."""
@@ -302,10 +387,78 @@ class _NonBlockingLines:
                 self._eof = True
 
 
+class _AnswerUnparsable:
+    """Lines for the SDK's stdio reader, minus those it cannot parse, which get a JSON-RPC
+    error here.
+
+    The SDK drops a line it cannot parse (not JSON, not a JSON-RPC message, or a lone surrogate
+    escape such as ``"\\ud800"``: valid JSON, but no Unicode text) without an answer, so a
+    client waits forever for the reply to that request. JSON-RPC 2.0 answers such input with
+    an error (-32700 or -32600), with the request's id when it can be read. Each line is
+    parsed here as the SDK will parse it (microseconds, next to a tool call's milliseconds).
+    """
+
+    def __init__(self, lines: _NonBlockingLines, writer: _NonBlockingWriter) -> None:
+        self._lines = lines
+        self._writer = writer
+
+    def __aiter__(self) -> _AnswerUnparsable:
+        return self
+
+    async def __anext__(self) -> str:
+        while True:
+            line = await self._lines.__anext__()
+            if not line.strip():
+                continue  # a blank line is no message, and needs no answer
+            try:
+                jsonrpc_message_adapter.validate_json(line, by_name=False)
+            except ValueError:
+                await self._writer.write(json.dumps(_unparsable_reply(line)) + "\n")
+                continue
+            return line
+
+
+def _unparsable_reply(line: str) -> dict[str, object]:
+    """The JSON-RPC error answering ``line``, which the SDK cannot parse."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return _error_reply(None, PARSE_ERROR, "Parse error: the line is not JSON")
+    request_id = message.get("id") if isinstance(message, dict) else None
+    if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+        request_id = None
+    # Python's json accepts "\ud800"; the text it yields cannot be encoded.
+    if not _is_unicode(json.dumps(message, ensure_ascii=False)):
+        if isinstance(request_id, str) and not _is_unicode(request_id):
+            request_id = None  # an id the client could not read back either
+        return _error_reply(
+            request_id,
+            PARSE_ERROR,
+            "Parse error: a string holds a lone surrogate escape (\\ud800-\\udfff), which "
+            "is not Unicode text",
+        )
+    return _error_reply(request_id, INVALID_REQUEST, "Invalid Request: not a JSON-RPC message")
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _error_reply(request_id: str | int | None, code: int, message: str) -> dict[str, object]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+
+
 async def _serve_http(
-    gateway: McpGateway, options: GatewayOptions, announce: Callable[[str], None]
+    gateway: McpGateway,
+    options: GatewayOptions,
+    sock: socket.socket,
+    announce: Callable[[str], None],
+    received: list[signal.Signals],
 ) -> None:
-    sock = _bind(options.host, options.port)
     bound_port = sock.getsockname()[1]
     server: _Uvicorn | None = None
     config = uvicorn.Config(
@@ -318,21 +471,26 @@ async def _serve_http(
         timeout_graceful_shutdown=math.ceil(HTTP_GRACE_S),
     )
     server = _Uvicorn(config)
+    logging.getLogger("uvicorn.error").addFilter(_not_the_shutdown_cut)
 
     def stop() -> None:
         server.should_exit = True
 
     host = f"[{options.host}]" if ":" in options.host else options.host
-    # The socket already listens: clients that connect now wait in its backlog until uvicorn
-    # has started, so the address can be announced before serving begins.
-    announce(f"http://{host}:{bound_port}{options.path}")
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_cancel_on_signal, stop)
-        try:
-            await server.serve(sockets=[sock])
-        finally:
-            sock.close()
+        # Handlers first: whoever reads the address may signal at once.
+        await tg.start(_cancel_on_signal, stop, received)
+        # The socket already listens: clients that connect now wait in its backlog until
+        # uvicorn has started, so the address can be announced before serving begins.
+        announce(f"http://{host}:{bound_port}{options.path}")
+        await server.serve(sockets=[sock])
         tg.cancel_scope.cancel()
+
+
+def _not_the_shutdown_cut(record: logging.LogRecord) -> bool:
+    # uvicorn logs cutting requests at the end of its grace period as an error; the gateway
+    # answers each of them (``_CutAtShutdown``), so a stop with calls in flight is no error.
+    return "timeout graceful shutdown exceeded" not in record.getMessage()
 
 
 def _print_url(url: str) -> None:
@@ -346,6 +504,9 @@ def _bind(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host.strip("[]"), port))
+    except socket.gaierror as exc:
+        sock.close()
+        raise UsageError(f"cannot listen on --host {host!r}: {exc.strerror or exc}") from exc
     except OSError as exc:
         sock.close()
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
@@ -354,9 +515,21 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def _cancel_on_signal(stop: Callable[[], None]) -> None:
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""The signals that stop the gateway; the command exits with 128 + the signal's number, as
+every ``pi-mcp`` command does (a closed terminal sends SIGHUP)."""
+
+
+async def _cancel_on_signal(
+    stop: Callable[[], None],
+    received: list[signal.Signals],
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        task_status.started()
         async for signum in signals:
+            received.append(signal.Signals(signum))
             logger.info("received %s: closing every upstream server", signal.Signals(signum).name)
             stop()
             return

@@ -317,9 +317,10 @@ class ServerConnection:
                 stderr_tail=self._capture.tail() if self._capture is not None else "",
                 log_hint=self._log_hint(),
                 exit_code=process.returncode if process is not None else None,
+                cwd=os.path.expanduser(self.entry.cwd) if self.entry.cwd else None,
             )
         if self.entry.socket is not None:
-            return connect_error(self.server, exc, target=self.entry.socket)
+            return connect_error(self.server, exc, target=self.entry.socket, is_socket=True)
         return connect_error(
             self.server, exc, target=redact_url(self.entry.url or ""), observation=observation
         )

@@ -10,6 +10,7 @@ never carry header values, tokens, environment values or URL queries.
 from __future__ import annotations
 
 import errno
+import os
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
@@ -96,10 +97,13 @@ def connect_error(
     stderr_tail: str = "",
     log_hint: str = "",
     exit_code: int | None = None,
+    cwd: str | None = None,
+    is_socket: bool = False,
 ) -> ServerUnavailableError:
     """Translate a failure raised while connecting to ``server`` into our exception tree.
 
-    ``target`` describes what was started or contacted (a command name or a redacted URL);
+    ``target`` describes what was started or contacted (a command name, a socket path with
+    ``is_socket``, or a redacted URL); ``cwd`` is the working directory a command starts in;
     ``observation`` is the HTTP transport's record; ``stderr_tail`` and ``exit_code`` describe
     a stdio server that died. An error that is already ours is returned unchanged.
     """
@@ -139,6 +143,18 @@ def connect_error(
             )
 
     for leaf in leaves:
+        if isinstance(leaf, FileNotFoundError) and is_socket:
+            return ServerStartError(
+                server,
+                f"server {server!r}: socket {target!r} does not exist; is the server that "
+                "listens on it running? Check `socket`",
+            )
+        # A missing working directory raises the same error as a missing command.
+        if isinstance(leaf, FileNotFoundError) and cwd is not None and not os.path.isdir(cwd):
+            return ServerStartError(
+                server,
+                f"server {server!r}: working directory {cwd!r} does not exist; check `cwd`",
+            )
         if isinstance(leaf, FileNotFoundError):
             return ServerStartError(
                 server,
