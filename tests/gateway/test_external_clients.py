@@ -4,6 +4,7 @@ conformance suite (both from npm, run with Node 22 from ``tests/npm``)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import subprocess
@@ -206,3 +207,31 @@ def test_inspector_lists_and_calls_over_http(gw_workspace: GatewayWorkspace) -> 
         listed = _inspector(*target, "--method", "tools/list")
         called = _inspector(*target, *_echo_args())
     _assert_listed_and_called(listed, called)
+
+
+def test_inspector_immediate_call_on_a_cold_gateway_with_the_default_agent_dir(
+    tmp_path: Path,
+) -> None:
+    """What a client meets the first time it starts the gateway: no metadata cache, a lazy
+    server never listed, the agent dir found from HOME (the Inspector passes few variables),
+    and a call as the very first request."""
+    home = tmp_path / "home"
+    agent_dir = home / ".pi" / "agent"
+    agent_dir.mkdir(parents=True)
+    (agent_dir / "mcp.json").write_text(json.dumps({"mcpServers": {"fixture": fixture_entry()}}))
+    project = tmp_path / "project"
+    project.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PI_CODING_AGENT_DIR", "PI_MCP_CONFIG")}
+    completed = subprocess.run(
+        [str(NODE22), str(INSPECTOR), "--cli", *_echo_args(), "--", str(PI_MCP), "serve"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "HOME": str(home)},
+        cwd=project,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    called = json.loads(completed.stdout)
+    assert called["content"] == [{"type": "text", "text": "Echo: from the inspector"}]
+    assert called.get("isError") is False
+    assert (agent_dir / "mcp-cache.json").exists()  # the default agent dir was the one used

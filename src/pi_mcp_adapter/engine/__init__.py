@@ -1,7 +1,14 @@
 """The engine: ``McpAdapter`` and the values and host protocol it speaks.
 
-- ``_adapter``   ``McpAdapter``: owns config, cache, the server manager and the catalog; typed
-                 operations (status, search, lookup, connect, call, prompts, reload) and events.
+- ``_adapter``   ``McpAdapter``: the facade a host creates; owns config, cache and the server
+                 manager; typed operations (status, search, lookup, connect, call, prompts,
+                 reload, watch_config) over the parts below.
+- ``_catalog_state`` what is known per server (live or cached), what is being listed now
+                 (readiness: a miss waits for listings in progress), the catalog views.
+- ``_pipeline``  one call pipeline: lookup, argument checks, definition-change block,
+                 approval, the call, statistics and trace.
+- ``_notices``   what the person is told (failures, auth, changes, reloads), the status line.
+- ``_questions`` servers' elicitation and sampling routed to the person's answerer.
 - ``_values``    what those operations return: server states, search results, call outcomes.
 - ``_host``      the host protocol a binding implements, and the tool definitions and results
                  that cross it.

@@ -275,7 +275,8 @@ class PiHost:
             async with adapter:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(adapter.watch_config)
-                    await adapter.ready()
+                    # The tools are registered already; a call that needs a server still
+                    # being listed waits for that server alone (the engine's readiness).
                     self._ready.set()
                     await self._serve()
                     tg.cancel_scope.cancel()
