@@ -39,7 +39,7 @@ def servers(tag: str) -> dict[str, Any]:
     their command lines so the test can find any process left behind."""
     return {
         "fix": fixture_entry("--name", tag),
-        "hang": fixture_entry("--hang", "--name", tag, startupTimeout=3000),
+        "hang": fixture_entry("--hang", "--name", tag, startupTimeoutMs=3000),
         "broken": fixture_entry("--crash-at-start", "--name", tag),
     }
 
