@@ -262,6 +262,14 @@ class McpAdapter:
     def enabled_servers(self) -> list[str]:
         return [name for name, entry in self.servers.items() if entry.is_enabled]
 
+    def eager_servers(self) -> list[str]:
+        """Enabled servers that connect at start (eager and keep-alive)."""
+        return [
+            name
+            for name, entry in self.servers.items()
+            if entry.is_enabled and entry.lifecycle in ("eager", "keep-alive")
+        ]
+
     # ------------------------------------------------------------------ lifecycle
 
     async def __aenter__(self) -> McpAdapter:
@@ -385,10 +393,17 @@ class McpAdapter:
         if not names:
             return
         self.state.begin_listing(names)
-        if self._background_listing and self._tasks is not None:
-            self._tasks.start_soon(self._list, names)
-        else:
+        if not self._background_listing or self._tasks is None:
             await self._list(names)
+            return
+        # Eager and keep-alive servers are up before the adapter serves anything, as their
+        # lifecycle promises; only servers never listed before are listed in the background.
+        eager = [n for n in names if self.servers[n].lifecycle in ("eager", "keep-alive")]
+        later = [n for n in names if n not in eager]
+        if later:
+            self._tasks.start_soon(self._list, later)
+        if eager:
+            await self._list(eager)
 
     async def connect_uncached(
         self, names: Sequence[str] | None = None, *, only_uncached: bool = True

@@ -450,6 +450,9 @@ class McpGateway:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
+        # Eager servers are meant to be there from the start: their direct tools are listed
+        # once they are up (bounded), as before the gateway served anything.
+        await self.adapter.ready(self.adapter.eager_servers())
         host = self.host_for(ctx)
         return types.ListToolsResult(tools=[self._wire_tool(host, d) for d in host.visible_tools()])
 
@@ -482,6 +485,8 @@ class McpGateway:
         host = self.host_for(ctx)
         name = params.name
         arguments = dict(params.arguments or {})
+        if name not in host.active:
+            await self.adapter.ready()  # a direct tool of a server still being listed
         try:
             with relay_calls(self._relay(ctx, host)):
                 if name in host.active and host.is_catalog_tool(name):
