@@ -31,6 +31,8 @@ class McpCommands:
         """``/mcp`` with its argument string; returns the text to show the user."""
         parts = argv.split()
         verb = parts[0] if parts else "status"
+        if verb != "status":
+            await self._adapter.ready()  # what a server still being listed offers counts too
         arg = parts[1] if len(parts) > 1 else None
         if verb == "status":
             return render_status(self._adapter.status())
