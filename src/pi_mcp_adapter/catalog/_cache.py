@@ -34,13 +34,14 @@ import json
 import math
 import os
 import re
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+
+from pi_mcp_adapter._files import write_atomically
 
 if TYPE_CHECKING:
     import filelock
@@ -782,16 +783,4 @@ class MetadataCache:
                 separators=(",", ":"),
             )
         ).encode("utf-8")
-        fd, temp_name = tempfile.mkstemp(
-            prefix=self._temp_prefix(), suffix=".tmp", dir=self.path.parent
-        )
-        try:
-            with os.fdopen(fd, "wb") as temp:
-                temp.write(data)
-                temp.flush()
-                # Without fsync a power loss after the rename can leave an empty file.
-                os.fsync(temp.fileno())
-            os.replace(temp_name, self.path)
-        except BaseException:
-            Path(temp_name).unlink(missing_ok=True)
-            raise
+        write_atomically(self.path, data, temp_prefix=self._temp_prefix())

@@ -19,17 +19,16 @@ vouch for itself. ``PI_MCP_PROJECT_TRUST`` overrides every file (for CI).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
-import os
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
+
+from pi_mcp_adapter._files import write_atomically
 
 __all__ = [
     "PROJECT_TRUST_ENV",
@@ -225,17 +224,7 @@ class TrustStore:
         data = json.dumps(
             {"version": TRUST_FILE_VERSION, "files": records}, ensure_ascii=False, indent=1
         ).encode("utf-8")
-        fd, temp_name = tempfile.mkstemp(
-            prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent
-        )
-        try:
-            with os.fdopen(fd, "wb") as temp:
-                temp.write(data)
-            os.replace(temp_name, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                Path(temp_name).unlink()
-            raise
+        write_atomically(self.path, data)
 
 
 def _key(path: Path) -> str:

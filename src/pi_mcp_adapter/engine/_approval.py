@@ -18,17 +18,15 @@ The question shows the arguments, shortened; answers are never written with argu
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from pi_mcp_adapter._files import write_atomically
 from pi_mcp_adapter.catalog._cache import config_hash
 from pi_mcp_adapter.catalog._filters import ToolFilter
 from pi_mcp_adapter.catalog._metadata import ToolInfo
@@ -235,14 +233,6 @@ class ToolApprovals:
         data = json.dumps({"version": _FILE_VERSION, "always": always}, indent=2)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".mcp-approvals-")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as file:
-                    file.write(data)
-                os.replace(tmp, self.path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+            write_atomically(self.path, data.encode("utf-8"))
         except OSError as exc:
             logger.warning("cannot remember the approval in %s: %s", self.path, exc)

@@ -17,7 +17,6 @@ import json
 import logging
 import math
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -30,6 +29,7 @@ import anyio.to_thread
 import filelock
 
 from pi_mcp_adapter._errors import UsageError
+from pi_mcp_adapter._files import write_atomically
 from pi_mcp_adapter._secrets import redact
 
 if TYPE_CHECKING:
@@ -406,16 +406,7 @@ def _render(document: Mapping[str, Any]) -> str:
 
 
 def _write_atomically(path: Path, document: Mapping[str, Any]) -> None:
-    fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(redact(_render(document)))
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temp_name, path)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
+    write_atomically(path, redact(_render(document)).encode("utf-8"))
 
 
 def _percentile(samples: tuple[float, ...], percent: int) -> float | None:

@@ -23,17 +23,16 @@ treated as empty and never stops a connect.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from pi_mcp_adapter._files import write_atomically
 
 if TYPE_CHECKING:
     import filelock
@@ -195,14 +194,4 @@ class FailureMemory:
                 {"version": FAILURES_VERSION, "servers": servers}, ensure_ascii=False, indent=1
             )
         ).encode("utf-8")
-        fd, temp_name = tempfile.mkstemp(
-            prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent
-        )
-        try:
-            with os.fdopen(fd, "wb") as temp:
-                temp.write(data)
-            os.replace(temp_name, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                Path(temp_name).unlink()
-            raise
+        write_atomically(self.path, data)
