@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -186,6 +187,29 @@ def report_config_problems(loaded: LoadedConfig) -> None:
         print_warning(f"config: {error}")
     for warning in loaded.warnings:
         print_warning(warning)
+
+
+def require_known_server(servers: Collection[str], server: str | None) -> None:
+    """A usage error for a ``SERVER`` argument that names no configured server."""
+    if server is not None and server not in servers:
+        from pi_mcp_adapter._errors import UsageError
+
+        known = ", ".join(sorted(servers)) or "none configured"
+        raise UsageError(f"unknown server {server!r} (configured: {known})")
+
+
+def only_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one error inside ``group`` (task groups wrap what failed), or ``group`` itself
+    when several failed."""
+    errors: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        else:
+            errors.append(current)
+    return errors[0] if len(errors) == 1 else group
 
 
 def fail(message: str, *, code: int = EXIT_FAILED) -> typer.Exit:

@@ -30,10 +30,12 @@ from ._app import (
     app,
     fail,
     get_context,
+    only_error,
     print_error,
     print_json,
     print_warning,
     report_config_problems,
+    require_known_server,
 )
 from ._wording import cli_wording, to_camel_keys
 
@@ -189,7 +191,7 @@ def run(
             anyio.run(main)
         except BaseExceptionGroup as group:
             # The signal watcher's task group wraps what the body raised; unwrap a lone error.
-            raise _only_error(group) from None
+            raise only_error(group) from None
     except UsageError as exc:
         raise fail(cli_wording(str(exc)), code=EXIT_USAGE) from None
     except McpAdapterError as exc:
@@ -276,18 +278,6 @@ def _servers_to_list(adapter: McpAdapter, progress: _Progress) -> list[str]:
     return wanted
 
 
-def _only_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    errors: list[BaseException] = []
-    pending: list[BaseException] = [group]
-    while pending:
-        current = pending.pop()
-        if isinstance(current, BaseExceptionGroup):
-            pending.extend(current.exceptions)
-        else:
-            errors.append(current)
-    return errors[0] if len(errors) == 1 else group
-
-
 def result_json(result: ToolResult) -> dict[str, Any]:
     from pi_mcp_adapter.engine import AudioPart, ImagePart, TextPart
 
@@ -369,11 +359,7 @@ def tools(
     """
 
     def body(adapter: McpAdapter) -> None:
-        from pi_mcp_adapter._errors import UsageError
-
-        if server is not None and server not in adapter.servers:
-            known = ", ".join(sorted(adapter.servers)) or "none configured"
-            raise UsageError(f"unknown server {server!r} (configured: {known})")
+        require_known_server(adapter.servers, server)
         found = adapter.tools(server)
         if as_json:
             print_json(

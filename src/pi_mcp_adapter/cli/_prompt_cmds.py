@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from pi_mcp_adapter.catalog._prompts import PromptInfo
     from pi_mcp_adapter.engine import McpAdapter, ToolResult
 
-from ._app import JsonOption, app, fail, print_json, print_warning
+from ._app import JsonOption, app, fail, print_json, print_warning, require_known_server
 from ._engine_cmds import emit_result, run, run_from_cache
 
 PROMPT_LIST_HINT = "List a server's prompts with mcp({server: ...})."
@@ -46,11 +46,7 @@ def prompts(
     """
 
     def body(adapter: McpAdapter) -> None:
-        from pi_mcp_adapter._errors import UsageError
-
-        if server is not None and server not in adapter.servers:
-            known = ", ".join(sorted(adapter.servers)) or "none configured"
-            raise UsageError(f"unknown server {server!r} (configured: {known})")
+        require_known_server(adapter.servers, server)
         found = adapter.prompts(server)
         if as_json:
             print_json(

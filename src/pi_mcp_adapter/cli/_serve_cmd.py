@@ -18,7 +18,7 @@ from pi_mcp_adapter._errors import McpAdapterError, UsageError
 if TYPE_CHECKING:
     from pi_mcp_adapter.hosts import GatewayOptions
 
-from ._app import CliContext, app, fail, get_context, report_config_problems
+from ._app import CliContext, app, fail, get_context, only_error, report_config_problems
 
 TOKEN_ENV = "PI_MCP_GATEWAY_TOKEN"
 """The gateway's token variable (``hosts.TOKEN_ENV``), written out so that ``--help`` needs
@@ -118,16 +118,17 @@ def serve(
         return
     configure_logging(verbose=verbose)
     skipped_before: set[str] = set()
-    reported: list[bool] = []
+    reported = False
 
     def load() -> LoadedConfig:
+        nonlocal reported
         raw = load_config(
             agent_dir=context.agent_dir,
             project_dir=context.project_dir,
             config_path=context.config_path,
         )
-        if not skipped_before and not reported:
-            reported.append(True)
+        if not reported:
+            reported = True
             report_config_problems(raw)  # once: a reload says what changed as a notice
         loaded, skipped = without_gateway_itself(raw)
         for name in skipped:
@@ -151,7 +152,7 @@ def serve(
             stopped_by = anyio.run(serve_gateway, adapter, options)
         except BaseExceptionGroup as group:
             # The gateway's task groups wrap what failed inside; a lone error is the answer.
-            raise _only_error(group) from None
+            raise only_error(group) from None
     except UsageError as exc:
         raise fail(str(exc), code=2) from None
     except McpAdapterError as exc:
@@ -161,18 +162,6 @@ def serve(
     if stopped_by is not None:
         # 128 + the signal's number, as the shell reports a process the signal ended.
         raise typer.Exit(128 + stopped_by)
-
-
-def _only_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    leaves: list[BaseException] = []
-    pending: list[BaseException] = [group]
-    while pending:
-        current = pending.pop()
-        if isinstance(current, BaseExceptionGroup):
-            pending.extend(current.exceptions)
-        else:
-            leaves.append(current)
-    return leaves[0] if len(leaves) == 1 else group
 
 
 def client_entry(client: ClientName, options: GatewayOptions, context: CliContext) -> str:
