@@ -445,9 +445,11 @@ class McpAdapter:
         deadline, or the slowest start-up timeout of the servers being listed."""
         if self._start_deadline_s is not None:
             return self._start_deadline_s
-        timeouts = [
-            self.servers[n].startup_timeout_s for n in self.state.listing() if n in self.servers
-        ]
+        return self._startup_bound_s(self.state.listing())
+
+    def _startup_bound_s(self, names: Collection[str]) -> float:
+        """The slowest start-up timeout among ``names``, plus grace."""
+        timeouts = [self.servers[n].startup_timeout_s for n in names if n in self.servers]
         return max(timeouts, default=0.0) + _LISTING_GRACE_S
 
     async def ready(self, servers: Collection[str] | None = None) -> None:
@@ -463,8 +465,7 @@ class McpAdapter:
         if self._opened is None:
             self._opened = anyio.Event()
         # Bounded like a listing of every server: opening connects the eager ones.
-        timeouts = [self.servers[n].startup_timeout_s for n in self.enabled_servers()]
-        with anyio.move_on_after(max(timeouts, default=0.0) + _LISTING_GRACE_S):
+        with anyio.move_on_after(self._startup_bound_s(self.enabled_servers())):
             await self._opened.wait()
 
     def explain_miss(self, name: str) -> str:
@@ -639,6 +640,16 @@ class McpAdapter:
         """
         return self.state.catalog.lookup(name)
 
+    def lookup_explained(self, name: str) -> ToolInfo:
+        """Like :meth:`lookup`, but a miss says why the tool may be missing (its server failed,
+        was never listed, or its tools come from a cache that may be stale) and how to retry.
+
+        Raises:
+            ToolNotFoundError: no such tool (with suggestions and the reason).
+            AmbiguousToolError: several tools match (with candidates).
+        """
+        return self.pipeline.lookup_explained(name)
+
     async def resolve(self, name: str) -> ToolInfo:
         """Like :meth:`lookup`, but a miss while servers are being listed waits for them,
         and a final miss says why the tool may be missing and how to retry.
@@ -699,12 +710,14 @@ class McpAdapter:
             meta = self.state.metadata(name)
             diffs = diff_definitions(record, meta.tools if meta is not None else ())
         if entry.untrusted is not None and entry.enabled and not entry.disabled:
-            message = f"{entry.untrusted.message}"
-            return ServerStatus(name, "untrusted", 0, lifecycle=entry.lifecycle, error=message)
+            return ServerStatus(
+                name, "untrusted", 0, lifecycle=entry.lifecycle, error=entry.untrusted.message
+            )
         if not entry.is_enabled:
             return ServerStatus(name, "disabled", 0, lifecycle=entry.lifecycle)
-        state = self._manager.state(name) if self._manager is not None else None
-        if state is None or state.status in ("closed", "idle", "new"):
+        manager = self._manager
+        state = manager.state(name) if manager is not None else None
+        if manager is None or state is None or state.status in ("closed", "idle", "new"):
             status = "cached" if self.state.is_known(name) else "not-cached"
             if self.state.is_listing(name):
                 status = "connecting"
@@ -720,7 +733,7 @@ class McpAdapter:
             )
         failed_ago = None
         if state.failed_at is not None:
-            failed_ago = max(0.0, self._manager.now() - state.failed_at) if self._manager else None
+            failed_ago = max(0.0, manager.now() - state.failed_at)
         return ServerStatus(
             name,
             state.status,
@@ -752,8 +765,8 @@ class McpAdapter:
         limit: int | None = None,
         offset: int = 0,
     ) -> SearchResults:
-        """Ranked (or regex) search over what is known now; never connects a server (see
-        :meth:`search_ready` for the form that waits for listings in progress).
+        """Ranked (or regex) search over what is known now; never connects a server (a host
+        that may be asked while servers are being listed awaits :meth:`ready` first).
 
         Raises:
             UsageError: an invalid regex.
@@ -771,21 +784,6 @@ class McpAdapter:
                 s for s in (self.server_status(n) for n in names) if not s.is_searchable
             )
         return SearchResults(page, unavailable)
-
-    async def search_ready(
-        self,
-        query: str,
-        *,
-        server: str | None = None,
-        regex: bool = False,
-        limit: int | None = None,
-        offset: int = 0,
-    ) -> SearchResults:
-        """:meth:`search`, after the servers being listed (``server``, or all) have been
-        listed (bounded by :meth:`listing_timeout_s`): a search never misses a tool only
-        because its server was still starting."""
-        await self.ready(None if server is None else (server,))
-        return self.search(query, server=server, regex=regex, limit=limit, offset=offset)
 
     def _unknown_server_message(self, server: str) -> str:
         known = ", ".join(sorted(self.servers)) or "none configured"

@@ -89,9 +89,10 @@ class CallPipeline:
                 except ToolNotFoundError:
                     if not await self._state.wait_for_any_listing():
                         break
-        return self._lookup_explained(name)
+        return self.lookup_explained(name)
 
-    def _lookup_explained(self, name: str) -> ToolInfo:
+    def lookup_explained(self, name: str) -> ToolInfo:
+        """``name`` from what is known now; a miss says why the tool may be missing."""
         try:
             return self._state.catalog.lookup(name)
         except ToolNotFoundError as exc:

@@ -386,27 +386,22 @@ class McpGateway:
             await self.bus.publish(ToolsListChanged())
 
     def _notice(self, host: GatewayHost, message: str, level: NotifyLevel) -> None:
-        """A notice for the user: the gateway's log, and a log message to the client."""
-        logger.log(
-            logging.WARNING if level != "info" else logging.INFO, "%s", message.splitlines()[0]
-        )
-        connection = self._hosts.get(host)
-        wire_level = _NOTIFY_LEVELS[level]
-        if (
-            connection is not None
-            and self._tg is not None
-            and _at_least(wire_level, host.log_level)
-        ):
-            self._tg.start_soon(_send_log, connection, wire_level, message)
+        """A surface's notice for one client's user: the gateway's log and that client."""
+        self._tell(message, level, [host])
 
     def _broadcast_notice(self, _sink: GatewayHost, message: str, level: NotifyLevel) -> None:
+        """An engine notice: the gateway's log and every connected client."""
+        self._tell(message, level, list(self._hosts))
+
+    def _tell(self, message: str, level: NotifyLevel, hosts: list[GatewayHost]) -> None:
         logger.log(
             logging.WARNING if level != "info" else logging.INFO, "%s", message.splitlines()[0]
         )
         if self._tg is None:
             return
         wire_level = _NOTIFY_LEVELS[level]
-        for host, connection in list(self._hosts.items()):
+        for host in hosts:
+            connection = self._hosts.get(host)
             if connection is not None and _at_least(wire_level, host.log_level):
                 self._tg.start_soon(_send_log, connection, wire_level, message)
 

@@ -313,14 +313,10 @@ class ProxyTool:
 
     def describe_result(self, name: str) -> ToolResult:
         try:
-            tool = self._adapter.lookup(name)
+            tool = self._adapter.lookup_explained(name)
         except ToolNotFoundError as exc:
-            why = self._adapter.explain_miss(name)
             outcome = CallOutcome(
-                name,
-                error_kind="unknown_tool",
-                message=f"{exc}\n{why}" if why else str(exc),
-                suggestions=exc.suggestions,
+                name, error_kind="unknown_tool", message=str(exc), suggestions=exc.suggestions
             )
             return render_outcome(self._adapter, outcome, host_tools=self._host_tools)
         except AmbiguousToolError as exc:
