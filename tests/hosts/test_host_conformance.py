@@ -230,18 +230,25 @@ class _PydanticSession:
 
 
 @asynccontextmanager
-async def open_pydantic_ai(ws: Workspace) -> AsyncIterator[Session]:
-    from pi_mcp_adapter.hosts.pydantic_ai import McpCapability
-
+async def _open_binding(
+    binding: Any, session: Callable[[Any, _NoticeList], Session], ws: Workspace
+) -> AsyncIterator[Session]:
+    """A Python runtime binding opened as its users open it, following config edits."""
     notices = _NoticeList()
-    async with McpCapability.open(
+    async with binding.open(
         on_notify=notices,
         watch_config=True,
         agent_dir=ws.agent_dir,
         project_dir=ws.project_dir,
         background_listing=True,
-    ) as capability:
-        yield _PydanticSession(capability, notices)
+    ) as opened:
+        yield session(opened, notices)
+
+
+def open_pydantic_ai(ws: Workspace) -> AbstractAsyncContextManager[Session]:
+    from pi_mcp_adapter.hosts.pydantic_ai import McpCapability
+
+    return _open_binding(McpCapability, _PydanticSession, ws)
 
 
 class _AgentsSession:
@@ -269,19 +276,10 @@ class _AgentsSession:
         return self._notices.text()
 
 
-@asynccontextmanager
-async def open_openai_agents(ws: Workspace) -> AsyncIterator[Session]:
+def open_openai_agents(ws: Workspace) -> AbstractAsyncContextManager[Session]:
     from pi_mcp_adapter.hosts.openai_agents import McpTools
 
-    notices = _NoticeList()
-    async with McpTools.open(
-        on_notify=notices,
-        watch_config=True,
-        agent_dir=ws.agent_dir,
-        project_dir=ws.project_dir,
-        background_listing=True,
-    ) as tools:
-        yield _AgentsSession(tools, notices)
+    return _open_binding(McpTools, _AgentsSession, ws)
 
 
 class _PiSession:
