@@ -186,6 +186,8 @@ class McpAdapter:
         self._questions = ServerQuestions(elicit, sample, tell=self._tell_person)
         self._resource_listeners: list[Callable[[str, str], Awaitable[None]]] = []
         self._reload_generation = 0
+        self._cache_loaded = False
+        """:meth:`load_cached` ran: :meth:`start` need not read the cache file again."""
         self._opened: anyio.Event | None = None
         """Set once :meth:`start` has opened the manager (made when someone waits)."""
         self.state = CatalogState(
@@ -307,7 +309,8 @@ class McpAdapter:
             manager.on_resource_updated(self._resource_updated)
             manager.on_state_changed(self.notices.server_state_changed)
             manager.on_state_changed(self._listing_progressed)
-            self.state.load_cache()
+            if not self._cache_loaded:  # a host that showed cached tools first read it already
+                self.state.load_cache()
             stack.callback(self.notices.clear_status_line)
             if self.settings.capture_stats:
                 from ._stats import CallStats
@@ -382,6 +385,7 @@ class McpAdapter:
         needs :meth:`start`.
         """
         self.state.load_cache()
+        self._cache_loaded = True
         self.state.rebuild()
 
     # ------------------------------------------------------------------ listing and readiness
