@@ -654,16 +654,6 @@ class McpAdapter:
         """
         return self.pipeline.lookup_explained(name)
 
-    async def resolve(self, name: str) -> ToolInfo:
-        """Like :meth:`lookup`, but a miss while servers are being listed waits for them,
-        and a final miss says why the tool may be missing and how to retry.
-
-        Raises:
-            ToolNotFoundError: no such tool (with suggestions and the reason).
-            AmbiguousToolError: several tools match (with candidates).
-        """
-        return await self.pipeline.resolve(name)
-
     def prompts(self, server: str | None = None) -> Sequence[PromptInfo]:
         """Upstream prompts (all, or ``server``'s), named like tools; from the cache or live."""
         return self.state.prompts(server)
