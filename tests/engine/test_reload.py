@@ -157,3 +157,35 @@ async def test_a_config_loader_is_what_reload_reads(workspace: Workspace) -> Non
         ("from-file",),
         ("added-in-code",),
     )
+
+
+async def test_a_broken_edit_keeps_the_last_good_config_and_says_which_file(
+    workspace: Workspace,
+) -> None:
+    workspace.write_config({"keep": fixture_entry()})
+    host = RecordingHost()
+    async with workspace.adapter(host=host) as adapter:
+        register_surfaces(adapter, host)
+        before = await text(adapter, "keep_pid")
+        workspace.config_file.write_text('{"mcpServers": {"keep": ')  # saved half-way
+        with anyio.fail_after(30):
+            report = await adapter.reload()
+        assert report.kept_last_good
+        assert list(adapter.servers) == ["keep"]
+        assert await text(adapter, "keep_pid") == before  # still the same connection
+        (notice,) = host.notices_with("not reloaded")
+        assert notice[0] == "error"
+        assert str(workspace.config_file) in notice[1]
+
+
+async def test_watch_config_follows_an_edit_without_being_asked(workspace: Workspace) -> None:
+    workspace.write_config({"keep": fixture_entry()})
+    host = RecordingHost()
+    async with workspace.adapter(host=host) as adapter, anyio.create_task_group() as tg:
+        register_surfaces(adapter, host)
+        tg.start_soon(lambda: adapter.watch_config(interval_s=0.05))
+        workspace.write_config({"keep": fixture_entry(), "added": fixture_entry()})
+        await host.wait_for(lambda: "added" in adapter.servers)
+        assert await text(adapter, "added_pid")
+        await host.wait_for(lambda: bool(host.notices_with("reloaded: added added")))
+        tg.cancel_scope.cancel()

@@ -167,6 +167,9 @@ class McpAdapter:
         # A configuration given in code, without a loader, has no files to read again.
         self._config_given = config is not None and config_loader is None
         self.config = config or self._load_config()
+        self._config_seen = _fingerprint(self.config)
+        """The config files as they were when last read: an edit made after that (even
+        before :meth:`watch_config` starts) is what the watcher reloads for."""
         self._oauth = oauth
         self._connect_missing = connect_missing
         self._connect_eager = connect_eager
@@ -532,6 +535,7 @@ class McpAdapter:
         config = self.config
         if not self._config_given:
             config = await anyio.to_thread.run_sync(self._load_config)
+            self._config_seen = _fingerprint(config)
         await anyio.to_thread.run_sync(self.cache.load)
         if generation != self._reload_generation or self._manager is None:
             return ReloadReport(superseded=True)
@@ -577,21 +581,18 @@ class McpAdapter:
         by replacing a file, and one ``stat`` per file a second costs nothing."""
         if self._config_given:
             return
-        seen = _fingerprint(self.config)
         while True:
             await anyio.sleep(interval_s)
-            now = _fingerprint(self.config)
-            if now == seen:
+            if _fingerprint(self.config) == self._config_seen:
                 continue
-            seen = now
             try:
                 report = await self.reload()
             except McpAdapterError as exc:
+                self._config_seen = _fingerprint(self.config)  # not again until edited again
                 self.notices.notify(f"MCP configuration not reloaded: {exc}", "error")
                 continue
             if report.added or report.removed or report.changed:
                 self.notices.notify(f"MCP configuration reloaded: {report.summary()}", "info")
-            seen = _fingerprint(self.config) if not report.kept_last_good else now
 
     async def _on_session_start(self) -> None:
         await self.reload()
