@@ -147,24 +147,31 @@ class StderrCapture:
     def _take_lines(self, text: str) -> None:
         pieces = (self._partial + text).split("\n")
         self._partial = pieces.pop()
-        if len(self._partial) > 16 * MAX_LINE_CHARS:
-            pieces.append(self._partial)
-            self._partial = ""
         for whole in pieces:
-            # Whole lines only: a secret split between two reads would escape redaction.
-            whole = redact(whole.rstrip("\r"))
-            if self._log_file is not None:
-                self._log_file.write(whole.encode("utf-8", errors="replace") + b"\n")
-                self._log_file.flush()
-            line = whole[:MAX_LINE_CHARS]
-            self._lines.append(line)
-            if self._echo is not None:
-                self._echo.write(f"[{self.server}] {line}\n")
-                self._echo.flush()
+            self._record(whole, newline=True)
+        if len(self._partial) > 16 * MAX_LINE_CHARS:
+            partial, self._partial = self._partial, ""
+            self._record(partial, newline=False)
+
+    def _record(self, text: str, *, newline: bool) -> None:
+        """One line (or a run without a newline): logged as the server wrote it, redacted
+        whole (a secret split between two reads would escape redaction), then kept in the
+        tail and echoed."""
+        redacted = redact(text)
+        if self._log_file is not None:
+            ending = b"\n" if newline else b""
+            self._log_file.write(redacted.encode("utf-8", errors="replace") + ending)
+            self._log_file.flush()
+        line = redacted.rstrip("\r")[:MAX_LINE_CHARS]
+        self._lines.append(line)
+        if self._echo is not None:
+            self._echo.write(f"[{self.server}] {line}\n")
+            self._echo.flush()
 
     def _flush_partial(self, log_file: IO[bytes] | None) -> None:
         if self._partial:
-            self._take_lines("\n")
+            partial, self._partial = self._partial, ""
+            self._record(partial, newline=False)
         if log_file is not None:
             log_file.flush()
 
