@@ -142,13 +142,16 @@ async def open_stdio_process(
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
         # -I -S: the supervisor needs only the standard library, and starts in milliseconds.
         argv = [sys.executable, "-I", "-S", str(REAPER_SCRIPT), str(os.getpid()), found, *args]
-    process = await anyio.open_process(
-        argv,
-        env=dict(env),
-        cwd=cwd,
-        stderr=errlog,
-        start_new_session=True,
-    )
+    # Shielded: a cancellation that lands while the child is being spawned would leave it
+    # running with no one holding its handle; once spawned, the blocks below stop it.
+    with anyio.CancelScope(shield=True):
+        process = await anyio.open_process(
+            argv,
+            env=dict(env),
+            cwd=cwd,
+            stderr=errlog,
+            start_new_session=True,
+        )
     record.pid = process.pid
     read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
