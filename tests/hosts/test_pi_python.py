@@ -447,3 +447,21 @@ async def test_an_image_from_a_server_reaches_the_model_as_an_image(workspace: W
     assert len(images) == 1
     assert images[0]["mimeType"] == "image/png"
     assert images[0]["data"].startswith("iVBOR")
+
+
+async def test_mcp_and_cached_direct_tools_are_registered_when_extensions_finish_loading(
+    workspace: Workspace,
+) -> None:
+    """An ACP agent advertises its tools right after ``load_extensions()``: the first run
+    lists the server, the second session finds ``mcp`` and the cached direct tool at once."""
+    workspace.write_config({"time": time_entry(directTools=["get_current_time"])})
+    for _ in range(2):  # a fresh agent dir, then one with the server's tools cached
+        harness = await make_harness(ScriptedStream([]), extensions=[activate])
+        try:
+            await harness.load_extensions()
+            first = list(harness.active_tool_names)
+            await harness.prompt("/mcp tools time")  # waits for the listing, fills the cache
+        finally:
+            await harness.close()
+        assert "mcp" in first
+    assert "time_get_current_time" in first

@@ -1,0 +1,40 @@
+"""Readiness: a request that misses while servers are being listed waits for them, and a
+miss that remains says why and how to retry."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from .conftest import Workspace, fixture_entry
+
+pytestmark = [pytest.mark.slow]
+
+
+async def test_a_miss_on_a_cached_server_says_the_cache_may_be_stale(
+    workspace: Workspace,
+) -> None:
+    workspace.write_config({"keep": fixture_entry()})
+    async with workspace.adapter() as adapter:  # the first run lists and caches the server
+        assert adapter.tools("keep")
+    async with workspace.adapter(connect_missing=False) as adapter:
+        assert adapter.server_status("keep").status == "cached"
+        with anyio.fail_after(30):
+            outcome = await adapter.call("keep_added_since", {})
+    assert outcome.error_kind == "unknown_tool"
+    assert "come from the metadata cache and may be stale" in outcome.message
+    assert "pi-mcp connect keep" in outcome.message
+
+
+async def test_a_call_made_before_a_background_listing_ends_waits_for_it(
+    workspace: Workspace,
+) -> None:
+    workspace.write_config({"slow": fixture_entry("--start-delay", "1")})
+    async with workspace.adapter(background_listing=True) as adapter:
+        assert adapter.server_status("slow").status == "connecting"
+        assert not adapter.tools()
+        with anyio.fail_after(30):
+            outcome = await adapter.call("slow_echo", {"message": "waited"})
+    assert outcome.error_kind is None, outcome.message
+    assert outcome.result is not None
+    assert outcome.result.content[0].text == "Echo: waited"  # type: ignore[union-attr]
