@@ -23,7 +23,7 @@ async def test_a_miss_on_a_cached_server_says_the_cache_may_be_stale(
             outcome = await adapter.call("keep_added_since", {})
     assert outcome.error_kind == "unknown_tool"
     assert "come from the metadata cache and may be stale" in outcome.message
-    assert "pi-mcp connect keep" in outcome.message
+    assert 'mcp({connect: "keep"})' in outcome.message
 
 
 async def test_a_call_made_before_a_background_listing_ends_waits_for_it(

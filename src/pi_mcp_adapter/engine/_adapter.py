@@ -478,7 +478,8 @@ class McpAdapter:
     def explain_miss(self, name: str) -> str:
         """Why a tool called ``name`` may be missing, and what to do: servers that failed or
         were never listed, or tool lists read from the cache that may be stale. Empty when
-        there is nothing to add."""
+        there is nothing to add. Written in the proxy tool's syntax, as every engine hint
+        (the CLI rewords it into ``pi-mcp`` commands)."""
         statuses = [self.server_status(n) for n in self.enabled_servers()]
         wanted = [s for s in statuses if name.startswith(s.name)]
         rows = wanted or statuses
@@ -490,19 +491,19 @@ class McpAdapter:
             reason = (row.error or "unknown error").splitlines()[0]
             lines.append(
                 f"MCP server {row.name!r} failed ({reason}); its tools are unknown. Retry with "
-                f'`pi-mcp connect {row.name}` (or mcp({{connect: "{row.name}"}})).'
+                f'mcp({{connect: "{row.name}"}}).'
             )
         for row in never:
             lines.append(
                 f"MCP server {row.name!r} has not been listed yet; list it with "
-                f'`pi-mcp connect {row.name}` (or mcp({{connect: "{row.name}"}})).'
+                f'mcp({{connect: "{row.name}"}}).'
             )
         if cached and wanted:
             names = ", ".join(repr(s.name) for s in cached)
             first = cached[0].name
             lines.append(
                 f"The tools of {names} come from the metadata cache and may be stale: refresh "
-                f'with `pi-mcp connect {first}` (or mcp({{connect: "{first}"}})).'
+                f'with mcp({{connect: "{first}"}}).'
             )
         return "\n".join(lines)
 
