@@ -143,3 +143,71 @@ def test_a_process_killed_at_any_point_of_large_writes_leaves_a_valid_file(
     reader = MetadataCache(path)
     assert reader.load() == "loaded"
     assert reader.get("keeper", ServerEntry(command="keeper")) is not None
+
+
+BURST_WRITERS = 4
+BURST_SERVERS = 60
+
+
+@pytest.mark.slow
+def test_processes_storing_bursts_of_servers_lose_none_of_them(
+    tmp_path: Path, processes: list[subprocess.Popen[str]]
+) -> None:
+    # Each process stores its servers one right after the other, as a listing pass does: most
+    # stores reach the file in a later, coalesced write, and the last ones when it exits.
+    path = tmp_path / "mcp-cache.json"
+    writers = [f"writer-{i}" for i in range(BURST_WRITERS)]
+    for writer in writers:
+        processes.append(start_worker(path, writer, 2, 3, f"--burst={BURST_SERVERS}"))
+    for process in processes:
+        assert process.stdin is not None
+        process.stdin.write("go\n")
+        process.stdin.flush()
+    while any(p.poll() is None for p in processes):
+        if path.exists():
+            read_cache(path)
+    for process in processes:
+        _out, err = process.communicate(timeout=WORKER_DEADLINE_S)
+        assert process.returncode == 0, err
+
+    expected = sorted(f"{w}-{i}" for w in writers for i in range(BURST_SERVERS))
+    assert sorted(read_cache(path)) == expected
+    cache = MetadataCache(path)
+    for name in expected:
+        metadata = cache.get(name, ServerEntry(command="worker", args=(name,)))
+        assert metadata is not None
+        assert metadata.instructions == "round 1"
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+@pytest.mark.slow
+def test_a_process_killed_inside_a_coalesced_write_leaves_the_last_complete_file(
+    tmp_path: Path, processes: list[subprocess.Popen[str]]
+) -> None:
+    path = tmp_path / "mcp-cache.json"
+    keeper = MetadataCache(path)
+    keeper_entry = ServerEntry(command="keeper")
+    keeper.store("keeper", keeper_entry, ServerMetadata(tools=({"name": "kept"},)))
+
+    # The first store is written at once; the other 29 wait for the second, background write,
+    # which freezes with its temporary file complete, and is killed there.
+    writer = start_worker(path, "victim", 1, 20, "--burst=30", "--freeze-in-write=2")
+    processes.append(writer)
+    assert writer.stdin is not None
+    assert writer.stdout is not None
+    writer.stdin.write("go\n")
+    writer.stdin.flush()
+    assert writer.stdout.readline() == "writing 0\n"
+    assert writer.stdout.readline() == "frozen\n"
+    after_first_write = path.read_bytes()
+    assert sorted(read_cache(path)) == ["keeper", "victim-0"]
+    assert list(tmp_path.glob("*.tmp")), "the temporary file should hold the coalesced stores"
+    writer.send_signal(signal.SIGKILL)
+    writer.wait(timeout=WORKER_DEADLINE_S)
+
+    assert path.read_bytes() == after_first_write
+    keeper.store("keeper", keeper_entry, ServerMetadata(tools=({"name": "still_kept"},)))
+    keeper.flush()
+    assert sorted(read_cache(path)) == ["keeper", "victim-0"]
+    assert not list(tmp_path.glob("*.tmp"))
+    assert keeper.warnings == ()

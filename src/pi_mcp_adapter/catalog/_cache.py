@@ -13,11 +13,21 @@ configuration, ``cachedAt`` is present, and it is at most ``max_age_s`` old (and
 a server exposes, secrets included, but only as one SHA-256 digest: no token, header value or
 environment value is ever written to the file.
 
-Concurrency: several adapter processes may share the file. Every change is a read-merge-write
+Concurrency: several adapter processes may share the file. Every write is a read-merge-write
 of the whole file under an exclusive lock (``mcp-cache.json.lock``), written to a temporary
 file in the same directory and moved into place with ``os.replace``; readers need no lock, as
 they see either the old file or the new one. A process killed mid-write leaves the previous
 file intact (and an orphaned temporary file, which the next writer removes).
+
+Writes are coalesced, so that listing many servers costs a few writes rather than one
+rewrite of the whole file per server: a store after a quiet spell is written at once; stores
+that follow within :data:`MIN_WRITE_INTERVAL_S` (or four times the last write's duration,
+whichever is longer) update the snapshot at once and reach the file together, in one
+background write, a moment later. :meth:`MetadataCache.flush` writes what is pending now; the
+adapter calls it when it stops, and every cache with pending stores is flushed when the
+interpreter exits. Each pending store is replayed onto the file as it is under the lock, so
+entries other processes wrote meanwhile are kept. A process killed before its pending stores
+are written loses only those (its servers are listed again next time), never the file.
 
 A file that cannot be parsed, or has another format version, is set aside as
 ``mcp-cache.json.corrupt-<UTC timestamp>`` with a warning and rebuilt from the entries this
@@ -27,6 +37,7 @@ it never stops the adapter. Failures to write are warnings too: the cache only s
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import copy
 import hashlib
@@ -36,10 +47,11 @@ import os
 import re
 import threading
 import time
+import weakref
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pi_mcp_adapter._files import write_atomically
 
@@ -72,6 +84,12 @@ LOCK_TIMEOUT_S = 10.0
 """A writer holds the lock for one read-merge-write (milliseconds); ten seconds means stuck."""
 LOCK_POLL_INTERVAL_S = 0.01
 """Waiting writers retry this often; filelock's 50 ms default idles the lock between writers."""
+MIN_WRITE_INTERVAL_S = 0.1
+"""Stores closer together than this are written together: a listing pass over hundreds of
+servers becomes a handful of writes, and a lone store is still on disk at once."""
+WRITE_COST_FACTOR = 4.0
+"""The interval is at least this many times the last write's duration, so that rewriting a
+large file takes at most a fifth of the time while servers keep arriving."""
 
 _COMPARED_TOOL_FIELDS = ("title", "description", "inputSchema", "outputSchema", "annotations")
 
@@ -453,6 +471,20 @@ def _metadata_from_entry(raw: Mapping[str, Any]) -> ServerMetadata:
     )
 
 
+_T = TypeVar("_T")
+_Update = Callable[[dict[str, Any]], _T]
+"""A change to the ``servers`` map, applied to the snapshot and replayed onto the file."""
+
+_CACHES_WITH_PENDING_WRITES: weakref.WeakSet[MetadataCache] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    # A short-lived process (one CLI command) exits right after its last store.
+    for cache in list(_CACHES_WITH_PENDING_WRITES):
+        cache.flush()
+
+
 class _Unreadable(Exception):
     """The cache file exists but is not a version-1 cache."""
 
@@ -480,9 +512,17 @@ class MetadataCache:
         self._max_age_ms = max_age_s * 1000
         self._file_lock: filelock.FileLock | None = None
         self._state_lock = threading.RLock()
+        """Guards the snapshot and the pending stores; never held while waiting for the file."""
+        self._write_lock = threading.Lock()
+        """One write to the file at a time from this process (taken before the file lock)."""
         self._servers: dict[str, Any] = {}
         self._loaded = False
         self._warnings: list[str] = []
+        self._pending: list[_Update[Any]] = []
+        """Changes made to the snapshot and not yet written, oldest first."""
+        self._write_timer: threading.Timer | None = None
+        self._last_write_end = -math.inf
+        self._write_interval_s = MIN_WRITE_INTERVAL_S
 
     # ------------------------------------------------------------------------ reading
 
@@ -498,52 +538,59 @@ class MetadataCache:
         return tuple(self._servers)
 
     def load(self) -> LoadResult:
-        """(Re)read the file into the snapshot.
+        """(Re)read the file into the snapshot (after writing the stores still pending).
 
         Returns ``"no-cache"`` when there is no file (the first run: connect every server
         once), ``"set-aside"`` when an unreadable file was moved away (the cache starts empty),
         else ``"loaded"``.
         """
-        with self._state_lock:
-            self._loaded = True
+        self.flush()  # what this process stored must not vanish from the snapshot
+        with self._write_lock:
             known = self._servers
+            result: LoadResult = "loaded"
             try:
-                self._servers = self._read()
-            except FileNotFoundError:
-                if not known:
-                    return "no-cache"
-                # Another process may be rebuilding the file (set aside, not yet rewritten):
-                # look again under the lock before forgetting what this process knew.
-                return self._load_locked(known)
+                servers = self._read()
+            except (FileNotFoundError, NotADirectoryError):  # no file there (yet)
+                if known:
+                    # Another process may be rebuilding the file (set aside, not yet
+                    # rewritten): look again under the lock before forgetting what this
+                    # process knew.
+                    servers, result = self._load_locked(known)
+                else:
+                    servers, result = {}, "no-cache"
             except _Unreadable:
-                return self._load_locked(known)
+                servers, result = self._load_locked(known)
             except OSError as exc:
                 self._warn(f"cannot read {self.path}: {exc.strerror or exc}; using no cache")
-                self._servers = {}
-            return "loaded"
+                servers = {}
+            with self._state_lock:
+                for update in self._pending:  # stored by another thread meanwhile
+                    update(servers)
+                self._servers = servers
+                self._loaded = True
+            return result
 
-    def _load_locked(self, known: dict[str, Any]) -> LoadResult:
+    def _load_locked(self, known: dict[str, Any]) -> tuple[dict[str, Any], LoadResult]:
         """Read the file again under the lock; set it aside if it is still unreadable, and then
-        rebuild it from ``known``, the entries this process read before."""
+        rebuild it from ``known``, the entries this process read before. Call with the write
+        lock held."""
         try:
             with self._lock:
                 servers, set_aside = self._read_or_set_aside()
                 missing = not set_aside and not self.path.exists()
                 if set_aside and known:
-                    servers = self._restored(known)
+                    with self._state_lock:
+                        servers = self._restored(known)
                     self._write_restored(servers)
-                self._servers = servers
         except TimeoutError:  # filelock.Timeout
             self._warn(f"{self.path} is unreadable and stays locked; using no cache")
-            self._servers = {}
-            return "set-aside"
+            return {}, "set-aside"
         except OSError as exc:
             self._warn(f"cannot read {self.path}: {exc.strerror or exc}; using no cache")
-            self._servers = {}
-            return "loaded"
+            return {}, "loaded"
         if set_aside:
-            return "set-aside"
-        return "no-cache" if missing else "loaded"
+            return servers, "set-aside"
+        return servers, "no-cache" if missing else "loaded"
 
     def entry_state(self, server: str, entry: ServerEntry) -> EntryState:
         """Whether ``server``'s entry can be used for ``entry`` as configured now."""
@@ -608,23 +655,25 @@ class MetadataCache:
             raise UsageError(
                 f"metadata of server {server!r} cannot be cached as JSON: {exc}"
             ) from exc
-        changes = DefinitionChanges()
 
-        def update(servers: dict[str, Any]) -> None:
-            nonlocal changes
+        def update(servers: dict[str, Any]) -> DefinitionChanges:
             previous = servers.get(server)
             pending = DefinitionChanges()
+            changes = DefinitionChanges()
             if isinstance(previous, Mapping):
                 pending = DefinitionChanges.from_json(previous.get("definitionChanges"))
                 if previous.get("configHash") == fresh["configHash"]:
                     changes = _diff_tools(previous.get("tools"), fresh["tools"], now_ms=now_ms)
             record = pending.merged_with(changes) if changes else pending
+            # A new dict each time: the update is applied to the snapshot now and replayed
+            # onto the file's entries when it is written.
+            stored = dict(fresh)
             if record:
-                fresh["definitionChanges"] = record.to_json()
-            servers[server] = fresh
+                stored["definitionChanges"] = record.to_json()
+            servers[server] = stored
+            return changes
 
-        self._modify(update)
-        return changes
+        return self._modify(update, at_once=False)
 
     def acknowledge_changes(self, server: str, tools: Collection[str] | None = None) -> None:
         """Forget ``server``'s recorded definition changes (the user has seen them): all of
@@ -634,20 +683,41 @@ class MetadataCache:
             raw = servers.get(server)
             if not isinstance(raw, dict):
                 return
+            # Replaced, not edited: the snapshot and the file's entries may share the dict.
+            raw = dict(raw)
             if tools is None:
                 raw.pop("definitionChanges", None)
-                return
-            left = DefinitionChanges.from_json(raw.get("definitionChanges")).without(tools)
-            if left:
-                raw["definitionChanges"] = left.to_json()
             else:
-                raw.pop("definitionChanges", None)
+                left = DefinitionChanges.from_json(raw.get("definitionChanges")).without(tools)
+                if left:
+                    raw["definitionChanges"] = left.to_json()
+                else:
+                    raw.pop("definitionChanges", None)
+            servers[server] = raw
 
-        self._modify(update)
+        self._modify(update, at_once=True)
 
     def remove(self, server: str) -> None:
         """Drop ``server``'s entry (a no-op when there is none)."""
-        self._modify(lambda servers: servers.pop(server, None))
+
+        def update(servers: dict[str, Any]) -> None:
+            servers.pop(server, None)
+
+        self._modify(update, at_once=True)
+
+    def flush(self) -> None:
+        """Write the stores still pending (see "Concurrency" above) and wait for the write.
+
+        Failures are warnings, as for every write: the snapshot keeps the stores.
+        """
+        with self._write_lock:
+            with self._state_lock:
+                updates, self._pending = self._pending, []
+                timer, self._write_timer = self._write_timer, None
+            if timer is not None:
+                timer.cancel()
+            if updates:
+                self._write_updates(updates)
 
     # ------------------------------------------------------------------------ internals
 
@@ -730,7 +800,7 @@ class MetadataCache:
         Other processes' entries would otherwise be lost with the unreadable file until each
         of their servers connects again; every entry is still checked (hash, age) on use.
         """
-        self._warn(f"restored {len(known)} entries this process had read before")
+        self._warn(f"restored {len(known)} entries this process knew")
         return copy.deepcopy(dict(known))
 
     def _write_restored(self, servers: Mapping[str, Any]) -> None:
@@ -740,27 +810,57 @@ class MetadataCache:
         except OSError as exc:
             self._warn(f"cannot write {self.path}: {exc.strerror or exc}; not restored")
 
-    def _modify(self, update: Callable[[dict[str, Any]], object]) -> None:
-        """Read-merge-write under the file lock; on failure keep going from memory."""
+    def _modify(self, update: _Update[_T], *, at_once: bool) -> _T:
+        """Apply ``update`` to the snapshot now and write it to the file: ``at_once``, or
+        with the stores around it (see "Concurrency" above)."""
+        self._ensure_loaded()
         with self._state_lock:
-            self._loaded = True
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                with self._lock:
-                    servers, set_aside = self._read_or_set_aside()
-                    if set_aside and self._servers:
-                        servers = self._restored(self._servers)
+            result = update(self._servers)
+            self._pending.append(update)
+            if at_once or self._write_timer is not None:
+                write_now = at_once
+            else:
+                wait_s = self._last_write_end + self._write_interval_s - time.monotonic()
+                write_now = wait_s <= 0
+                if not write_now:
+                    self._write_timer = threading.Timer(wait_s, self.flush)
+                    self._write_timer.daemon = True
+                    self._write_timer.start()
+                    _CACHES_WITH_PENDING_WRITES.add(self)
+        if write_now:
+            self.flush()
+        return result
+
+    def _write_updates(self, updates: list[_Update[Any]]) -> None:
+        """Replay ``updates`` onto the file under the file lock and write it; then make the
+        result (plus anything stored meanwhile) the snapshot. Call with the write lock held."""
+        started = time.monotonic()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._lock:
+                servers, set_aside = self._read_or_set_aside()
+                if set_aside:
+                    with self._state_lock:
+                        if self._servers:
+                            servers = self._restored(self._servers)
+                for update in updates:
                     update(servers)
-                    self._remove_orphaned_temp_files()
-                    self._write(servers)
-            except TimeoutError:  # filelock.Timeout
-                self._warn(f"{self.path} stayed locked for {LOCK_TIMEOUT_S:.0f} s; not saved")
-                update(self._servers)
-                return
-            except OSError as exc:
-                self._warn(f"cannot write {self.path}: {exc.strerror or exc}; not saved")
-                update(self._servers)
-                return
+                self._remove_orphaned_temp_files()
+                self._write(servers)
+        except TimeoutError:  # filelock.Timeout
+            self._warn(f"{self.path} stayed locked for {LOCK_TIMEOUT_S:.0f} s; not saved")
+            return
+        except OSError as exc:
+            self._warn(f"cannot write {self.path}: {exc.strerror or exc}; not saved")
+            return
+        finally:
+            self._last_write_end = time.monotonic()
+            self._write_interval_s = max(
+                MIN_WRITE_INTERVAL_S, WRITE_COST_FACTOR * (self._last_write_end - started)
+            )
+        with self._state_lock:
+            for update in self._pending:  # stored while this write ran: still to be written
+                update(servers)
             self._servers = servers
 
     def _temp_prefix(self) -> str:

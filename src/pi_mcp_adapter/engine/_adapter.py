@@ -355,6 +355,8 @@ class McpAdapter:
             # stack it was entered in; the manager shields its own shutdown waits.
             await stack.aclose()
         self._manager = None
+        # Listings stored in the last moments are written before the adapter is done.
+        self.cache.flush()
 
     def bind_host(self, host: Host) -> None:
         """Tell ``host`` the engine's notices (those nobody has seen yet first) and status
