@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
+from functools import cache
 from typing import Any
-
-import regex
 
 from pi_mcp_adapter._errors import UsageError
 
@@ -27,10 +26,16 @@ REGEX_TIME_BUDGET_S = 1.0
 """Time one regex query may spend over the whole catalog; scanning 25,000 tools with a sane
 pattern takes a few tens of milliseconds, so only a pathological pattern reaches it."""
 
-# A quantified group that itself contains a quantifier ("(a+)+", "(\w*\s?)*") can take
-# exponential time on a non-matching string. Such patterns are rejected up front; the check is
-# deliberately coarse (it may refuse a few safe ones), and the time budget catches the rest.
-_NESTED_QUANTIFIER = regex.compile(r"\((?:[^()\\]|\\.)*(?:[+*]|\{\d*,\d*\})(?:[^()\\]|\\.)*\)[+*{]")
+
+@cache
+def _nested_quantifier() -> Any:
+    # A quantified group that itself contains a quantifier ("(a+)+", "(\w*\s?)*") can take
+    # exponential time on a non-matching string. Such patterns are rejected up front; the check
+    # is deliberately coarse (it may refuse a few safe ones), and the time budget catches the
+    # rest. Compiled on first use: only a regex search needs the regex module.
+    import regex
+
+    return regex.compile(r"\((?:[^()\\]|\\.)*(?:[+*]|\{\d*,\d*\})(?:[^()\\]|\\.)*\)[+*{]")
 
 
 def compile_regex(pattern: str) -> Any:
@@ -44,11 +49,13 @@ def compile_regex(pattern: str) -> Any:
             f"The regular expression is {len(pattern)} characters long; the limit is "
             f"{MAX_REGEX_LENGTH}. Use a shorter pattern or keywords."
         )
-    if _NESTED_QUANTIFIER.search(pattern):
+    if _nested_quantifier().search(pattern):
         raise UsageError(
             f"The regular expression {pattern!r} repeats a group that itself repeats, which "
             "can take exponential time. Simplify it (e.g. (ab)+ instead of (a+b?)+)."
         )
+    import regex
+
     try:
         return regex.compile(pattern, regex.IGNORECASE)
     except (regex.error, OverflowError, RecursionError) as exc:

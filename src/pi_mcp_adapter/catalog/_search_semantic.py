@@ -24,15 +24,18 @@ import contextlib
 import hashlib
 import importlib.metadata
 import importlib.util
+import json
 import logging
+import mmap
 import os
+import string
 import tempfile
 import time
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._metadata import ToolInfo
 from ._search_text import split_words
@@ -64,6 +67,9 @@ _WORDLLAMA_TOKENIZER = ("tokenizers", "l2_supercat_tokenizer_config.json")
 _DESCRIPTION_CHARS = 600
 # Below this many texts, encoding them one by one is faster than the batch encoder.
 _BATCH_FROM = 32
+# Longer words (addresses, identifiers) are not remembered: the array's width is its longest
+# word's, and queries rarely hold such words.
+_REMEMBERED_WORD_CHARS = 32
 # Format of the sidecar file; bump when its layout changes.
 _VECTOR_FILE_VERSION = "1"
 
@@ -110,10 +116,67 @@ def semantic_available() -> bool:
     """Whether the semantic extra is installed with its model files (nothing is loaded)."""
     if _wordllama_dir() is None:
         return False
-    return all(
-        importlib.util.find_spec(name) is not None
-        for name in ("numpy", "safetensors", "tokenizers")
-    )
+    return all(importlib.util.find_spec(name) is not None for name in ("numpy", "tokenizers"))
+
+
+def _map_embedding_table(path: Path) -> NDArray[Any]:
+    """The token table of a safetensors file, memory-mapped in its stored dtype.
+
+    A query touches a handful of its 32,000 rows: mapping the file (instead of reading all
+    16 MB and widening it to float32) makes loading the model cost next to nothing; rows are
+    widened to float32 as they are used, which gives the same values.
+
+    Raises:
+        OSError: the file cannot be read or is not a safetensors file with that table.
+    """
+    import numpy as np
+
+    dtypes = {"F16": np.float16, "F32": np.float32}
+    with path.open("rb") as file:
+        header_size = int.from_bytes(file.read(8), "little")
+        try:
+            header = json.loads(file.read(header_size))
+            tensor = header["embedding.weight"]
+            dtype = dtypes[tensor["dtype"]]
+            rows, columns = (int(n) for n in tensor["shape"])
+            begin, end = (int(n) for n in tensor["data_offsets"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise OSError(f"{path} holds no readable embedding table: {exc!r}") from exc
+        if end - begin != rows * columns * np.dtype(dtype).itemsize:
+            raise OSError(f"{path}: the embedding table's size does not match its shape")
+        mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    # The array keeps the mapping open; the file itself can be closed.
+    flat = np.frombuffer(mapped, dtype=dtype, count=rows * columns, offset=8 + header_size + begin)
+    table: NDArray[Any] = flat.reshape(rows, columns)
+    return table
+
+
+def _words(text: str) -> list[str] | None:
+    """``text``'s words as the tokenizer reads them one by one, or None when it cannot.
+
+    The tokenizer marks every space with "▁" and merges pieces only within a word (its only
+    tokens with an inner "▁" are runs of spaces), so a text whose words are separated by
+    single spaces is tokenized word by word: the ids of the text are the ids of its words,
+    each tokenized alone, one after the other (checked on every tool and query of the
+    development set). Other spacing goes to the tokenizer whole.
+    """
+    if not text or text[0] == " " or text[-1] == " " or "  " in text:
+        return None
+    return text.split(" ")
+
+
+def _mean_vectors(table: NDArray[Any], token_ids: Sequence[Sequence[int]]) -> FloatMatrix:
+    """Each text's vector: the mean of its tokens' rows (widened to float32), unit length."""
+    import numpy as np
+
+    out = np.zeros((len(token_ids), table.shape[1]), dtype=np.float32)
+    for row, ids in enumerate(token_ids):
+        if ids:
+            out[row] = table[list(ids)].astype(np.float32).mean(axis=0)
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    np.maximum(norms, 1e-12, out=norms)
+    out /= norms
+    return out
 
 
 class WordLlamaEmbedder:
@@ -124,14 +187,9 @@ class WordLlamaEmbedder:
     """
 
     def __init__(self, package_dir: Path) -> None:
-        import numpy as np
-        from safetensors import safe_open
         from tokenizers import Tokenizer
 
-        weights = package_dir.joinpath(*_WORDLLAMA_WEIGHTS)
-        with safe_open(str(weights), framework="np") as tensors:
-            table = tensors.get_tensor("embedding.weight")
-        self._table: FloatMatrix = np.ascontiguousarray(table, dtype=np.float32)
+        self.table = _map_embedding_table(package_dir.joinpath(*_WORDLLAMA_WEIGHTS))
         self._tokenizer = Tokenizer.from_file(str(package_dir.joinpath(*_WORDLLAMA_TOKENIZER)))
         self._tokenizer.no_padding()
         self._tokenizer.no_truncation()
@@ -140,38 +198,34 @@ class WordLlamaEmbedder:
     def model_id(self) -> str:
         return "wordllama/l2_supercat_256"
 
-    def embed(self, texts: Sequence[str]) -> FloatMatrix:
-        import numpy as np
-
-        table = self._table
-        out = np.zeros((len(texts), table.shape[1]), dtype=np.float32)
-        if not texts:
-            return out
+    def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """The token ids of each text."""
         if len(texts) > _BATCH_FROM:
             encoded = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
         else:
             # encode_batch starts a thread pool, which costs milliseconds for one query.
             encoded = [self._tokenizer.encode(t, add_special_tokens=False) for t in texts]
-        for row, encoding in enumerate(encoded):
-            ids = encoding.ids
-            if ids:
-                out[row] = table[ids].mean(axis=0)
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        np.maximum(norms, 1e-12, out=norms)
-        out /= norms
-        return out
+        return [list(encoding.ids) for encoding in encoded]
+
+    def embed(self, texts: Sequence[str]) -> FloatMatrix:
+        return _mean_vectors(self.table, self.token_ids(texts) if texts else [])
 
 
 class _LazyWordLlama:
-    """The packaged model, read from disk when the first text is embedded.
+    """The packaged model, read from disk only when a text needs its tokenizer.
 
     Its id comes from the installed package's version, so a warm start whose tool vectors are
-    all cached does not load the model while the index is built.
+    all cached does not load the model while the index is built. Reading the tokenizer is
+    most of the model's cost, so the token ids of words already seen (every word of the
+    catalog's tools, kept with the tool vectors: see :class:`ToolVectors`) are remembered:
+    a query made of such words is embedded with the memory-mapped table alone.
     """
 
     def __init__(self, package_dir: Path) -> None:
         self._package_dir = package_dir
         self._model: WordLlamaEmbedder | None = None
+        self._table: NDArray[Any] | None = None
+        self._word_ids: dict[str, tuple[int, ...]] = {}
         try:
             version = importlib.metadata.version("wordllama")
         except importlib.metadata.PackageNotFoundError:
@@ -182,10 +236,59 @@ class _LazyWordLlama:
     def model_id(self) -> str:
         return self._model_id
 
+    def remember_words(self, word_ids: Mapping[str, Sequence[int]]) -> None:
+        """Take the token ids of words tokenized before (by this model id)."""
+        self._word_ids.update((w, tuple(ids)) for w, ids in word_ids.items())
+
+    def word_ids(self, texts: Sequence[str]) -> dict[str, tuple[int, ...]]:
+        """The token ids of every word of ``texts``, also lower-cased and without the
+        punctuation around it, as a query would write it ("Echo" and "echo." as "echo");
+        reading the tokenizer if one is new."""
+        words = {w for text in texts for w in (_words(text) or ())}
+        bare = {w.strip(string.punctuation) for w in words}
+        words |= {w for w in bare | {w.lower() for w in words | bare} if w}
+        self._learn(words)
+        return {w: self._word_ids[w] for w in words}
+
     def embed(self, texts: Sequence[str]) -> FloatMatrix:
+        ids = [self._known_ids(text) for text in texts]
+        unknown = [i for i, found in enumerate(ids) if found is None]
+        if unknown:
+            self._learn({w for i in unknown for w in (_words(texts[i]) or ())})
+            model = self._load()
+            for i in unknown:
+                ids[i] = self._known_ids(texts[i]) or model.token_ids([texts[i]])[0]
+        return _mean_vectors(self._mapped_table(), [found or [] for found in ids])
+
+    def _known_ids(self, text: str) -> list[int] | None:
+        if not text:
+            return []
+        words = _words(text)
+        if words is None:
+            return None
+        ids: list[int] = []
+        for word in words:
+            known = self._word_ids.get(word)
+            if known is None:
+                return None
+            ids.extend(known)
+        return ids
+
+    def _learn(self, words: Collection[str]) -> None:
+        new = [w for w in words if w not in self._word_ids]
+        if new:
+            self._word_ids.update(zip(new, map(tuple, self._load().token_ids(new)), strict=True))
+
+    def _load(self) -> WordLlamaEmbedder:
         if self._model is None:
             self._model = WordLlamaEmbedder(self._package_dir)
-        return self._model.embed(texts)
+            self._table = self._model.table
+        return self._model
+
+    def _mapped_table(self) -> NDArray[Any]:
+        if self._table is None:
+            self._table = _map_embedding_table(self._package_dir.joinpath(*_WORDLLAMA_WEIGHTS))
+        return self._table
 
 
 def read_packaged_model() -> WordLlamaEmbedder | None:
@@ -261,7 +364,13 @@ class ToolVectors:
         model_id = embedder.model_id
         texts = [embedding_text(t) for t in tools]
         keys = [_definition_key(model_id, text) for text in texts]
-        cached = _read_vectors(cache_path, model_id) if cache_path is not None else {}
+        cached: dict[str, FloatMatrix] = {}
+        word_ids: dict[str, tuple[int, ...]] | None = None
+        if cache_path is not None:
+            cached, word_ids = _read_vectors(cache_path, model_id)
+        remembers = isinstance(embedder, _LazyWordLlama)
+        if isinstance(embedder, _LazyWordLlama) and word_ids is not None:
+            embedder.remember_words(word_ids)
         missing = [i for i, key in enumerate(keys) if key not in cached]
         dims = next(iter(cached.values())).shape[0] if cached else None
         fresh = embedder.embed([texts[i] for i in missing]) if missing else None
@@ -278,8 +387,13 @@ class ToolVectors:
         self._mean: FloatMatrix = matrix.mean(axis=0) if len(matrix) else matrix.sum(axis=0)
         self.embedded = len(missing)
         """How many tools this build had to embed (0 on a warm start)."""
-        if cache_path is not None and (missing or len(cached) != len(set(keys))):
-            _write_vectors(cache_path, model_id, keys, matrix)
+        # The file keeps the token ids of every word of the catalog's tools (written with the
+        # vectors, so they cover exactly its tools): queries in those words need no tokenizer.
+        # A file without them gets them once.
+        rewrite = missing or len(cached) != len(set(keys)) or (remembers and word_ids is None)
+        if cache_path is not None and rewrite:
+            words = embedder.word_ids(texts) if isinstance(embedder, _LazyWordLlama) else {}
+            _write_vectors(cache_path, model_id, keys, matrix, words)
 
     def __len__(self) -> int:
         return int(self._matrix.shape[0])
@@ -327,24 +441,41 @@ class EmbeddedTexts:
         return float(self._vectors[text] @ self._mean)
 
 
-def _read_vectors(path: Path, model_id: str) -> dict[str, FloatMatrix]:
+def _read_vectors(
+    path: Path, model_id: str
+) -> tuple[dict[str, FloatMatrix], dict[str, tuple[int, ...]] | None]:
+    """The vectors by definition key, and the word memory (None when the file has none)."""
     import numpy as np
 
     try:
         with np.load(path, allow_pickle=False) as data:
             if str(data["version"]) != _VECTOR_FILE_VERSION or str(data["model"]) != model_id:
-                return {}
+                return {}, None
             keys = data["keys"]
             vectors = data["vectors"]
+            words = None
+            if "words" in data.files:
+                words = (data["words"], data["word_ids"], data["word_lengths"])
     except FileNotFoundError:
-        return {}
+        return {}, None
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
         # A damaged or foreign file only costs embedding the catalog again.
         logger.info("ignoring the search vector cache %s: %s", path, exc)
-        return {}
+        return {}, None
     if vectors.ndim != 2 or len(keys) != vectors.shape[0]:
-        return {}
-    return {str(k): vectors[i] for i, k in enumerate(keys)}
+        return {}, None
+    word_ids = None
+    if words is not None:
+        names, ids, lengths = words
+        if len(names) == len(lengths) and int(lengths.sum()) == len(ids):
+            flat = ids.tolist()
+            ends = np.cumsum(lengths).tolist()
+            starts = [0, *ends[:-1]]
+            word_ids = {
+                str(w): tuple(flat[b:e])
+                for w, b, e in zip(names.tolist(), starts, ends, strict=True)
+            }
+    return {str(k): vectors[i] for i, k in enumerate(keys)}, word_ids
 
 
 # A temporary file older than this was left by a process that died while writing; a live
@@ -360,7 +491,13 @@ def _remove_stale_temporaries(path: Path) -> None:
                 leftover.unlink()
 
 
-def _write_vectors(path: Path, model_id: str, keys: Sequence[str], matrix: FloatMatrix) -> None:
+def _write_vectors(
+    path: Path,
+    model_id: str,
+    keys: Sequence[str],
+    matrix: FloatMatrix,
+    word_ids: Mapping[str, Sequence[int]],
+) -> None:
     import numpy as np
 
     unique: dict[str, int] = {}
@@ -382,6 +519,7 @@ def _write_vectors(path: Path, model_id: str, keys: Sequence[str], matrix: Float
                 model=np.array(model_id),
                 keys=np.array(list(unique), dtype="<U32"),
                 vectors=matrix[rows],
+                **_word_arrays(word_ids),
             )
             out.flush()
             os.fsync(out.fileno())
@@ -390,3 +528,18 @@ def _write_vectors(path: Path, model_id: str, keys: Sequence[str], matrix: Float
         logger.info("cannot write the search vector cache %s: %s", path, exc)
         with contextlib.suppress(OSError):
             os.unlink(temp_name)
+
+
+def _word_arrays(word_ids: Mapping[str, Sequence[int]]) -> dict[str, Any]:
+    """The word memory as three arrays (no pickles): words, their ids end to end, and how
+    many ids each word has. Empty when the embedder keeps none."""
+    import numpy as np
+
+    words = [w for w in word_ids if len(w) <= _REMEMBERED_WORD_CHARS]
+    if not words:
+        return {}
+    return {
+        "words": np.array(words, dtype=str),
+        "word_ids": np.fromiter((i for w in words for i in word_ids[w]), dtype=np.int32),
+        "word_lengths": np.fromiter((len(word_ids[w]) for w in words), dtype=np.int32),
+    }

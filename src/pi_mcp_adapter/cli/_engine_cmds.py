@@ -319,7 +319,7 @@ def emit_result(result: ToolResult, *, as_json: bool, wording: bool = True) -> N
 def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Each server's state and tool count (from the cache; connects nothing)."""
 
-    async def body(adapter: McpAdapter) -> None:
+    def body(adapter: McpAdapter) -> None:
         from pi_mcp_adapter.surface._render import render_status
 
         from ._project_trust import trust_json
@@ -341,8 +341,42 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
             shown = replace(view, config_errors=())
             sys.stdout.write(cli_wording(render_status(shown)) + "\n")
 
-    # Status runs nothing, so it shows `untrusted` rather than asking.
-    run(ctx, body, connect_missing=False, quiet=as_json, ask_trust=False)
+    from pi_mcp_adapter._errors import McpAdapterError, UsageError
+
+    try:
+        # Status runs nothing, so it shows `untrusted` rather than asking.
+        adapter, progress = create_adapter(
+            get_context(ctx), connect_missing=False, quiet=as_json, ask_trust=False
+        )
+        if not _failed_recently(adapter):
+            # The common case answers from the cache alone: no event loop, no manager.
+            adapter.load_cached()
+            body(adapter)
+            _report_warnings(adapter, set())
+            return
+    except UsageError as exc:
+        raise fail(cli_wording(str(exc)), code=EXIT_USAGE) from None
+    except McpAdapterError as exc:
+        raise fail(cli_wording(str(exc))) from None
+
+    async def in_loop(started: McpAdapter) -> None:
+        body(started)
+
+    # A failed server's backoff and last error live in a started manager.
+    run(ctx, in_loop, quiet=as_json, prepared=(adapter, progress))
+
+
+def _failed_recently(adapter: McpAdapter) -> bool:
+    """Whether an enabled server's last connect failed (in this or another process)."""
+    from pi_mcp_adapter.servers._failures import FAILURES_FILE_NAME, FailureMemory
+
+    path = adapter.agent_dir / FAILURES_FILE_NAME
+    if not path.exists():
+        return False
+    memory = FailureMemory(path)
+    return any(
+        memory.get(name, adapter.servers[name]) is not None for name in adapter.enabled_servers()
+    )
 
 
 @app.command(short_help="List the known tools.")

@@ -8,7 +8,6 @@ still point into the host's file. Host files are only ever opened for reading.
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -265,6 +264,8 @@ _CODEX_SECONDS = {"startup_timeout_sec": "startupTimeoutMs", "tool_timeout_sec":
 
 
 def _read_codex(file: HostFile, text: str) -> HostRead:
+    import tomllib  # only Codex's files are TOML: other commands need not load the parser
+
     read = HostRead(file, exists=True)
     try:
         data = tomllib.loads(text)
