@@ -1,5 +1,6 @@
 """The CLI answers in a blink: help, version and cache-only commands never import the MCP SDK,
-which alone costs most of a second (``bench/bench_cli_start.py`` measures the time)."""
+which alone costs most of a second, nor anything else they do not use: no event loop, no
+tokenizer, no regex engine, no TOML parser (``bench/bench_cli_start.py`` measures the time)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,16 @@ from pi_mcp_adapter.catalog._search_rankings import RANKINGS
 from pi_mcp_adapter.cli._eval_cmds import RANKING_NAMES
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "mcp_fixture.py"
+SDK = ("mcp", "mcp_types", "httpx2", "jsonschema")
+# What a cache-only command has no use for: each costs from a few to tens of milliseconds.
+UNUSED = ("asyncio", "ssl", "tokenizers", "safetensors", "regex", "tomllib", "rich")
 PROBE = """
 import atexit, sys
 def report():
-    heavy = sorted(m for m in sys.modules if m in ("mcp", "mcp_types", "httpx2", "jsonschema")
-                   or m.startswith(("mcp.", "mcp_types.")))
+    heavy = sorted(m for m in sys.modules if m in HEAVY or m.startswith(("mcp.", "mcp_types.")))
     sys.stderr.write("IMPORTED " + json.dumps(heavy) + "\\n")
 import json
+HEAVY = set(sys.argv.pop(1).split(","))
 atexit.register(report)
 from pi_mcp_adapter.cli import main
 main(sys.argv[1:])
@@ -31,7 +35,15 @@ main(sys.argv[1:])
 def heavy_imports(home: Path, *args: str) -> list[str]:
     env = {**os.environ, "HOME": str(home), "PI_CODING_AGENT_DIR": str(home / "agent")}
     out = subprocess.run(
-        [sys.executable, "-c", PROBE, "--project", str(home / "project"), *args],
+        [
+            sys.executable,
+            "-c",
+            PROBE,
+            ",".join(SDK + UNUSED),
+            "--project",
+            str(home / "project"),
+            *args,
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -52,14 +64,21 @@ def test_help_version_and_cache_only_commands_do_not_import_the_sdk(tmp_path: Pa
     assert heavy_imports(tmp_path, "--version") == []
     # The first run lists the server (that needs the SDK); later ones answer from the cache.
     assert "mcp" in heavy_imports(tmp_path, "tools")
+    # The first search embeds the tools (with the tokenizer) and keeps their vectors.
+    heavy_imports(tmp_path, "search", "anything")
     for args in (
         ("search", "echo"),
+        ("search", "echo the message back"),
         ("describe", "fx_echo"),
         ("status",),
         ("tools",),
+        ("tools", "fx"),
         ("search", "--help"),
     ):
+        # A warm search embeds its query with the memory-mapped table alone: the words of
+        # the catalog's tools have their token ids in the tool-vector file.
         assert heavy_imports(tmp_path, *args) == [], args
+    assert heavy_imports(tmp_path, "search", "--regex", "ech.") == ["regex"]
     assert "mcp" in heavy_imports(tmp_path, "call", "fx_echo", '{"message": "x"}')
 
 
