@@ -39,7 +39,6 @@ from pi_mcp_adapter.catalog._definition_diff import ToolDefinitionDiff, diff_def
 from pi_mcp_adapter.catalog._metadata import ServerMetadata, ToolInfo
 from pi_mcp_adapter.catalog._naming import format_tool_name
 from pi_mcp_adapter.catalog._prompts import PromptInfo
-from pi_mcp_adapter.catalog._search import SearchIndex
 from pi_mcp_adapter.config import LoadedConfig, load_config
 from pi_mcp_adapter.config._locations import default_agent_dir
 from pi_mcp_adapter.config._models import ServerEntry, Settings
@@ -68,6 +67,7 @@ if TYPE_CHECKING:
     # commands answered from the cache never pay for it.
     import mcp_types as types
 
+    from pi_mcp_adapter.catalog._search import SearchIndex
     from pi_mcp_adapter.servers._oauth import OAuthProviders
 
     from ._stats import CallStats

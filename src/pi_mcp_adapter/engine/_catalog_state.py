@@ -14,15 +14,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
 from pi_mcp_adapter.catalog import Catalog, DefinitionChanges, MetadataCache
 from pi_mcp_adapter.catalog._metadata import ServerMetadata, ToolInfo
 from pi_mcp_adapter.catalog._prompts import PromptCatalog, PromptInfo
-from pi_mcp_adapter.catalog._search import SearchIndex
-from pi_mcp_adapter.catalog._search_semantic import search_vector_cache_path
 from pi_mcp_adapter.config._models import ServerEntry, Settings
+
+if TYPE_CHECKING:
+    # Search (its ranking, tokenizer tables, regex engine) loads with the first search:
+    # status, tools and describe never need it.
+    from pi_mcp_adapter.catalog._search import SearchIndex
 
 CatalogListener = Callable[[], None]
 
@@ -220,6 +224,9 @@ class CatalogState:
     @property
     def index(self) -> SearchIndex:
         if self._index is None:
+            from pi_mcp_adapter.catalog._search import SearchIndex
+            from pi_mcp_adapter.catalog._search_semantic import search_vector_cache_path
+
             ranking = self._ranking
             if ranking == "default":
                 ranking = self._settings().search_ranking or "default"

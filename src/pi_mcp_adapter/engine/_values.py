@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING, Literal
 
 from pi_mcp_adapter.catalog._definition_diff import ToolDefinitionDiff
 from pi_mcp_adapter.catalog._metadata import ToolInfo
-from pi_mcp_adapter.catalog._search import SearchPage
 
 if TYPE_CHECKING:
     # Only results of calls hold SDK types, and a call has imported the SDK already; commands
     # answered from the cache never load it (it takes most of a second).
     import mcp_types as types
+
+    from pi_mcp_adapter.catalog._search import SearchPage
 
 ServerStatusName = Literal[
     "connected",

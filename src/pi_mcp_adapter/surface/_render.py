@@ -6,12 +6,15 @@ Formats are compact on purpose: every character here is paid for in the model's 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pi_mcp_adapter.catalog._definition_diff import ToolDefinitionDiff
 from pi_mcp_adapter.catalog._metadata import ToolInfo
 from pi_mcp_adapter.catalog._schema import render_parameters, render_shape
-from pi_mcp_adapter.catalog._search import SearchPage
 from pi_mcp_adapter.engine import ServerStatus, StatusReport
+
+if TYPE_CHECKING:
+    from pi_mcp_adapter.catalog._search import SearchPage
 
 STATUS_ICONS = {
     "connected": "✓",
