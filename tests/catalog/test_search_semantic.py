@@ -201,3 +201,30 @@ def test_a_temporary_file_left_by_a_dead_writer_is_removed_by_the_next_one(
     assert not leftover.exists()
     assert recent.exists()
     assert cache.is_file()
+
+
+def test_a_query_in_the_catalogs_words_is_embedded_without_the_tokenizer(tmp_path: Path) -> None:
+    from pi_mcp_adapter.catalog._search_semantic import (
+        _LazyWordLlama,
+        _wordllama_dir,
+        read_packaged_model,
+    )
+
+    package_dir = _wordllama_dir()
+    assert package_dir is not None
+    cache = tmp_path / "vectors.npz"
+    ToolVectors(CATALOG, _LazyWordLlama(package_dir), cache_path=cache)
+
+    # A new process: the words' token ids come from the file, next to the vectors.
+    fresh = _LazyWordLlama(package_dir)
+    ToolVectors(CATALOG, fresh, cache_path=cache)
+    queries = ["search tracks by artist", "Read a file.", "fetch the contents of a url"]
+    vectors = fresh.embed(queries)
+    assert fresh._model is None, "the tokenizer was read"
+
+    reference = read_packaged_model()
+    assert reference is not None
+    assert (vectors == reference.embed(queries)).all()
+    # A word no tool uses needs the tokenizer, and gives the tokenizer's vector.
+    assert (fresh.embed(["play a song"]) == reference.embed(["play a song"])).all()
+    assert fresh._model is not None
