@@ -853,6 +853,9 @@ class MetadataCache:
         except OSError as exc:
             self._warn(f"cannot write {self.path}: {exc.strerror or exc}; not saved")
             return
+        except ValueError as exc:  # text JSON cannot carry as UTF-8 (a lone surrogate)
+            self._warn(f"cannot write {self.path}: {exc}; not saved")
+            return
         finally:
             self._last_write_end = time.monotonic()
             self._write_interval_s = max(
