@@ -82,6 +82,7 @@ def write_agent_dir(agent_dir: Path) -> None:
             for i in range(TOOLS_PER_SERVER)
         ]
         cache.store(server, entry, ServerMetadata(tools=tuple(tools)))
+    cache.flush()  # stores made one after the other are written together
 
 
 @pytest.fixture(scope="module")
