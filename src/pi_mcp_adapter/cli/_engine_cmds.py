@@ -460,6 +460,8 @@ def search(
         from pi_mcp_adapter.engine import ToolResult
         from pi_mcp_adapter.surface import ProxyTool
 
+        if not regex and adapter.settings.search_ranking != "lexical":
+            _import_numpy_with_one_blas_thread()
         result = ProxyTool(adapter).search_result(
             query,
             server=server,
@@ -479,6 +481,30 @@ def search(
         return result
 
     emit_result(run_from_cache(ctx, body, quiet=as_json), as_json=as_json)
+
+
+def _import_numpy_with_one_blas_thread() -> None:
+    """Import numpy (the hybrid ranking's arrays) with OpenBLAS limited to one thread.
+
+    OpenBLAS starts a thread per core, and sets up each, as numpy loads: for one query over
+    small arrays (its products avoid BLAS anyway) that is pure start-up cost, about 30 ms of
+    CPU and more of wall time on a busy machine. Only this process is affected, and only
+    where the person set no thread count; the variable is removed again at once, so servers
+    this command starts do not inherit it.
+    """
+    import importlib.util
+    import os
+
+    if "numpy" in sys.modules or importlib.util.find_spec("numpy") is None:
+        return
+    unset = "OPENBLAS_NUM_THREADS" not in os.environ
+    if unset:
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        import numpy  # noqa: F401
+    finally:
+        if unset:
+            os.environ.pop("OPENBLAS_NUM_THREADS", None)
 
 
 @app.command()
