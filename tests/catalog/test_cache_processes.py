@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -211,3 +212,51 @@ def test_a_process_killed_inside_a_coalesced_write_leaves_the_last_complete_file
     assert sorted(read_cache(path)) == ["keeper", "victim-0"]
     assert not list(tmp_path.glob("*.tmp"))
     assert keeper.warnings == ()
+
+
+FORK_SCRIPT = """
+import os, sys, time
+from pathlib import Path
+from pi_mcp_adapter.catalog import MetadataCache, ServerMetadata
+from pi_mcp_adapter.config._models import ServerEntry
+
+path = Path(sys.argv[1])
+cache = MetadataCache(path)
+meta = ServerMetadata(tools=({"name": "t"},))
+cache.store("a", ServerEntry(command="a"), meta)
+cache.store("b", ServerEntry(command="b"), meta)  # pending, its write not done yet
+cache._write_lock.acquire()  # as if a background write held it at the fork
+child = os.fork()
+if child == 0:
+    cache.store("c", ServerEntry(command="c"), meta)
+    cache.flush()
+    os._exit(0)
+cache._write_lock.release()
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline:
+    done, status = os.waitpid(child, os.WNOHANG)
+    if done:
+        break
+    time.sleep(0.05)
+else:
+    os.kill(child, 9)
+    sys.exit("the forked child hung on a lock its parent held")
+cache.flush()
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_writes_with_fresh_locks_and_both_keep_their_stores(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "mcp-cache.json"
+    done = subprocess.run(
+        [sys.executable, "-c", FORK_SCRIPT, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=WORKER_DEADLINE_S,
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(read_cache(path)) == ["a", "b", "c"]

@@ -476,6 +476,7 @@ _Update = Callable[[dict[str, Any]], _T]
 """A change to the ``servers`` map, applied to the snapshot and replayed onto the file."""
 
 _CACHES_WITH_PENDING_WRITES: weakref.WeakSet[MetadataCache] = weakref.WeakSet()
+_ALL_CACHES: weakref.WeakSet[MetadataCache] = weakref.WeakSet()
 
 
 @atexit.register
@@ -483,6 +484,21 @@ def _flush_at_exit() -> None:
     # A short-lived process (one CLI command) exits right after its last store.
     for cache in list(_CACHES_WITH_PENDING_WRITES):
         cache.flush()
+
+
+def _reset_after_fork() -> None:
+    # A forked child has no write thread, yet may have copied a lock that one held (and
+    # filelock refuses a lock object made by another process): it starts with fresh locks,
+    # and writes what is pending when it next writes or exits.
+    for cache in list(_ALL_CACHES):
+        cache._file_lock = None
+        cache._state_lock = threading.RLock()
+        cache._write_lock = threading.Lock()
+        cache._write_timer = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 class _Unreadable(Exception):
@@ -523,6 +539,7 @@ class MetadataCache:
         self._write_timer: threading.Timer | None = None
         self._last_write_end = -math.inf
         self._write_interval_s = MIN_WRITE_INTERVAL_S
+        _ALL_CACHES.add(self)
 
     # ------------------------------------------------------------------------ reading
 
