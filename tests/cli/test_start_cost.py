@@ -55,7 +55,9 @@ def heavy_imports(home: Path, *args: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_help_version_and_cache_only_commands_do_not_import_the_sdk(tmp_path: Path) -> None:
+def test_help_version_and_cache_only_commands_import_nothing_they_do_not_use(
+    tmp_path: Path,
+) -> None:
     (tmp_path / "agent").mkdir()
     (tmp_path / "project").mkdir()
     config = {"mcpServers": {"fx": {"command": sys.executable, "args": [str(FIXTURE)]}}}
