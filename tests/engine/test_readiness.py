@@ -38,3 +38,20 @@ async def test_a_call_made_before_a_background_listing_ends_waits_for_it(
     assert outcome.error_kind is None, outcome.message
     assert outcome.result is not None
     assert outcome.result.content[0].text == "Echo: waited"  # type: ignore[union-attr]
+
+
+async def test_a_miss_names_only_the_server_whose_prefix_the_name_carries(
+    workspace: Workspace,
+) -> None:
+    # "fix_nope" starts with "fi" too, but a tool of "fi" would be written "fi_...".
+    workspace.write_config(
+        {"fix": fixture_entry(), "fi": {"command": "/nonexistent/fi-server", "lifecycle": "eager"}}
+    )
+    async with workspace.adapter() as adapter:
+        assert adapter.server_status("fi").status == "failed"
+        with anyio.fail_after(30):
+            fix_miss = await adapter.call("fix_nope", {})
+            fi_miss = await adapter.call("fi_nope", {})
+    assert fix_miss.error_kind == "unknown_tool"
+    assert "'fi'" not in fix_miss.message
+    assert "MCP server 'fi' failed" in fi_miss.message

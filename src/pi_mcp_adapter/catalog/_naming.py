@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from pi_mcp_adapter.config._models import ServerEntry, Settings, ToolPrefixMode
+from pi_mcp_adapter.config import ServerEntry, Settings
+from pi_mcp_adapter.config._models import ToolPrefixMode
 
 from ._filters import ToolFilter, keywords_for
 from ._metadata import JsonObject, ServerMetadata, ToolInfo
@@ -88,6 +89,15 @@ def format_tool_name(
     return _qualify(
         tool_name, server, separated_prefix(server_prefix(server, mode), separator), separator
     )
+
+
+def carries_prefix_of(
+    name: str, server: str, *, mode: ToolPrefixMode = "server", separator: str = "_"
+) -> bool:
+    """Whether ``name`` is written as ``server``'s tools are (its prefix and separator): a
+    tool of ``git`` is ``git_x``, while ``github_x`` is not. Never under ``none``."""
+    prefix = separated_prefix(server_prefix(server, mode), separator)
+    return bool(prefix) and name.startswith(f"{prefix}{separator}")
 
 
 def separated_prefix(prefix: str, separator: str) -> str:

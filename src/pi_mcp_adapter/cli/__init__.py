@@ -25,11 +25,7 @@ _MODULES = (
     "_auth_cmds",
 )
 for _module in _MODULES:
-    try:
-        importlib.import_module(f"{__name__}.{_module}")
-    except ModuleNotFoundError as exc:  # a command group not present in this build
-        if exc.name != f"{__name__}.{_module}":
-            raise
+    importlib.import_module(f"{__name__}.{_module}")
 
 
 class _PlainArgument(TyperArgument):

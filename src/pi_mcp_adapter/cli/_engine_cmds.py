@@ -240,40 +240,27 @@ def run_from_cache(
 
 
 def _servers_to_list(adapter: McpAdapter, progress: _Progress) -> list[str]:
-    """Enabled servers missing from the cache that are not backing off after a failure."""
     import time
 
-    from pi_mcp_adapter.servers._failures import (
-        FAILURES_FILE_NAME,
-        FailureMemory,
-        backoff_after_s,
-    )
-    from pi_mcp_adapter.servers._manager import DEFAULT_BACKOFF_S
-
+    """Enabled servers missing from the cache that are not backing off after a failure."""
     missing = [
         n for n in adapter.enabled_servers() if adapter.server_status(n).status == "not-cached"
     ]
-    if not missing:
-        return []
-    memory = FailureMemory(adapter.agent_dir / FAILURES_FILE_NAME)
     wanted = []
     for name in missing:
-        record = memory.get(name, adapter.servers[name])
-        if record is None:
+        waiting = adapter.backing_off(name)
+        if waiting is None:
             wanted.append(name)
             continue
-        ago_s = time.time() - record.failed_at
-        remaining_s = backoff_after_s(DEFAULT_BACKOFF_S, record.attempts) - ago_s
-        if remaining_s <= 0:
-            wanted.append(name)
-        else:
-            progress(
-                name,
-                "failed",
-                f"last failed {max(0.0, ago_s):.0f} s ago ({record.reason}); retried "
-                f"automatically after {remaining_s:.0f} s",
-            )
-    if not wanted:
+        record, remaining_s = waiting
+        ago_s = max(0.0, time.time() - record.failed_at)
+        progress(
+            name,
+            "failed",
+            f"last failed {ago_s:.0f} s ago ({record.reason}); retried "
+            f"automatically after {remaining_s:.0f} s",
+        )
+    if missing and not wanted:
         progress.report()
     return wanted
 

@@ -9,6 +9,7 @@
                  approval, the call, statistics and trace.
 - ``_notices``   what the person is told (failures, auth, changes, reloads), the status line.
 - ``_questions`` servers' elicitation and sampling routed to the person's answerer.
+- ``_routes``    which server answers a prompt, resource, completion or subscription.
 - ``_values``    what those operations return: server states, search results, call outcomes.
 - ``_host``      the host protocol a binding implements, and the tool definitions and results
                  that cross it.
@@ -57,6 +58,7 @@ from ._questions import (
     form_defaults,
     form_fields,
 )
+from ._routes import UnknownPromptError, UnknownResourceError, UpstreamRoutes
 from ._values import (
     CallErrorKind,
     CallOutcome,
@@ -99,6 +101,9 @@ __all__ = [
     "ToolDefinition",
     "ToolExecute",
     "ToolResult",
+    "UnknownPromptError",
+    "UnknownResourceError",
+    "UpstreamRoutes",
     "decline_elicitation",
     "describe_question",
     "form_defaults",

@@ -22,10 +22,10 @@ from pi_mcp_adapter._errors import (
     ServerUnavailableError,
     ToolNotFoundError,
 )
-from pi_mcp_adapter.catalog._metadata import ToolInfo
-from pi_mcp_adapter.config._models import ServerEntry, Settings
-from pi_mcp_adapter.servers import ServerManager
-from pi_mcp_adapter.servers._prompt_policy import allow_prompts
+from pi_mcp_adapter._secrets import redact_model
+from pi_mcp_adapter.catalog import ToolInfo
+from pi_mcp_adapter.config import ServerEntry, Settings
+from pi_mcp_adapter.servers import ServerManager, allow_prompts
 
 from ._approval import Ask, ToolApprovals
 from ._arguments import argument_problems
@@ -219,7 +219,12 @@ class CallPipeline:
                 connect_ms=connect_ms,
             )
         return CallOutcome(
-            requested, tool, result, latency_ms=_elapsed_ms(called), connect_ms=connect_ms
+            requested,
+            tool,
+            # A server may quote what the adapter gave it (an injected key, a token).
+            redact_model(result),
+            latency_ms=_elapsed_ms(called),
+            connect_ms=connect_ms,
         )
 
     def refused_for_change(self, requested: str, tool: ToolInfo) -> CallOutcome | None:

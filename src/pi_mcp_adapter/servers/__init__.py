@@ -25,12 +25,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._failures import DEFAULT_BACKOFF_S, FAILURES_FILE_NAME, FailureMemory, FailureRecord
 from ._manager import MetadataListener, ServerManager, ServerSetChange, StateListener
+from ._prompt_policy import allow_prompts
 from ._state import ConnectionStatus, ServerState, TransportKind
 
 if TYPE_CHECKING:
     from ._connection import ServerConnection
     from ._npx import ResolvedCommand, resolve_npx_command
+    from ._oauth import OAuthProviders, OAuthState
+    from ._oauth_prompt import AuthorizationPrompt
     from ._relay import CallRelay, current_relay, relay_calls
 
 
@@ -45,6 +49,14 @@ def __getattr__(name: str) -> Any:
         from . import _npx
 
         return getattr(_npx, name)
+    if name in ("OAuthProviders", "OAuthState"):
+        from . import _oauth
+
+        return getattr(_oauth, name)
+    if name == "AuthorizationPrompt":
+        from ._oauth_prompt import AuthorizationPrompt
+
+        return AuthorizationPrompt
     if name in ("CallRelay", "current_relay", "relay_calls"):
         from . import _relay
 
@@ -53,9 +65,16 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "DEFAULT_BACKOFF_S",
+    "FAILURES_FILE_NAME",
+    "AuthorizationPrompt",
     "CallRelay",
     "ConnectionStatus",
+    "FailureMemory",
+    "FailureRecord",
     "MetadataListener",
+    "OAuthProviders",
+    "OAuthState",
     "ResolvedCommand",
     "ServerConnection",
     "ServerManager",
@@ -63,6 +82,7 @@ __all__ = [
     "ServerState",
     "StateListener",
     "TransportKind",
+    "allow_prompts",
     "current_relay",
     "relay_calls",
     "resolve_npx_command",

@@ -44,7 +44,7 @@ from mcp.client.auth.utils import extract_field_from_www_auth, extract_scope_fro
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata
 
 from pi_mcp_adapter._errors import NeedsAuthError, ServerStartError, UsageError
-from pi_mcp_adapter.config._models import ServerEntry, Settings
+from pi_mcp_adapter.config import ServerEntry, Settings
 
 from ._oauth_prompt import (
     CALLBACK_PATH,

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pi_mcp_adapter.catalog._metadata import ToolInfo
-from pi_mcp_adapter.catalog._schema import NO_PARAMETERS, render_parameters
+from pi_mcp_adapter.catalog import ToolInfo, render_parameters
+from pi_mcp_adapter.catalog._schema import NO_PARAMETERS
 from pi_mcp_adapter.engine import CallOutcome, ContentPart, McpAdapter, TextPart, ToolResult
 
 from ._content import convert_call_result, convert_read_resource_result

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pi_mcp_adapter.catalog._definition_diff import ToolDefinitionDiff
-from pi_mcp_adapter.catalog._metadata import ToolInfo
-from pi_mcp_adapter.catalog._schema import render_parameters, render_shape
+from pi_mcp_adapter.catalog import ToolDefinitionDiff, ToolInfo, render_parameters, render_shape
 from pi_mcp_adapter.catalog._search import SearchPage
 from pi_mcp_adapter.engine import ServerStatus, StatusReport
 
