@@ -3,6 +3,8 @@ miss that remains says why and how to retry."""
 
 from __future__ import annotations
 
+import json
+
 import anyio
 import pytest
 
@@ -55,3 +57,20 @@ async def test_a_miss_names_only_the_server_whose_prefix_the_name_carries(
     assert fix_miss.error_kind == "unknown_tool"
     assert "'fi'" not in fix_miss.message
     assert "MCP server 'fi' failed" in fi_miss.message
+
+
+async def test_a_miss_on_an_untrusted_project_server_says_how_to_trust_it(
+    workspace: Workspace,
+) -> None:
+    workspace.write_config({})
+    marker = workspace.root / "ran"
+    (workspace.project_dir / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"repo": {"command": "sh", "args": ["-c", f"touch {marker}"]}}})
+    )
+    async with workspace.adapter(environ={"PI_MCP_PROJECT_TRUST": "ask"}) as adapter:
+        assert adapter.server_status("repo").status == "untrusted"
+        with anyio.fail_after(30):
+            outcome = await adapter.call("repo_build", {})
+    assert outcome.error_kind == "unknown_tool"
+    assert f"pi-mcp trust --project {workspace.project_dir}" in outcome.message
+    assert not marker.exists()

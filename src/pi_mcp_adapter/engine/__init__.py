@@ -57,6 +57,7 @@ from ._questions import (
     describe_question,
     form_defaults,
     form_fields,
+    with_form_defaults,
 )
 from ._routes import UnknownPromptError, UnknownResourceError, UpstreamRoutes
 from ._values import (
@@ -108,4 +109,5 @@ __all__ = [
     "describe_question",
     "form_defaults",
     "form_fields",
+    "with_form_defaults",
 ]

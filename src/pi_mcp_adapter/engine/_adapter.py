@@ -501,13 +501,18 @@ class McpAdapter:
         were never listed, or tool lists read from the cache that may be stale. Empty when
         there is nothing to add. Written in the proxy tool's syntax, as every engine hint
         (the CLI rewords it into ``pi-mcp`` commands)."""
-        statuses = [self.server_status(n) for n in self.enabled_servers()]
+        # Untrusted servers count as disabled, but a person trusting the file wants to know.
+        shown = [n for n, e in self.servers.items() if e.is_enabled or e.untrusted is not None]
+        statuses = [self.server_status(n) for n in shown]
         wanted = [s for s in statuses if self._names_tool_of(name, s.name)]
         rows = wanted or statuses
         failed = [s for s in rows if s.status in ("failed", "needs-auth") and s.tool_count == 0]
         never = [s for s in rows if s.status in ("not-cached", "connecting")]
         cached = [s for s in rows if s.status == "cached"]
+        untrusted = [s for s in rows if s.status == "untrusted"]
         lines: list[str] = []
+        for row in untrusted:
+            lines.append(f"MCP server {row.name!r} {row.error}; its tools are unknown until then.")
         for row in failed:
             reason = (row.error or "unknown error").splitlines()[0]
             lines.append(

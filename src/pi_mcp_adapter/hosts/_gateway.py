@@ -79,6 +79,7 @@ from pi_mcp_adapter.engine import (
     ToolResult,
     UnknownPromptError,
     UnknownResourceError,
+    with_form_defaults,
 )
 from pi_mcp_adapter.servers import CallRelay, current_relay, relay_calls
 from pi_mcp_adapter.surface import SurfaceKind, Surfaces, register_surfaces, render_outcome
@@ -514,9 +515,11 @@ class McpGateway:
             params: types.ElicitRequestParams,
         ) -> types.ElicitResult | types.ErrorData:
             try:
-                return await session.send_request(
+                answer = await session.send_request(
                     types.ElicitRequest(params=params), types.ElicitResult, metadata=related
                 )
+                # The engine's rule for every host: an accepted form gets its defaults.
+                return with_form_defaults(params, answer)
             except MCPError as exc:
                 return types.ErrorData(code=exc.code, message=exc.message, data=exc.data)
 
