@@ -145,6 +145,7 @@ def _tool_info(server: str, tool: JsonObject, prefix: str, separator: str) -> To
         description=_text(tool.get("description")) or _text(tool.get("title")),
         output_schema=_object_or_none(tool.get("outputSchema")),
         annotations=_object_or_none(tool.get("annotations")),
+        meta=_object_or_none(tool.get("_meta")),
         **kwargs,
     )
 

@@ -437,6 +437,9 @@ class McpGateway:
                 if info and info.annotations
                 else None
             ),
+            # MCP Apps (``_meta.ui.resourceUri``) and other extensions: clients that render
+            # them need the server's own ``_meta``; its ``ui://`` resources pass through too.
+            _meta=dict(info.meta) if info and info.meta else None,
         )
 
     def _catalog_info(self, host: GatewayHost, name: str) -> ToolInfo | None:
