@@ -26,6 +26,8 @@ The engine imports ``config``, ``servers`` and ``catalog``, never ``surface`` or
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._adapter import DEFAULT_SEARCH_LIMIT, McpAdapter, ProgressCallback
 from ._approval import (
     APPROVAL_OPTIONS,
@@ -59,7 +61,6 @@ from ._questions import (
     form_fields,
     with_form_defaults,
 )
-from ._routes import UnknownPromptError, UnknownResourceError, UpstreamRoutes
 from ._values import (
     CallErrorKind,
     CallOutcome,
@@ -69,6 +70,20 @@ from ._values import (
     ServerStatus,
     StatusReport,
 )
+
+if TYPE_CHECKING:
+    from ._routes import UnknownPromptError, UnknownResourceError, UpstreamRoutes
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded when asked for: routing speaks the MCP SDK's types, which commands answered from
+    # the cache never load.
+    if name in ("UnknownPromptError", "UnknownResourceError", "UpstreamRoutes"):
+        from . import _routes
+
+        return getattr(_routes, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "APPROVAL_OPTIONS",

@@ -14,6 +14,7 @@ every child process. An adapter is single use.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -65,7 +66,6 @@ from ._host import Host
 from ._notices import DEFAULT_STATUS_DEBOUNCE_S, Notices
 from ._pipeline import CallPipeline
 from ._questions import Elicit, Sample, ServerQuestions
-from ._routes import UpstreamRoutes
 from ._trace import open_call_trace
 from ._values import (
     CallOutcome,
@@ -83,6 +83,7 @@ if TYPE_CHECKING:
 
     from pi_mcp_adapter.servers import OAuthProviders
 
+    from ._routes import UpstreamRoutes
     from ._stats import CallStats
 
 ProgressCallback = Callable[[str, str, str | None], None]
@@ -233,8 +234,6 @@ class McpAdapter:
             questions_during=self._questions.asked_during,
         )
         self._failures = FailureMemory(self.agent_dir / FAILURES_FILE_NAME)
-        self.routes = UpstreamRoutes(self)
-        """Which server answers a prompt, resource, completion or subscription."""
 
     def _load_config(self) -> LoadedConfig:
         if self._config_loader is not None:
@@ -462,6 +461,13 @@ class McpAdapter:
         whoever waits for it resumes at once, not when the slowest server is done."""
         if state.status not in ("connecting", "closed"):
             self.state.end_listing(state.server)
+
+    @functools.cached_property
+    def routes(self) -> UpstreamRoutes:
+        """Which server answers a prompt, resource, completion or subscription."""
+        from ._routes import UpstreamRoutes
+
+        return UpstreamRoutes(self)
 
     def backing_off(self, server: str) -> tuple[FailureRecord, float] | None:
         """``server``'s last failed connect and the seconds until it is tried again, while it
