@@ -648,6 +648,11 @@ def tokens(ctx: typer.Context, as_json: JsonOption = False) -> None:
     table.add_row(f"direct tools ({report.direct_tool_count})", str(report.direct_tokens), "")
     table.add_row(f"every tool registered ({report.tool_count})", str(every), "1x")
     Console(soft_wrap=False).print(table)
+    servers = Table("what the model reads", "tokens", box=None, pad_edge=False)
+    servers.add_row(f"mcp({{}}) status ({report.server_count} servers)", str(report.status_tokens))
+    servers.add_row("  the same, every server listed", str(report.status_unbounded_tokens))
+    servers.add_row("status line", str(report.status_line_tokens))
+    Console(soft_wrap=False).print(servers)
 
 
 @app.command(short_help="Run the end-to-end demo with real servers.")
