@@ -352,6 +352,9 @@ class Settings(_Model):
     approve_tools: bool | tuple[str, ...] = False
     tool_search_limit: int = 5
     tool_search_budget_tokens: int = 600
+    namespace_proxy_tools: bool = False
+    """Register one ``mcp__<server>`` tool per server, taking ``{tool, args}``. Off by default
+    (the TypeScript adapter's default is on): each costs the model about 120 tokens a turn."""
     search_ranking: SearchRanking | None = None
     """``None``: hybrid when the ``semantic`` extra is installed, lexical otherwise."""
     health_check_interval_ms: int = 30_000

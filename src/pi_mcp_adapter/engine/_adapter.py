@@ -900,8 +900,13 @@ class McpAdapter:
 
     # ------------------------------------------------------------------ calling
 
-    async def call(self, name: str, args: Mapping[str, Any] | None = None) -> CallOutcome:
+    async def call(
+        self, name: str, args: Mapping[str, Any] | None = None, *, server: str | None = None
+    ) -> CallOutcome:
         """Call a tool by (any accepted form of) its name. Never raises for tool errors.
+
+        With ``server``, only that server's tools answer to ``name`` (its catalog name or the
+        server's own name for it): how a per-server namespace tool calls.
 
         Unknown and ambiguous names, invalid arguments, unavailable servers and JSON-RPC
         errors come back as outcomes with an ``error_kind``; a server's own error result
@@ -909,7 +914,7 @@ class McpAdapter:
         for them first. Cancelling the calling task cancels the request upstream.
         """
         await self._wait_until_open()
-        return await self.pipeline.call(name, args)
+        return await self.pipeline.call(name, args, server=server)
 
     def _tell_person(self, message: str) -> None:
         if self.host is None:
