@@ -9,7 +9,7 @@ import pytest
 
 from pi_mcp_adapter.hosts import ExportHost
 from pi_mcp_adapter.surface._namespace import NAMESPACE_PARAMETERS, namespace_tool_name
-from pi_mcp_adapter.surface._tokens_report import definition_tokens
+from pi_mcp_adapter.surface._tokens_report import definition_tokens, measure_tokens
 
 from .conftest import Workspace, time_entry, workbench_entry
 
@@ -57,7 +57,10 @@ async def test_each_server_gets_one_wrapper_that_calls_its_tools(workspace: Work
         settings={"namespaceProxyTools": True},
     )
     host = ExportHost(builtin_tools=["read"])
-    async with workspace.attached(host, connect_missing=True):
+    async with workspace.attached(host, connect_missing=True) as adapter:
+        tokens = measure_tokens(adapter)
+        assert tokens.namespace_tool_count == 2
+        assert 0 < tokens.namespace_tokens <= 300
         names = set(host.tools)
         assert {"mcp__time", "mcp__work_bench"} <= names
         # A server with direct tools is reached through them, not through a wrapper.

@@ -646,6 +646,9 @@ def tokens(ctx: typer.Context, as_json: JsonOption = False) -> None:
     table.add_row("mcp proxy tool", str(report.proxy_tokens), ratio(report.proxy_tokens))
     table.add_row("ToolSearch tool", str(report.toolsearch_tokens), ratio(report.toolsearch_tokens))
     table.add_row(f"direct tools ({report.direct_tool_count})", str(report.direct_tokens), "")
+    if report.namespace_tool_count:
+        label = f"namespace tools ({report.namespace_tool_count})"
+        table.add_row(label, str(report.namespace_tokens), "")
     table.add_row(f"every tool registered ({report.tool_count})", str(every), "1x")
     Console(soft_wrap=False).print(table)
     servers = Table("what the model reads", "tokens", box=None, pad_edge=False)

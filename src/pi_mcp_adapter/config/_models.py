@@ -354,7 +354,7 @@ class Settings(_Model):
     tool_search_budget_tokens: int = 600
     namespace_proxy_tools: bool = False
     """Register one ``mcp__<server>`` tool per server, taking ``{tool, args}``. Off by default
-    (the TypeScript adapter's default is on): each costs the model about 120 tokens a turn."""
+    (the TypeScript adapter's default is on): each costs the model 95-120 tokens a turn."""
     search_ranking: SearchRanking | None = None
     """``None``: hybrid when the ``semantic`` extra is installed, lexical otherwise."""
     health_check_interval_ms: int = 30_000

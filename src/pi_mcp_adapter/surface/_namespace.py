@@ -168,6 +168,40 @@ def _server_tool_names(adapter: McpAdapter, server: str) -> str:
     return _names_within(names, _NAMES_IN_ERROR_CHARS)
 
 
+def choose_namespace_tools(
+    adapter: McpAdapter, taken: Collection[str] = ()
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Wrapper name -> server for every server that gets one now (none unless the setting is
+    on), and name -> why for the wrappers left out (a shared name, or one ``taken``)."""
+    if not adapter.settings.namespace_proxy_tools:
+        return {}, {}
+    enabled = {n: e for n, e in adapter.servers.items() if e.is_enabled}
+    direct = resolve_direct_selection(enabled, os.environ.get(DIRECT_TOOLS_ENV)).servers
+    searched = search_activated_servers(adapter)
+    by_name: dict[str, list[str]] = {}
+    for server in enabled:
+        if server in direct or server in searched or not adapter.tools(server):
+            continue
+        if adapter.server_status(server).status in _NOT_OFFERED:
+            continue
+        by_name.setdefault(namespace_tool_name(server), []).append(server)
+    wanted: dict[str, str] = {}
+    problems: dict[str, str] = {}
+    for name, servers in by_name.items():
+        if len(servers) > 1:
+            problems[name] = (
+                f"MCP namespace tool {name!r} is not offered: servers "
+                f"{', '.join(repr(s) for s in sorted(servers))} have the same namespace"
+            )
+        elif name in taken:
+            problems[name] = (
+                f"MCP namespace tool {name!r} is not offered: a tool of that name exists"
+            )
+        else:
+            wanted[name] = servers[0]
+    return wanted, problems
+
+
 class NamespaceTools:
     """Keeps a host's ``mcp__<server>`` registrations in step with the catalog and the
     ``namespaceProxyTools`` setting (read at each sync, so a reload can turn them on or off).
@@ -195,35 +229,11 @@ class NamespaceTools:
 
     def wanted(self) -> dict[str, str]:
         """Wrapper name -> server, for every server that should have one now."""
-        adapter = self._adapter
-        if not adapter.settings.namespace_proxy_tools:
-            return {}
-        enabled = {n: e for n, e in adapter.servers.items() if e.is_enabled}
-        direct = resolve_direct_selection(enabled, os.environ.get(DIRECT_TOOLS_ENV)).servers
-        searched = search_activated_servers(adapter)
-        by_name: dict[str, list[str]] = {}
-        for server in enabled:
-            if server in direct or server in searched or not adapter.tools(server):
-                continue
-            if adapter.server_status(server).status in _NOT_OFFERED:
-                continue
-            by_name.setdefault(namespace_tool_name(server), []).append(server)
-        taken = set(self._taken())
-        wanted: dict[str, str] = {}
-        for name, servers in by_name.items():
-            if len(servers) > 1:
-                self._warn(
-                    name,
-                    f"MCP namespace tool {name!r} is not offered: servers "
-                    f"{', '.join(repr(s) for s in sorted(servers))} have the same namespace",
-                )
-            elif name in taken and name not in self._registered:
-                self._warn(
-                    name,
-                    f"MCP namespace tool {name!r} is not offered: a tool of that name exists",
-                )
-            else:
-                wanted[name] = servers[0]
+        wanted, problems = choose_namespace_tools(
+            self._adapter, set(self._taken()) - set(self._registered)
+        )
+        for name, message in problems.items():
+            self._warn(name, message)
         return wanted
 
     def _warn(self, name: str, message: str) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pi_mcp_adapter.engine import McpAdapter, ToolDefinition
 
 from ._direct import choose_direct_tools, tool_definition
+from ._namespace import choose_namespace_tools, namespace_tool_definition
 from ._proxy import PROXY_TOOL_NAME, ProxyTool
 from ._render import STATUS_BUDGET_CHARS, render_status
 from ._tokens import count_tokens, count_tool_definition_tokens
@@ -33,6 +34,9 @@ class TokenReport:
     status_unbounded_tokens: int = 0
     """The same status with one line for every server (what ``pi-mcp status`` prints)."""
     status_line_tokens: int = 0
+    namespace_tokens: int = 0
+    """The ``mcp__<server>`` tools (``settings.namespaceProxyTools``)."""
+    namespace_tool_count: int = 0
 
     @property
     def proxy_saving_ratio(self) -> float:
@@ -52,6 +56,11 @@ def measure_tokens(adapter: McpAdapter) -> TokenReport:
     chosen = [tool_definition(adapter, tool) for tool in chosen_tools]
     direct_names = {tool.name for tool in chosen_tools}
     status = adapter.status()
+    taken = {PROXY_TOOL_NAME, TOOL_SEARCH_NAME, *direct_names}
+    namespace = [
+        namespace_tool_definition(adapter, server)
+        for server in choose_namespace_tools(adapter, taken)[0].values()
+    ]
     return TokenReport(
         proxy_tokens=definition_tokens(ProxyTool(adapter).definition()),
         toolsearch_tokens=definition_tokens(
@@ -69,4 +78,6 @@ def measure_tokens(adapter: McpAdapter) -> TokenReport:
         status_tokens=count_tokens(render_status(status, max_chars=STATUS_BUDGET_CHARS)),
         status_unbounded_tokens=count_tokens(render_status(status)),
         status_line_tokens=count_tokens(adapter.status_line()),
+        namespace_tokens=sum(definition_tokens(d) for d in namespace),
+        namespace_tool_count=len(namespace),
     )
