@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from pi_mcp_adapter._secrets import register_secret
 from pi_mcp_adapter.catalog._cache import config_hash
 from pi_mcp_adapter.config import load_config
 from pi_mcp_adapter.engine import ServerStatus, StatusReport
@@ -215,3 +216,19 @@ async def test_a_500_server_catalog_has_a_bounded_status_and_every_server_is_lis
         budget = adapter.settings.tool_search_budget_tokens
         assert tokens.toolsearch_tokens <= budget + 150
         assert tokens.status_tokens <= STATUS_BUDGET_TOKENS < tokens.status_unbounded_tokens
+
+
+def test_a_secret_cut_by_the_line_bound_is_replaced_before_the_cut() -> None:
+    secret = "s3cr3t-" + "x" * 40
+    register_secret(secret, "${API_TOKEN}")
+    error = "spawn failed: " + "y" * 150 + secret  # the line bound falls inside the secret
+    rows = tuple(
+        ServerStatus(f"server-{i:02d}", "failed" if i == 0 else "cached", i, error=error)
+        for i in range(20)
+    )
+    text = render_status(StatusReport(servers=rows), max_chars=STATUS_BUDGET_CHARS)
+    line = next(line for line in text.splitlines() if "server-00" in line)
+    assert "s3cr3t" not in text
+    assert line.endswith("${API_TOKEN})")
+    page = render_servers(StatusReport(servers=rows), "failed")
+    assert "s3cr3t" not in page

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pi_mcp_adapter._errors import UsageError
+from pi_mcp_adapter._secrets import redact
 from pi_mcp_adapter.catalog import ToolDefinitionDiff, ToolInfo, render_parameters, render_shape
 from pi_mcp_adapter.catalog._search import SearchPage
 from pi_mcp_adapter.engine import ServerStatus, StatusReport
@@ -194,6 +195,7 @@ def _named_rest(rows: Sequence[ServerStatus]) -> str:
 def _fit(lines: Sequence[str], max_chars: int) -> str:
     """Join ``lines``; if they exceed ``max_chars`` (long names, many sections), cut whole
     lines and say how to see everything."""
+    lines = [redact(line) for line in lines]  # before any cut, as in cap_line
     text = "\n".join(lines)
     if len(text) <= max_chars:
         return text
@@ -209,8 +211,12 @@ def _fit(lines: Sequence[str], max_chars: int) -> str:
 
 
 def cap_line(text: str, limit: int = STATUS_LINE_CHARS) -> str:
-    """``text`` on one line, cut to at most ``limit`` characters (an error may quote pages)."""
-    flat = " ".join(text.split("\n"))
+    """``text`` on one line, cut to at most ``limit`` characters (an error may quote pages).
+
+    Secrets are replaced before the cut: half a secret no longer matches its value, so the
+    result's own redaction could not find it.
+    """
+    flat = " ".join(redact(text).split("\n"))
     if len(flat) <= limit:
         return flat
     return flat[: limit - 1].rstrip() + "…"
