@@ -502,15 +502,19 @@ class McpAdapter:
         with anyio.move_on_after(self._startup_bound_s(self.enabled_servers())):
             await self._opened.wait()
 
-    def explain_miss(self, name: str) -> str:
-        """Why a tool called ``name`` may be missing, and what to do: servers that failed or
-        were never listed, or tool lists read from the cache that may be stale. Empty when
-        there is nothing to add. Written in the proxy tool's syntax, as every engine hint
-        (the CLI rewords it into ``pi-mcp`` commands)."""
+    def explain_miss(self, name: str, server: str | None = None) -> str:
+        """Why a tool called ``name`` (of ``server``, when the caller named it) may be
+        missing, and what to do: servers that failed or were never listed, or tool lists read
+        from the cache that may be stale. Empty when there is nothing to add. Written in the
+        proxy tool's syntax, as every engine hint (the CLI rewords it into ``pi-mcp``
+        commands)."""
         # Untrusted servers count as disabled, but a person trusting the file wants to know.
         shown = [n for n, e in self.servers.items() if e.is_enabled or e.untrusted is not None]
         statuses = [self.server_status(n) for n in shown]
-        wanted = [s for s in statuses if self._names_tool_of(name, s.name)]
+        if server is not None:
+            wanted = [s for s in statuses if s.name == server]
+        else:
+            wanted = [s for s in statuses if self._names_tool_of(name, s.name)]
         rows = wanted or statuses
         failed = [s for s in rows if s.status in ("failed", "needs-auth") and s.tool_count == 0]
         never = [s for s in rows if s.status in ("not-cached", "connecting")]

@@ -56,7 +56,7 @@ class CallPipeline:
         trace: CallTrace | None,
         may_prompt: Callable[[], bool],
         listing_timeout_s: Callable[[], float],
-        explain_miss: Callable[[str], str],
+        explain_miss: Callable[[str, str | None], str],
         questions_during: Callable[[str], AbstractContextManager[object]],
     ) -> None:
         self._state = state
@@ -97,9 +97,7 @@ class CallPipeline:
         try:
             return self._state.catalog.lookup(name, server=server)
         except ToolNotFoundError as exc:
-            # Scoped to one server, only that server's state explains the miss (the
-            # explanation matches servers whose name starts the given name).
-            why = self._explain_miss(name if server is None else server)
+            why = self._explain_miss(name, server)
             if not why:
                 raise
             raise ToolNotFoundError(
