@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _summary import record
-from pi_mcp_adapter.catalog._cache import config_hash
+from pi_mcp_adapter.catalog import config_hash
 from pi_mcp_adapter.config import load_config
 
 PI_MCP = Path(sys.executable).parent / "pi-mcp"
@@ -86,16 +86,12 @@ def write_catalog(root: Path, count: int) -> tuple[Path, Path]:
     offset = 0
     for i, name in enumerate(servers):
         size = SIZES[i % len(SIZES)]
-        tools = []
-        for j in range(size):
-            tool = real[(offset + j) % len(real)]
-            tools.append(
-                {
-                    "name": f"{tool['name']}_{j}" if j >= len(real) else tool["name"],
-                    "description": tool["description"],
-                    "inputSchema": tool["input_schema"],
-                }
-            )
+        # Consecutive tools of the real catalog: distinct names, as SIZES stay below its size.
+        picked = [real[(offset + j) % len(real)] for j in range(size)]
+        tools = [
+            {"name": t["name"], "description": t["description"], "inputSchema": t["input_schema"]}
+            for t in picked
+        ]
         offset += size
         cache[name] = {
             "configHash": config_hash(config.servers[name], environ={}),

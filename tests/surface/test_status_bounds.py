@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pi_mcp_adapter._secrets import register_secret
-from pi_mcp_adapter.catalog._cache import config_hash
+from pi_mcp_adapter.catalog import config_hash
 from pi_mcp_adapter.config import load_config
 from pi_mcp_adapter.engine import ServerStatus, StatusReport
 from pi_mcp_adapter.hosts import ExportHost
