@@ -47,7 +47,9 @@ def synthetic_report(count: int, *, unavailable: int = 0, changed: int = 0) -> S
                     name,
                     "cached",
                     1 + (i * 7) % 23,
-                    changed_tools=tuple(f"tool_{j}" for j in range(12)) if i < changed else (),
+                    changed_tools=tuple(f"tool_{j}" for j in range(12))
+                    if i < unavailable + changed
+                    else (),
                 )
             )
     return StatusReport(
@@ -76,6 +78,17 @@ def test_the_status_stays_within_its_budget_at_any_number_of_servers(count: int)
     assert len(text) <= STATUS_BUDGET_CHARS
     assert count_tokens(text) <= STATUS_BUDGET_TOKENS
     assert text.startswith(f"MCP: 0/{report.enabled} servers connected")
+
+
+def test_changed_definitions_and_config_errors_survive_the_cut() -> None:
+    # Unavailable servers with long errors, changes and config errors: the cut drops the
+    # largest servers (which mcp({servers}) lists), never the warnings.
+    report = synthetic_report(500, unavailable=40, changed=3)
+    text = render_status(report, max_chars=STATUS_BUDGET_CHARS)
+    assert text.count("tool definitions changed since last trusted") == 2
+    assert "… and 1 more server with changed tool definitions" in text
+    assert text.count("config error:") == 3
+    assert text.endswith('… (status cut; mcp({servers: "all"}) lists every server)')
 
 
 def test_a_few_servers_read_as_before_one_line_each() -> None:
@@ -221,7 +234,7 @@ async def test_a_500_server_catalog_has_a_bounded_status_and_every_server_is_lis
 def test_a_secret_cut_by_the_line_bound_is_replaced_before_the_cut() -> None:
     secret = "s3cr3t-" + "x" * 40
     register_secret(secret, "${API_TOKEN}")
-    error = "spawn failed: " + "y" * 150 + secret  # the line bound falls inside the secret
+    error = "spawn failed: " + "y" * 90 + secret  # the 140-character bound falls inside it
     rows = tuple(
         ServerStatus(f"server-{i:02d}", "failed" if i == 0 else "cached", i, error=error)
         for i in range(20)

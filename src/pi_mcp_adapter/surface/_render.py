@@ -70,7 +70,7 @@ unavailable servers and the largest ones, and the call that lists the rest."""
 STATUS_LARGEST_SERVERS = 10
 STATUS_UNAVAILABLE_LINES = 8
 """Unavailable servers shown with their reason; the next ones are named on one line."""
-STATUS_LINE_CHARS = 200
+STATUS_LINE_CHARS = 140
 STATUS_NAMES_CHARS = 400
 STATUS_CHANGED_SERVERS = 2
 STATUS_CHANGED_TOOLS = 5
@@ -118,6 +118,8 @@ def _full_status(report: StatusReport) -> str:
 
 
 def _bounded_status(report: StatusReport, max_chars: int) -> str:
+    # Most urgent first, so that a cut to ``max_chars`` drops the largest servers (which
+    # mcp({servers}) lists) before changed definitions or config errors.
     rows = report.servers
     many = len(rows) > STATUS_SERVER_LINES
     lines = [_status_header(report)]
@@ -133,25 +135,14 @@ def _bounded_status(report: StatusReport, max_chars: int) -> str:
             rest = unavailable[STATUS_UNAVAILABLE_LINES:]
             if rest:
                 lines.append(_named_rest(rest))
-            lines.append("")
-        ordered = servers_in_order(rows, "all")
-        shown = ordered[:STATUS_LARGEST_SERVERS]
-        lines.append("Largest servers:")
-        lines += [cap_line(describe_server(row)) for row in shown]
-        hidden = ordered[len(shown) :]
-        if hidden:
-            tools = sum(r.tool_count for r in hidden)
-            lines.append(
-                f"… and {len(hidden)} more servers ({tools} tools): "
-                f'mcp({{servers: "all", offset: {len(shown)}}}) lists them, largest first'
-            )
     changed = [row for row in rows if row.changed_tools]
     for row in changed[:STATUS_CHANGED_SERVERS]:
         diff = render_definition_changes(row, max_tools=STATUS_CHANGED_TOOLS)
         lines += ["", *(cap_line(line) for line in diff)]
     if len(changed) > STATUS_CHANGED_SERVERS:
+        more = len(changed) - STATUS_CHANGED_SERVERS
         lines.append(
-            f"… and {len(changed) - STATUS_CHANGED_SERVERS} more servers with changed tool "
+            f"… and {more} more server{'s' if more != 1 else ''} with changed tool "
             'definitions: mcp({servers: "changed"})'
         )
     if report.config_errors:
@@ -159,7 +150,23 @@ def _bounded_status(report: StatusReport, max_chars: int) -> str:
         errors = report.config_errors
         lines += [cap_line(f"config error: {e}") for e in errors[:STATUS_CONFIG_ERRORS]]
         if len(errors) > STATUS_CONFIG_ERRORS:
-            lines.append(f"… and {len(errors) - STATUS_CONFIG_ERRORS} more config errors")
+            more = len(errors) - STATUS_CONFIG_ERRORS
+            lines.append(f"… and {more} more config error{'s' if more != 1 else ''}")
+    if many:
+        ordered = servers_in_order(rows, "all")
+        shown = ordered[:STATUS_LARGEST_SERVERS]
+        if lines[-1]:
+            lines.append("")
+        lines.append("Largest servers:")
+        lines += [cap_line(describe_server(row)) for row in shown]
+        hidden = ordered[len(shown) :]
+        if hidden:
+            tools = sum(r.tool_count for r in hidden)
+            lines.append(
+                f"… and {len(hidden)} more server{'s' if len(hidden) != 1 else ''} "
+                f"({tools} tool{'s' if tools != 1 else ''}): "
+                f'mcp({{servers: "all", offset: {len(shown)}}}) lists them, largest first'
+            )
     if not rows:
         lines.append("No MCP servers configured.")
     else:
