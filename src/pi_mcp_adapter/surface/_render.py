@@ -77,6 +77,8 @@ STATUS_CHANGED_TOOLS = 5
 STATUS_CONFIG_ERRORS = 3
 SERVERS_PAGE_SIZE = 50
 """Servers per page of ``mcp({servers})``."""
+CHANGED_SERVERS_PAGE_SIZE = 5
+"""Per page of ``mcp({servers: "changed"})``, which shows each server's changes too."""
 
 
 def render_status(report: StatusReport, *, max_chars: int | None = None) -> str:
@@ -263,7 +265,7 @@ def render_servers(
         return f"{label}: none."
     if offset >= len(chosen):
         return f"{label}: none at offset {offset}; there are {len(chosen)}."
-    size = limit or (STATUS_CHANGED_TOOLS if which == "changed" else SERVERS_PAGE_SIZE)
+    size = limit or (CHANGED_SERVERS_PAGE_SIZE if which == "changed" else SERVERS_PAGE_SIZE)
     page = chosen[offset : offset + size]
     end = offset + len(page)
     lines = [f"{label} {offset + 1}-{end} of {len(chosen)}, largest first:"]
