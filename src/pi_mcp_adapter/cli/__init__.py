@@ -23,6 +23,8 @@ _MODULES = (
     "_export_cmd",
     "_serve_cmd",
     "_auth_cmds",
+    "_manage_cmds",
+    "_token_cmds",
 )
 for _module in _MODULES:
     try:
