@@ -25,6 +25,7 @@ _MODULES = (
     "_auth_cmds",
     "_manage_cmds",
     "_token_cmds",
+    "_doctor_cmd",
 )
 for _module in _MODULES:
     try:
