@@ -1,4 +1,4 @@
-"""``pi-mcp add``, ``remove``, ``enable``, ``disable`` and ``edit`` against real files and servers."""
+"""``pi-mcp add``, ``remove``, ``enable``, ``disable``, ``edit`` on real files and servers."""
 
 from __future__ import annotations
 
