@@ -79,12 +79,24 @@ def _read_token(server: str) -> str:
     return sys.stdin.read().rstrip("\r\n")
 
 
-@token_app.command("set")
+@token_app.command(
+    "set", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+)
 def token_set(ctx: typer.Context, server: ServerArgument, as_json: JsonOption = False) -> None:
     """Store SERVER's bearer token, read from stdin or a hidden prompt (never an argument)."""
     from pi_mcp_adapter._secrets import register_secret
     from pi_mcp_adapter.servers._token_store import BearerRecord
 
+    if ctx.args:
+        # A token typed as an argument is already in the shell history; at least do not
+        # echo it back, as a usage error would.
+        for word in ctx.args:
+            register_secret(word)
+        raise fail(
+            "`pi-mcp token set SERVER` takes no token argument (command lines are visible to "
+            "other users): pipe the token on stdin, or type it at the hidden prompt",
+            code=EXIT_USAGE,
+        )
     _, entry, store = _server(ctx, server)
     assert entry.url is not None
     token = _read_token(server)
