@@ -379,8 +379,20 @@ async def _probe_http(
     headers, auth_error = await _request_headers(server, entry, agent_dir, settings, environ)
     if auth_error is not None:
         raise steps.fail("auth", auth_error, time.perf_counter(), _auth_fix(server, entry))
+    from ._transports import http_options
+
+    try:
+        options = http_options(server, entry, environ)
+    except McpAdapterError as exc:
+        raise steps.fail(
+            "http", str(exc), time.perf_counter(), "fix `requestHeadersCommand` or `caFile`"
+        ) from None
+    transport: httpx2.AsyncBaseTransport = httpx2.AsyncHTTPTransport(verify=verify)
+    if options.wrap_transport is not None:
+        # The headers command signs every request, this probe's included.
+        transport = options.wrap_transport(transport)
     started = time.perf_counter()
-    async with httpx2.AsyncClient(verify=verify, timeout=_HTTP_TIMEOUT_S) as http:
+    async with httpx2.AsyncClient(transport=transport, timeout=_HTTP_TIMEOUT_S) as http:
         try:
             response = await http.post(
                 url,
@@ -410,9 +422,9 @@ async def _probe_http(
         )
         if not status_ok:
             raise _Stop()
-        transport = await _transport_step(http, url, headers, response, entry, steps)
+        kind = await _transport_step(http, url, headers, response, entry, steps)
         await _auth_step(server, entry, http, response, headers, agent_dir, settings, steps)
-    await _initialize_http(server, entry, agent_dir, settings, environ, headers, transport, steps)
+    await _initialize_http(server, entry, agent_dir, settings, environ, headers, kind, steps)
 
 
 def _os_reason(exc: OSError) -> str:
@@ -506,7 +518,9 @@ def _auth_fix(server: str, entry: ServerEntry) -> str:
     if uses_stored_bearer(entry):
         return f"run `pi-mcp token set {server}`"
     if entry.bearer_token_env:
-        return f"set the environment variable {entry.bearer_token_env}"
+        return f"check the environment variable {entry.bearer_token_env}"
+    if entry.request_headers_command is not None:
+        return "check what requestHeadersCommand prints"
     return "fix the server's headers or bearer token"
 
 
@@ -575,14 +589,19 @@ async def _auth_step(
     )
 
     started = time.perf_counter()
+    sent = "Authorization" in headers or entry.request_headers_command is not None
     if response.status_code != 401:
-        how = "bearer token" if "Authorization" in headers else "none asked"
+        how = "none asked"
+        if entry.request_headers_command is not None:
+            how = "requestHeadersCommand"
+        elif "Authorization" in headers:
+            how = "bearer token"
         steps.add("auth", "ok", how, started)
         return
-    if "Authorization" in headers:
+    if sent:
         raise steps.fail(
             "auth",
-            "the server answered 401 to the bearer token sent",
+            "the server answered 401 to the credentials sent",
             started,
             f"the token is wrong or expired: {_auth_fix(server, entry)}",
         )
