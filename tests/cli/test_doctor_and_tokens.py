@@ -250,6 +250,9 @@ def test_a_stored_bearer_token_is_set_from_stdin_used_and_never_shown(
     code, reports = doctor(machine)
     assert code == 1
     assert steps(reports["guarded"])["auth"]["fix"] == "run `pi-mcp token set guarded`"
+    refused = machine.run("connect", "guarded", check=False)
+    assert refused.returncode == 1
+    assert "none is stored: run `pi-mcp token set guarded`" in refused.stderr
     missing = machine.run("token", "status", "guarded", check=False)
     assert missing.returncode == 1
     assert "No bearer token is stored" in missing.stdout

@@ -67,6 +67,15 @@ def _server(ctx: typer.Context, server: str) -> tuple[LoadedConfig, ServerEntry,
     return loaded, entry, store
 
 
+def _forget_failure(ctx: typer.Context, server: str) -> None:
+    """A connect that failed for want of this token must not keep the server in backoff: the
+    next command tries it at once."""
+    from pi_mcp_adapter.servers._failures import FAILURES_FILE_NAME, FailureMemory
+
+    cli = get_context(ctx)
+    FailureMemory(cli.agent_dir / FAILURES_FILE_NAME).clear(server)
+
+
 def _read_token(server: str) -> str:
     if sys.stdin.isatty():
         import getpass
@@ -109,6 +118,7 @@ def token_set(ctx: typer.Context, server: ServerArgument, as_json: JsonOption = 
         store.save(server, BearerRecord(token, entry.url))
     except OSError as exc:
         raise fail(f"cannot store the token: {exc}") from None
+    _forget_failure(ctx, server)
     shadowed = entry.bearer_token is not None or entry.bearer_token_env is not None
     if as_json:
         print_json(

@@ -784,17 +784,19 @@ def _stored_bearer_auth(
     try:
         record = create_bearer_store(settings.oauth_store, agent_dir).load(server)
     except (UsageError, OSError) as exc:
-        raise ServerStartError(server, f"server {server!r}: bearer token store: {exc}") from exc
+        raise ServerStartError(
+            server, f"server {server!r}: the token store cannot be read: {exc}"
+        ) from exc
     if record is None:
         raise ServerStartError(
             server,
-            f"server {server!r} uses a stored bearer token and none is stored: run "
-            f"`pi-mcp token set {server}`",
+            f"server {server!r} authenticates with a stored token (bearerTokenStore) and none "
+            f"is stored: run `pi-mcp token set {server}`",
         )
     if record.server_url != entry.url:
         raise ServerStartError(
             server,
-            f"server {server!r}: the stored bearer token was stored for another URL; run "
+            f"server {server!r}: its stored token was stored for another URL; run "
             f"`pi-mcp token set {server}` to store one for the current URL",
         )
     return _BearerAuth(record.token)

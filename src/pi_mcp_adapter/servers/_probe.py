@@ -503,11 +503,11 @@ async def _request_headers(
         try:
             record = create_bearer_store(settings.oauth_store, agent_dir).load(server)
         except (McpAdapterError, OSError) as exc:
-            return headers, f"the bearer token store cannot be read: {exc}"
+            return headers, f"the token store cannot be read: {exc}"
         if record is None:
-            return headers, "no bearer token is stored"
+            return headers, "no token is stored (bearerTokenStore)"
         if record.server_url != entry.url:
-            return headers, "the stored bearer token was stored for another URL"
+            return headers, "the stored token was stored for another URL"
         headers["Authorization"] = f"Bearer {record.token}"
     return headers, None
 
@@ -521,7 +521,7 @@ def _auth_fix(server: str, entry: ServerEntry) -> str:
         return f"check the environment variable {entry.bearer_token_env}"
     if entry.request_headers_command is not None:
         return "check what requestHeadersCommand prints"
-    return "fix the server's headers or bearer token"
+    return "fix the server's headers or bearerToken"
 
 
 def _status_fix(status: int) -> str:
@@ -595,7 +595,7 @@ async def _auth_step(
         if entry.request_headers_command is not None:
             how = "requestHeadersCommand"
         elif "Authorization" in headers:
-            how = "bearer token"
+            how = "token sent and accepted"
         steps.add("auth", "ok", how, started)
         return
     if sent:
