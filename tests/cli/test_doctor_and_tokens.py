@@ -317,3 +317,24 @@ def test_token_set_refuses_an_argument_and_an_unconfigured_server(tmp_path: Path
     assert empty.returncode == 2
     assert not (tmp_path / "agent" / "mcp-oauth").exists()
     assert os.listdir(tmp_path / "agent") == ["mcp.json"]
+
+
+@pytest.mark.slow
+def test_doctor_shows_no_secret_of_a_server_that_prints_its_environment(tmp_path: Path) -> None:
+    from .test_secret_canary import MARK, secret, servers
+
+    machine = new_machine(tmp_path)
+    (tmp_path / f"dir-{MARK}").mkdir()
+    every = servers(tmp_path)
+    configure(machine, {name: every[name] for name in ("leaky", "remote", "urlpath", "sock")})
+    env = {
+        "MY_TOKEN": secret("my-token"),
+        "OTHER_TOKEN": secret("other-token"),
+        "CANARY_DIR": str(tmp_path / f"dir-{MARK}"),
+    }
+    text = machine.run("doctor", check=False, env=env)
+    as_json = machine.run("doctor", "--json", check=False, env=env)
+    reports = {s["name"]: s for s in json.loads(as_json.stdout)["servers"]}
+    assert reports["leaky"]["stderrTail"]  # it did print its environment
+    for output in (text.stdout, text.stderr, as_json.stdout, as_json.stderr):
+        assert MARK not in output

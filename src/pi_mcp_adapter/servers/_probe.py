@@ -167,11 +167,11 @@ async def _speak_mcp(
                     opened(), mode="legacy", cache=None, client_info=_client_info()
                 ) as client:
                     info = client.server_info
-                    name = f"{info.name} {info.version}" if info is not None else "server"
+                    name = " ".join(filter(None, (info.name, info.version))) if info else ""
                     steps.add(
                         "initialize",
                         "ok",
-                        f"{name}, protocol {client.protocol_version}",
+                        f"{name or 'server'}, protocol {client.protocol_version}",
                         started,
                     )
                     stage = "tools/list"
