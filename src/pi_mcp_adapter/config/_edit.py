@@ -316,8 +316,10 @@ def check_config_text(text: str, path: Path) -> tuple[list[ConfigError], list[st
     return list(collector.errors), list(collector.warnings)
 
 
-def write_config_change(change: ConfigFileChange) -> None:
-    """Write ``change.after`` to its file, atomically, keeping the file's permissions.
+def write_config_change(change: ConfigFileChange, *, retry: str = "try again") -> None:
+    """Write ``change.after`` to its file, atomically, keeping the file's permissions (a
+    symlinked file stays a symlink: its target is rewritten). ``retry`` ends the message when
+    the file changed meanwhile.
 
     Raises:
         ConfigError: the file changed since the change was planned (nothing is written), or it
@@ -331,7 +333,7 @@ def write_config_change(change: ConfigFileChange) -> None:
         current = None
     if current != change.before:
         raise ConfigError(
-            "the file changed while the change was being made; nothing was written, try again",
+            f"the file changed after the change was planned; nothing was written, {retry}",
             path=str(change.path),
         )
     target = change.path.resolve() if change.path.is_symlink() else change.path
