@@ -151,6 +151,27 @@ def test_doctor_says_what_to_do_about_an_unreachable_port_and_a_missing_command(
     assert "Fix: is the server running" in text.stdout
 
 
+def test_doctor_checks_the_way_to_a_proxy_and_honours_no_proxy(tmp_path: Path) -> None:
+    machine = new_machine(tmp_path)
+    proxy_port, server_port = free_port(), free_port()
+    configure(
+        machine,
+        {
+            "far": {"url": "http://mcp.example.invalid/mcp"},
+            "near": {"url": f"http://127.0.0.1:{server_port}/mcp"},
+        },
+    )
+    env = {"HTTP_PROXY": f"http://127.0.0.1:{proxy_port}", "NO_PROXY": "127.0.0.1,localhost"}
+    _, reports = doctor(machine, env=env)
+    far = steps(reports["far"])
+    assert far["proxy"]["detail"] == f"http://127.0.0.1:{proxy_port}"
+    assert far["tcp"]["status"] == "fail"
+    assert f"127.0.0.1:{proxy_port}" in far["tcp"]["detail"]
+    near = steps(reports["near"])
+    assert "proxy" not in near
+    assert f"127.0.0.1:{server_port}" in near["tcp"]["detail"]
+
+
 def test_doctor_shows_the_stderr_tail_and_exit_code_of_a_stdio_server_that_exits(
     tmp_path: Path,
 ) -> None:

@@ -338,6 +338,14 @@ async def _probe_http(
     host = parts.hostname or ""
     port = parts.port or (443 if parts.scheme == "https" else 80)
     shown_url = redact_url(url)
+    proxy = _proxy_for(url, environ)
+    if proxy is not None:
+        # Requests go through the proxy (httpx reads the same variables): the network checks
+        # are of the way to the proxy, and TLS to the server is checked by the request itself.
+        steps.add("proxy", "ok", redact_url(proxy), time.perf_counter())
+        proxy_parts = urlsplit(proxy)
+        host = proxy_parts.hostname or host
+        port = proxy_parts.port or (443 if proxy_parts.scheme == "https" else 80)
 
     started = time.perf_counter()
     try:
@@ -373,7 +381,7 @@ async def _probe_http(
         verify = ssl_context_for(server, entry.ca_file)
     except McpAdapterError as exc:
         raise steps.fail("tls", str(exc), time.perf_counter(), "fix `caFile`") from None
-    if parts.scheme == "https":
+    if parts.scheme == "https" and proxy is None:
         await _check_tls(host, port, verify, entry, steps)
 
     headers, auth_error = await _request_headers(server, entry, agent_dir, settings, environ)
@@ -425,6 +433,30 @@ async def _probe_http(
         kind = await _transport_step(http, url, headers, response, entry, steps)
         await _auth_step(server, entry, http, response, headers, agent_dir, settings, steps)
     await _initialize_http(server, entry, agent_dir, settings, environ, headers, kind, steps)
+
+
+def _proxy_for(url: str, environ: Mapping[str, str]) -> str | None:
+    """The proxy ``HTTP(S)_PROXY`` / ``ALL_PROXY`` give for ``url``, unless ``NO_PROXY``
+    exempts its host."""
+    proxies = {
+        key.lower().removesuffix("_proxy"): value
+        for key, value in environ.items()
+        if key.lower().endswith("_proxy") and value
+    }
+    parts = urlsplit(url)
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if proxy is None or _bypassed(parts.hostname or "", proxies.get("no", "")):
+        return None
+    return proxy if "://" in proxy else f"http://{proxy}"
+
+
+def _bypassed(host: str, no_proxy: str) -> bool:
+    for item in (part.strip().lower() for part in no_proxy.split(",")):
+        if item == "*" or (
+            item and (host == item.lstrip(".") or host.endswith("." + item.lstrip(".")))
+        ):
+            return True
+    return False
 
 
 def _os_reason(exc: OSError) -> str:
