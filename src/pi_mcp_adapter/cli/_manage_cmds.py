@@ -221,8 +221,9 @@ def add(
     words: Annotated[
         list[str] | None,
         typer.Argument(
-            metavar="[NAME] URL | NAME -- COMMAND [ARGS]... | [NAME] npm:PKG|pypi:PKG [ARGS]...",
-            help="What to add.",
+            metavar="SPEC",
+            help="[NAME] URL, or NAME -- COMMAND [ARGS...], or [NAME] npm:PACKAGE|pypi:PACKAGE "
+            "[ARGS...].",
             show_default=False,
         ),
     ] = None,
@@ -254,11 +255,13 @@ def add(
 ) -> None:
     """Add a server to a config file, keeping the file's comments and layout.
 
-    pi-mcp add linear https://mcp.linear.app/mcp;
-    pi-mcp add https://mcp.example.com/mcp (named "mcp" after the host);
-    pi-mcp add fs -- npx -y @modelcontextprotocol/server-filesystem ~/src;
-    pi-mcp add npm:@modelcontextprotocol/server-memory (named "memory");
-    pi-mcp add pypi:mcp-server-time (runs with uvx, pipx, or the installed script).
+    \b
+    pi-mcp add linear https://mcp.linear.app/mcp
+    pi-mcp add https://mcp.example.com/mcp        (named "mcp", after the host)
+    pi-mcp add fs -- npx -y @modelcontextprotocol/server-filesystem ~/src
+    pi-mcp add npm:@modelcontextprotocol/server-memory   (named "memory")
+    pi-mcp add pypi:mcp-server-time   (uvx, pipx, or the installed script)
+
     Options go before `--`.
     """
     import anyio
