@@ -103,6 +103,15 @@ def test_a_missing_parent_is_created_and_an_empty_file_gets_a_document() -> None
     assert data_of(after) == {"imports": ["cursor"], "mcpServers": {"x": {"url": "https://x"}}}
 
 
+def test_a_file_with_windows_line_endings_keeps_them() -> None:
+    text = HAND_WRITTEN.replace("\n", "\r\n")
+    after = set_jsonc_value(text, ("mcpServers", "new"), {"command": "x", "args": ["a"]})
+    assert "\n" not in after.replace("\r\n", "")
+    assert after.replace("\r\n", "\n") == set_jsonc_value(
+        HAND_WRITTEN, ("mcpServers", "new"), {"command": "x", "args": ["a"]}
+    )
+
+
 def test_removing_what_is_not_there_changes_nothing() -> None:
     assert remove_jsonc_member(HAND_WRITTEN, ("mcpServers", "absent")) == HAND_WRITTEN
 

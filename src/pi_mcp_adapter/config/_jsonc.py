@@ -295,6 +295,10 @@ def set_jsonc_value(text: str, path: tuple[str, ...], value: object) -> str:
     """
     if not path:
         raise JsoncEditError("an edit needs a path of at least one key")
+    if "\r\n" in text:
+        # A Windows file keeps its line endings: edit it as LF, then write every break back.
+        edited = set_jsonc_value(text.replace("\r\n", "\n"), path, value)
+        return edited.replace("\n", "\r\n")
     document = parse_jsonc(text)
     if document is None:
         step = "  "
