@@ -275,3 +275,20 @@ def test_edit_of_a_new_project_file_records_its_trust(tmp_path: Path) -> None:
         "trusted": True,
     }
     assert statuses(machine)["p"] != "untrusted"
+
+
+def test_a_file_with_a_broken_entry_still_takes_other_changes_but_no_new_breakage(
+    tmp_path: Path,
+) -> None:
+    machine = new_machine(tmp_path)
+    broken = '{"mcpServers": {"odd": {"command": "x", "lifecycle": "sometimes"}}}\n'
+    machine.user_file.write_text(broken)
+    machine.run("add", "web", "https://example.com/mcp")
+    assert "web" in json.loads(machine.run("config", "--json", check=False).stdout)["servers"]
+    proc = machine.run("enable", "odd", check=False)
+    assert proc.returncode == 1
+    assert "cannot be used" in proc.stderr
+    assert "lifecycle" in proc.stderr
+    bad_header = machine.run("add", "-H", "X-Empty", "h", "https://example.com/x", check=False)
+    assert bad_header.returncode == 2
+    assert "NAME:VALUE" in bad_header.stderr or "KEY:VALUE" in bad_header.stderr

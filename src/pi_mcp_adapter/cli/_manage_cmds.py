@@ -123,7 +123,15 @@ def _write(cli: CliContext, change: ConfigFileChange) -> _Written:
         write_config_change,
     )
 
-    errors, _ = check_config_text(change.after, change.path)
+    # Only what this change breaks stops it: a file that already had a broken entry can still
+    # have another server added or switched.
+    earlier, _ = check_config_text(change.before or "", change.path)
+    known = {(e.field, e.message) for e in earlier}
+    errors = [
+        e
+        for e in check_config_text(change.after, change.path)[0]
+        if (e.field, e.message) not in known
+    ]
     if errors:
         raise fail(
             "the change would make the file invalid; nothing was written:\n"
@@ -522,6 +530,9 @@ def _switch(
             note = _trust_note(cli, w)
             if note:
                 sys.stdout.write(note + "\n")
+    invalid = loaded.invalid_servers.get(server)
+    if enable and entry is None and invalid is not None:
+        raise fail(f"{server} is enabled but cannot be used: {invalid}")
     if now_on != enable:
         source = (
             loaded.provenance[server].field_sources.get("disabled", "another file")
