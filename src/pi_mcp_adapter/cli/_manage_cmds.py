@@ -534,12 +534,9 @@ def _switch(
     if enable and entry is None and invalid is not None:
         raise fail(f"{server} is enabled but cannot be used: {invalid}")
     if now_on != enable:
-        source = (
-            loaded.provenance[server].field_sources.get("disabled", "another file")
-            if server in loaded.provenance
-            else "another file"
-        )
-        hint = " (try --scope project)" if enable and chosen == "user" else ""
+        sources = loaded.provenance[server].field_sources if server in loaded.provenance else {}
+        source = sources.get("disabled") or sources.get("enabled") or "another file"
+        hint = " (try --scope project)" if chosen != "project" else ""
         raise fail(
             f"{server} is still {'disabled' if enable else 'enabled'}: {source} decides it{hint}"
         )
