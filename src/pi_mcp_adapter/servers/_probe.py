@@ -150,13 +150,14 @@ async def _speak_mcp(
 
     from ._connection import _client_info
 
-    stage = "initialize"
+    stage = "start" if on_started is not None else "initialize"
     started = time.perf_counter()
     with anyio.move_on_after(timeout_s) as scope:
         try:
             async with open_streams() as streams:
                 if on_started is not None:
                     await on_started(started)
+                stage = "initialize"
                 started = time.perf_counter()
 
                 @contextlib.asynccontextmanager
@@ -190,9 +191,11 @@ async def _speak_mcp(
         except Exception as exc:
             if stage == "close":
                 return
-            fix = (
-                fix_initialize() if stage == "initialize" else "the server failed to list its tools"
-            )
+            fixes = {
+                "start": "the command could not be started: check that it is an executable file",
+                "initialize": fix_initialize() if stage == "initialize" else "",
+            }
+            fix = fixes.get(stage, "the server failed to list its tools")
             raise steps.fail(stage, _error_text(exc), started, fix) from None
     if scope.cancelled_caught:
         raise steps.fail(
@@ -226,6 +229,13 @@ async def _probe_stdio(
             "fix `cwd` in the server's entry",
         )
     found = _find_command(entry.command, env_path, cwd)
+    if found is None and os.sep in entry.command:
+        raise steps.fail(
+            "command",
+            f"{entry.command!r} is not an executable file",
+            started,
+            "check the path in `command` (and that the file is executable)",
+        )
     if found is None:
         raise steps.fail(
             "command",
@@ -291,7 +301,8 @@ def _find_command(command: str, path: str | None, cwd: Path | None) -> str | Non
     expanded = os.path.expanduser(command)
     if os.sep in expanded:
         candidate = Path(expanded) if cwd is None else cwd / expanded
-        return str(candidate) if os.access(candidate, os.X_OK) else None
+        usable = candidate.is_file() and os.access(candidate, os.X_OK)
+        return str(candidate) if usable else None
     return shutil.which(expanded, path=path)
 
 
