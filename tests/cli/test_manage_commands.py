@@ -292,3 +292,27 @@ def test_a_file_with_a_broken_entry_still_takes_other_changes_but_no_new_breakag
     bad_header = machine.run("add", "-H", "X-Empty", "h", "https://example.com/x", check=False)
     assert bad_header.returncode == 2
     assert "NAME:VALUE" in bad_header.stderr or "KEY:VALUE" in bad_header.stderr
+
+
+def test_a_dry_run_prints_the_diff_writes_nothing_and_masks_a_literal_secret(
+    tmp_path: Path,
+) -> None:
+    machine = new_machine(tmp_path)
+    machine.user_file.write_text(USER_FILE)
+    secret = "literal-secret-5b1e07c9"
+    proc = machine.run(
+        "add",
+        "--dry-run",
+        "-H",
+        f"Authorization: Bearer {secret}",
+        "-H",
+        "X-Team: ${TEAM}",
+        "api",
+        "https://api.example.com/mcp",
+    )
+    assert machine.user_file.read_text() == USER_FILE
+    assert '+    "api": {' in proc.stdout
+    assert '"X-Team": "${TEAM}"' in proc.stdout
+    assert secret not in proc.stdout + proc.stderr
+    assert "prefer a ${VARIABLE} reference" in proc.stderr
+    assert "X-Team" not in proc.stderr  # a reference is not warned about
