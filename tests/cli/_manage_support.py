@@ -76,6 +76,7 @@ def new_machine(tmp_path: Path) -> Machine:
 
 
 OAUTH_FIXTURE = REPO / "tests" / "fixtures" / "oauth_server.py"
+FAULTS_FIXTURE = REPO / "tests" / "fixtures" / "http_faults.py"
 
 
 class Fixtures:

@@ -16,6 +16,7 @@ import pytest
 import trustme
 
 from ._manage_support import (
+    FAULTS_FIXTURE,
     MCP_FIXTURE,
     NPM_DIR,
     OAUTH_FIXTURE,
@@ -149,6 +150,28 @@ def test_doctor_says_what_to_do_about_an_unreachable_port_and_a_missing_command(
     assert text.returncode == 1
     assert "  FAIL  tcp" in text.stdout
     assert "Fix: is the server running" in text.stdout
+
+
+@pytest.mark.parametrize(
+    ("fault", "step", "fix"),
+    [
+        pytest.param(("--status", "404"), "transport", "check its path", id="wrong-path"),
+        pytest.param(("--status", "500"), "http", "retry later", id="server-error"),
+        pytest.param(("--status", "403"), "http", "permissions", id="forbidden"),
+        pytest.param(("--html",), "transport", "web site or a sign-in page", id="web-page"),
+    ],
+)
+def test_doctor_names_the_step_where_a_url_that_is_not_mcp_fails(
+    tmp_path: Path, fixtures: Fixtures, fault: tuple[str, ...], step: str, fix: str
+) -> None:
+    machine = new_machine(tmp_path)
+    port = fixtures.start(FAULTS_FIXTURE, *fault)
+    configure(machine, {"site": {"url": f"http://127.0.0.1:{port}/mcp"}})
+    code, reports = doctor(machine)
+    assert code == 1
+    last = reports["site"]["steps"][-1]
+    assert (last["name"], last["status"]) == (step, "fail")
+    assert fix in last["fix"]
 
 
 def test_doctor_checks_the_way_to_a_proxy_and_honours_no_proxy(tmp_path: Path) -> None:

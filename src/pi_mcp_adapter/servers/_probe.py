@@ -47,6 +47,7 @@ _HTTP_TIMEOUT_S = 10.0
 """One plain HTTP request of the probe; a server slower than this to answer is itself news."""
 _STDERR_TAIL_LINES = 5
 _LEGACY_VERSION = "2025-06-18"
+_INCONCLUSIVE_STATUSES = frozenset({400, 401, 404, 405, 406, 415})
 
 
 @dataclass(frozen=True, slots=True)
@@ -431,7 +432,9 @@ async def _probe_http(
             ) from None
         content_type = response.headers.get("content-type", "").split(";")[0].strip()
         status_text = f"POST -> {response.status_code} {content_type or '(no content type)'}"
-        status_ok = response.status_code < 400 or response.status_code in (401, 404, 405, 406)
+        # 401 goes to auth discovery; 404/405 may be an SSE-only server; 400/406/415 may be a
+        # server that wants more than this plain request: the real handshake decides.
+        status_ok = response.status_code < 400 or response.status_code in _INCONCLUSIVE_STATUSES
         steps.add(
             "http",
             "ok" if status_ok else "fail",
@@ -596,6 +599,13 @@ async def _transport_step(
     if response.status_code == 401:
         steps.add("transport", "skip", "not known until authenticated", started)
         return "streamable-http"
+    if content_type.startswith("text/html"):
+        raise steps.fail(
+            "transport",
+            f"POST -> {response.status_code} with a web page (HTML), not MCP",
+            started,
+            "the url is a web site or a sign-in page: use the server's MCP endpoint (often /mcp)",
+        )
     try:
         async with http.stream(
             "GET", url, headers={**headers, "Accept": "text/event-stream"}
@@ -608,6 +618,14 @@ async def _transport_step(
     if sse:
         steps.add("transport", "ok", "SSE (the legacy transport)", started)
         return "sse"
+    if response.status_code not in (404, 405):
+        steps.add(
+            "transport",
+            "warn",
+            f"POST -> {response.status_code} and no SSE stream; trying Streamable HTTP",
+            started,
+        )
+        return "streamable-http"
     raise steps.fail(
         "transport",
         f"neither Streamable HTTP (POST -> {response.status_code}) nor SSE (GET) answers here",
