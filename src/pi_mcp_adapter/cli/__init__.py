@@ -23,6 +23,9 @@ _MODULES = (
     "_export_cmd",
     "_serve_cmd",
     "_auth_cmds",
+    "_manage_cmds",
+    "_token_cmds",
+    "_doctor_cmd",
 )
 for _module in _MODULES:
     importlib.import_module(f"{__name__}.{_module}")

@@ -148,6 +148,9 @@ class ServerEntry(_Model):
     auth: AuthKind | Literal[False] | None = None
     bearer_token: str | None = None
     bearer_token_env: str | None = None
+    bearer_token_store: bool = False
+    """With ``auth: "bearer"``: send the token stored by ``pi-mcp token set`` (when neither
+    ``bearerToken`` nor ``bearerTokenEnv`` is set)."""
     oauth: OAuthConfig | Literal[False] | None = None
     """OAuth client settings; ``false`` turns OAuth off even where it would be implied."""
     lifecycle: Lifecycle = "lazy"

@@ -35,7 +35,10 @@ if TYPE_CHECKING:
     from ._npx import ResolvedCommand, resolve_npx_command
     from ._oauth import OAuthProviders, OAuthState
     from ._oauth_prompt import AuthorizationPrompt
+    from ._packages import resolve_package_command, split_package_target
+    from ._probe import ProbeReport, ProbeStep, probe_server
     from ._relay import CallRelay, current_relay, relay_calls
+    from ._token_store import BearerRecord, BearerStore, create_bearer_store
 
 
 def __getattr__(name: str) -> Any:
@@ -61,6 +64,18 @@ def __getattr__(name: str) -> Any:
         from . import _relay
 
         return getattr(_relay, name)
+    if name in ("BearerRecord", "BearerStore", "create_bearer_store"):
+        from . import _token_store
+
+        return getattr(_token_store, name)
+    if name in ("ProbeReport", "ProbeStep", "probe_server"):
+        from . import _probe
+
+        return getattr(_probe, name)
+    if name in ("resolve_package_command", "split_package_target"):
+        from . import _packages
+
+        return getattr(_packages, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -68,6 +83,8 @@ __all__ = [
     "DEFAULT_BACKOFF_S",
     "FAILURES_FILE_NAME",
     "AuthorizationPrompt",
+    "BearerRecord",
+    "BearerStore",
     "CallRelay",
     "ConnectionStatus",
     "FailureMemory",
@@ -75,6 +92,8 @@ __all__ = [
     "MetadataListener",
     "OAuthProviders",
     "OAuthState",
+    "ProbeReport",
+    "ProbeStep",
     "ResolvedCommand",
     "ServerConnection",
     "ServerManager",
@@ -83,7 +102,11 @@ __all__ = [
     "StateListener",
     "TransportKind",
     "allow_prompts",
+    "create_bearer_store",
     "current_relay",
+    "probe_server",
     "relay_calls",
     "resolve_npx_command",
+    "resolve_package_command",
+    "split_package_target",
 ]
