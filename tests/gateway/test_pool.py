@@ -1,0 +1,231 @@
+"""The server pool: processes of one agent dir share a running gateway's stdio servers.
+
+Real pools (in-process, and ``pi-mcp serve --background`` as a detached process), real fixture
+servers, real ``pi-mcp`` commands; psutil counts the server processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import psutil
+import pytest
+
+from pi_mcp_adapter import McpAdapter
+from pi_mcp_adapter.hosts._pool_daemon import ServerPool
+from pi_mcp_adapter.servers._pool_client import pool_socket_path, read_hello_line
+
+from .conftest import MCP_FIXTURE, PI_MCP, fixture_entry, is_supervisor
+
+pytestmark = [pytest.mark.anyio]
+
+
+def write_config(path: Path, servers: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"mcpServers": servers}))
+    return path
+
+
+def fixture_processes(under: int | None = None) -> list[psutil.Process]:
+    """The running fixture servers started by process ``under`` (default: this one) or its
+    descendants, supervisors excluded."""
+    try:
+        descendants = psutil.Process(under or os.getpid()).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    found = []
+    for process in descendants:
+        try:
+            if str(MCP_FIXTURE) in process.cmdline() and not is_supervisor(process):
+                found.append(process)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def pid_of(outcome: Any) -> int:
+    assert outcome.error_kind is None, outcome.message
+    return int(outcome.result.content[0].text)
+
+
+@asynccontextmanager
+async def running_pool(agent_dir: Path, config: Path) -> AsyncIterator[McpAdapter]:
+    """An in-process gateway adapter serving the pool of ``agent_dir``."""
+    adapter = McpAdapter(
+        agent_dir=agent_dir,
+        config_path=config,
+        project_dir=config.parent,
+        relay_server_requests=True,
+        use_pool=False,
+        connect_missing=False,  # a server runs only when a client asks for it
+    )
+    async with adapter, ServerPool(adapter).serving(stop=lambda: None) as serving:
+        assert serving
+        yield adapter
+
+
+def client(agent_dir: Path, config: Path) -> McpAdapter:
+    return McpAdapter(agent_dir=agent_dir, config_path=config, project_dir=config.parent)
+
+
+async def test_adapters_with_the_same_entry_share_the_pools_server_process(
+    tmp_path: Path,
+) -> None:
+    agent_dir = tmp_path / "agent"
+    config = write_config(tmp_path / "mcp.json", {"fx": fixture_entry()})
+    async with (
+        running_pool(agent_dir, config) as pool,
+        client(agent_dir, config) as first,
+        client(agent_dir, config) as second,
+    ):
+        with anyio.fail_after(30):
+            pids = {pid_of(await a.call("fx_pid")) for a in (first, second, first)}
+        assert len(pids) == 1
+        assert first.server_manager().state("fx").transport == "pool"
+        echoed = await second.call("fx_echo", {"message": "through the pool"})
+        assert echoed.result is not None
+        assert echoed.result.content[0].text == "Echo: through the pool"  # type: ignore[union-attr]
+        held = pool.server_manager().process_id("fx")
+        assert held is not None
+        assert [p.pid for p in fixture_processes()] == [pids.pop()]
+
+
+async def test_a_server_whose_entry_differs_is_started_by_the_client_itself(
+    tmp_path: Path,
+) -> None:
+    agent_dir = tmp_path / "agent"
+    pooled = write_config(tmp_path / "pool" / "mcp.json", {"fx": fixture_entry()})
+    other = write_config(tmp_path / "other" / "mcp.json", {"fx": fixture_entry("--tools", "2")})
+    async with running_pool(agent_dir, pooled) as pool, client(agent_dir, other) as differing:
+        with anyio.fail_after(30):
+            own = pid_of(await differing.call("fx_pid"))
+            assert differing.server_manager().state("fx").transport == "stdio"
+            await pool.server_manager().connect("fx")
+        assert own != pool.server_manager().process_id("fx")
+        assert len(fixture_processes()) == 2
+
+
+async def test_without_a_pool_or_with_a_stale_socket_the_client_starts_the_server(
+    tmp_path: Path,
+) -> None:
+    agent_dir = tmp_path / "agent"
+    config = write_config(tmp_path / "mcp.json", {"fx": fixture_entry()})
+    async with client(agent_dir, config) as alone:
+        with anyio.fail_after(30):
+            pid_of(await alone.call("fx_pid"))
+        assert alone.server_manager().state("fx").transport == "stdio"
+    # A socket file nobody listens on: what a pool killed with SIGKILL leaves behind.
+    path = pool_socket_path(agent_dir)
+    path.parent.mkdir(mode=0o700)
+    with socket.socket(socket.AF_UNIX) as stale:
+        stale.bind(str(path))
+    async with client(agent_dir, config) as after_crash:
+        with anyio.fail_after(30):
+            pid_of(await after_crash.call("fx_pid"))
+        assert after_crash.server_manager().state("fx").transport == "stdio"
+
+
+async def test_an_untrusted_project_server_is_never_asked_of_the_pool(tmp_path: Path) -> None:
+    agent_dir = tmp_path / "agent"
+    config = write_config(tmp_path / "mcp.json", {"fx": fixture_entry()})
+    project = tmp_path / "cloned"
+    write_config(project / ".mcp.json", {"fx": fixture_entry()})
+    write_config(agent_dir / "mcp.json", {})
+    async with running_pool(agent_dir, config) as pool:
+        untrusting = McpAdapter(agent_dir=agent_dir, project_dir=project, connect_missing=False)
+        async with untrusting:
+            outcome = await untrusting.call("fx_pid")
+        assert outcome.error_kind is not None
+        assert pool.server_manager().state("fx").status == "closed"
+        assert fixture_processes() == []
+
+
+async def test_the_pool_socket_is_private(tmp_path: Path) -> None:
+    agent_dir = tmp_path / "agent"
+    config = write_config(tmp_path / "mcp.json", {"fx": fixture_entry()})
+    async with running_pool(agent_dir, config):
+        path = pool_socket_path(agent_dir)
+        assert stat.S_ISSOCK(path.stat().st_mode)
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+        assert await ask(path, {"pool": 99}) == {
+            "ok": False,
+            "reason": "unsupported pool protocol version",
+        }
+        refused = await ask(path, {"pool": 1, "server": "fx", "fingerprint": "another"})
+        assert refused == {"ok": False, "reason": "the pool's entry for 'fx' differs"}
+        unknown = await ask(path, {"pool": 1, "server": "nope", "fingerprint": "x"})
+        assert unknown["ok"] is False
+    assert not path.exists()
+
+
+async def ask(path: Path, hello: dict[str, Any]) -> dict[str, Any]:
+    async with await anyio.connect_unix(path) as stream:
+        await stream.send(json.dumps(hello).encode() + b"\n")
+        answer, _rest = await read_hello_line(stream)
+    return answer
+
+
+# -- the command line -------------------------------------------------------------------------
+
+
+def pi_mcp(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    globals_ = ["--config", str(root / "mcp.json"), "--agent-dir", str(root / "agent")]
+    return subprocess.run(
+        [str(PI_MCP), *globals_, "--project", str(root), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=root,
+    )
+
+
+@contextmanager
+def background_pool(root: Path) -> Iterator[int]:
+    started = pi_mcp(root, "serve", "--background")
+    assert started.returncode == 0, started.stderr
+    status = json.loads(pi_mcp(root, "status", "--json").stdout)["pool"]
+    pid = int(status["pid"])
+    try:
+        yield pid
+    finally:
+        if psutil.pid_exists(pid):
+            pi_mcp(root, "serve", "--stop")
+        with pytest.raises(psutil.NoSuchProcess):
+            psutil.Process(pid).wait(timeout=15)
+
+
+@pytest.mark.slow
+def test_cli_calls_use_the_background_pool_and_stop_leaves_no_process(tmp_path: Path) -> None:
+    write_config(tmp_path / "mcp.json", {"fx": fixture_entry()})
+    (tmp_path / "agent").mkdir()
+    with background_pool(tmp_path) as pool_pid:
+        assert "server pool listening" in pi_mcp(tmp_path, "serve", "--background").stdout
+        pids = set()
+        for _ in range(3):
+            called = pi_mcp(tmp_path, "call", "fx_pid")
+            assert called.returncode == 0, called.stderr
+            pids.add(int(called.stdout))
+        assert len(pids) == 1
+        servers = fixture_processes(pool_pid)
+        assert [p.pid for p in servers] == list(pids)
+        status = pi_mcp(tmp_path, "status")
+        assert f"server pool: pid {pool_pid}" in status.stdout
+        stopped = pi_mcp(tmp_path, "serve", "--stop")
+        assert f"stopped the server pool (pid {pool_pid})" in stopped.stdout
+        _gone, alive = psutil.wait_procs(servers, timeout=10)
+        assert alive == []
+        assert not pool_socket_path(tmp_path / "agent").exists()
+    # With no pool, the call starts its own server again.
+    assert pi_mcp(tmp_path, "call", "fx_echo", '{"message": "alone"}').stdout == "Echo: alone\n"
+    assert "no server pool runs" in pi_mcp(tmp_path, "serve", "--stop").stdout
+    assert json.loads(pi_mcp(tmp_path, "status", "--json").stdout)["pool"] is None
