@@ -11,6 +11,7 @@ import os
 import socket
 import stat
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -189,6 +190,36 @@ def pi_mcp(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+WARM_PROBE = """
+import sys
+from pi_mcp_adapter._launch import run_warm
+code = run_warm(sys.argv[1:])
+sys.stdout.flush()
+sys.stderr.write(f"WARM {code}\\n")
+"""
+
+
+def warm(
+    root: Path, *args: str, stdin: str = "", env: dict[str, str] | None = None
+) -> tuple[int | None, str]:
+    """What the warm process made of a command: its exit code (None: it did not take it) and
+    its output."""
+    globals_ = ["--config", "mcp.json", "--agent-dir", str(root / "agent")]
+    completed = subprocess.run(
+        [sys.executable, "-c", WARM_PROBE, *globals_, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=root,
+        env={**os.environ, **(env or {})},
+    )
+    verdict = completed.stderr.splitlines()[-1]
+    assert verdict.startswith("WARM "), completed.stderr
+    code = verdict.removeprefix("WARM ")
+    return (None if code == "None" else int(code)), completed.stdout
+
+
 @contextmanager
 def background_pool(root: Path) -> Iterator[int]:
     started = pi_mcp(root, "serve", "--background")
@@ -220,6 +251,14 @@ def test_cli_calls_use_the_background_pool_and_stop_leaves_no_process(tmp_path: 
         assert [p.pid for p in servers] == list(pids)
         status = pi_mcp(tmp_path, "status")
         assert f"server pool: pid {pool_pid}" in status.stdout
+        # Short commands run in the pool's warm process, with this one's directory (the
+        # relative --config), environment and streams, and exit with the command's code.
+        assert warm(tmp_path, "call", "fx_echo", "-", stdin='{"message": "warm"}') == (
+            0,
+            "Echo: warm\n",
+        )
+        assert warm(tmp_path, "call", "fx_fail")[0] == 1
+        assert warm(tmp_path, "call", "fx_pid", env={"PI_MCP_POOL": "0"}) == (None, "")
         stopped = pi_mcp(tmp_path, "serve", "--stop")
         assert f"stopped the server pool (pid {pool_pid})" in stopped.stdout
         _gone, alive = psutil.wait_procs(servers, timeout=10)

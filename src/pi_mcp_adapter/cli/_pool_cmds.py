@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pi_mcp_adapter._launch import warm_socket_path
+
 from ._app import CliContext, fail
 
 START_TIMEOUT_S = 60.0
@@ -73,8 +75,8 @@ def start_background(context: CliContext, serve_args: list[str]) -> dict[str, An
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         status = current_pool(context.agent_dir)
-        if status is not None:
-            return status
+        if status is not None and warm_socket_path(context.agent_dir).exists():
+            return status  # the pool, and its warm process for short commands, are ready
         if child.poll() is not None:
             raise fail(
                 f"the server pool exited with code {child.returncode} before it listened"

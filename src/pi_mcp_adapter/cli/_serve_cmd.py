@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import sys
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -17,7 +18,11 @@ import typer
 from pi_mcp_adapter._errors import McpAdapterError, UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from pi_mcp_adapter.engine import McpAdapter
     from pi_mcp_adapter.hosts import GatewayOptions
+    from pi_mcp_adapter.hosts._pool_daemon import ServerPool
 
 from ._app import CliContext, app, fail, get_context, only_error, report_config_problems
 
@@ -91,6 +96,7 @@ def serve(
         bool, typer.Option("--stop", help="Stop the server pool of this agent dir.")
     ] = False,
     pool_only: Annotated[bool, typer.Option("--pool-only", hidden=True)] = False,
+    warm_cli: Annotated[bool, typer.Option("--warm-cli", hidden=True)] = False,
 ) -> None:
     """Serve every configured MCP server as one MCP server (the gateway).
 
@@ -186,15 +192,14 @@ def serve(
     )
     try:
         try:
+            pool = functools.partial(_open_pool, warm_cli=warm_cli)
             if pool_only:
                 from pi_mcp_adapter.hosts._pool_daemon import serve_pool
 
-                stopped_by = anyio.run(serve_pool, adapter)
+                stopped_by = anyio.run(functools.partial(serve_pool, open_pool=pool), adapter)
             else:
-                from pi_mcp_adapter.hosts._pool_daemon import open_server_pool
-
                 stopped_by = anyio.run(
-                    functools.partial(serve_gateway, alongside=open_server_pool), adapter, options
+                    functools.partial(serve_gateway, alongside=pool), adapter, options
                 )
         except BaseExceptionGroup as group:
             # The gateway's task groups wrap what failed inside; a lone error is the answer.
@@ -210,12 +215,42 @@ def serve(
         raise typer.Exit(128 + stopped_by)
 
 
+@asynccontextmanager
+async def _open_pool(
+    adapter: McpAdapter, *, warm_cli: bool = False
+) -> AsyncIterator[ServerPool | None]:
+    """The agent dir's server pool (None when another process serves it), with ``warm_cli``
+    the warm process that runs short commands beside it.
+
+    Only the background pool runs the warm process: it exists to make commands fast, while a
+    gateway that an MCP client started should cost that client no more than itself.
+    """
+    from pi_mcp_adapter.hosts._pool_daemon import open_server_pool
+
+    from ._warm import running_warm_cli
+
+    async with open_server_pool(adapter) as pool:
+        if pool is None or not warm_cli:
+            yield pool
+            return
+        async with running_warm_cli(pool.socket_path.parent):
+            yield pool
+
+
 def _background_args(transport: str, options: GatewayOptions, stateless: bool) -> list[str]:
     """The ``serve`` arguments of the background process (the token travels in its
     environment, inherited, never on a command line other users can read)."""
     if transport != "http":
-        return ["--pool-only"]
-    args = ["--transport", "http", "--host", options.host, "--port", str(options.port)]
+        return ["--pool-only", "--warm-cli"]
+    args = [
+        "--warm-cli",
+        "--transport",
+        "http",
+        "--host",
+        options.host,
+        "--port",
+        str(options.port),
+    ]
     args += ["--path", options.path]
     if options.surface is not None:
         args += ["--surface", options.surface]

@@ -30,6 +30,7 @@ import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -425,10 +426,16 @@ async def open_server_pool(adapter: McpAdapter) -> AsyncIterator[ServerPool | No
 
 
 async def serve_pool(
-    adapter: McpAdapter, *, announce: Callable[[str], None] | None = None
+    adapter: McpAdapter,
+    *,
+    announce: Callable[[str], None] | None = None,
+    open_pool: Callable[
+        [McpAdapter], AbstractAsyncContextManager[ServerPool | None]
+    ] = open_server_pool,
 ) -> signal.Signals | None:
     """Open ``adapter`` and serve only its pool (no MCP transport of its own) until a stop
-    request, SIGINT, SIGTERM or SIGHUP; then close every server.
+    request, SIGINT, SIGTERM or SIGHUP; then close every server. ``open_pool`` opens the pool
+    (and whatever a host runs beside it).
 
     Returns:
         The signal that stopped the pool.
@@ -441,7 +448,7 @@ async def serve_pool(
     received: list[signal.Signals] = []
     async with adapter, anyio.create_task_group() as tg:
         await tg.start(_cancel_on_signal, tg.cancel_scope.cancel, received)
-        async with open_server_pool(adapter) as pool:
+        async with open_pool(adapter) as pool:
             if pool is None:
                 raise UsageError(f"a server pool already serves {adapter.agent_dir}")
             (announce or _print_socket)(str(pool.socket_path))
