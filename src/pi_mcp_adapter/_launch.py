@@ -17,13 +17,13 @@ a command that is not short) runs the command here as usual.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import signal
-import socket
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import socket
 
 WARM_SOCKET_NAME = "cli.sock"
 WARM_COMMANDS = frozenset(
@@ -32,7 +32,6 @@ WARM_COMMANDS = frozenset(
 """Commands that end by themselves and only talk to the terminal; ``serve``, ``auth`` (a
 browser sign-in), ``init`` and the rest run here."""
 _GLOBAL_OPTIONS_WITH_VALUE = ("--config", "--agent-dir", "--project")
-_FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _LINE_LIMIT_BYTES = 1 << 16
 
 
@@ -62,6 +61,12 @@ def run_warm(args: list[str]) -> int | None:
     path = warm_socket_path(agent_dir)
     if len(os.fsencode(path)) > 107 or not path.exists():
         return None
+    # Only now: --help, --version and every run without a pool pay nothing for these.
+    import contextlib
+    import json
+    import signal
+    import socket
+
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         connection.connect(os.fspath(path))
@@ -90,7 +95,7 @@ def run_warm(args: list[str]) -> int | None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signum)
 
-        for signum in _FORWARDED_SIGNALS:
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, forward)
         try:
             ended = _read_line(connection)
@@ -101,6 +106,8 @@ def run_warm(args: list[str]) -> int | None:
 
 
 def _read_line(connection: socket.socket) -> dict[str, object]:
+    import json
+
     data = b""
     while b"\n" not in data:
         chunk = connection.recv(4096)

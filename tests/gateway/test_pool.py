@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 import psutil
 import pytest
 
@@ -268,3 +269,32 @@ def test_cli_calls_use_the_background_pool_and_stop_leaves_no_process(tmp_path: 
     assert pi_mcp(tmp_path, "call", "fx_echo", '{"message": "alone"}').stdout == "Echo: alone\n"
     assert "no server pool runs" in pi_mcp(tmp_path, "serve", "--stop").stdout
     assert json.loads(pi_mcp(tmp_path, "status", "--json").stdout)["pool"] is None
+
+
+QUESTIONS = {"command": sys.executable, "args": [str(MCP_FIXTURE.parent / "questions_server.py")]}
+
+
+async def test_a_servers_questions_during_a_pooled_call_reach_the_session_that_made_it(
+    tmp_path: Path,
+) -> None:
+    agent_dir = tmp_path / "agent"
+    config = write_config(tmp_path / "mcp.json", {"q": QUESTIONS})
+    asked: list[str] = []
+
+    async def elicit(server: str, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(server)
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    asking = McpAdapter(
+        agent_dir=agent_dir, config_path=config, project_dir=tmp_path, elicit=elicit
+    )
+    async with running_pool(agent_dir, config), asking, client(agent_dir, config) as mute:
+        with anyio.fail_after(30):
+            answered = await asking.call("q_book_table")
+            refused = await mute.call("q_book_table")
+        assert asking.server_manager().state("q").transport == "pool"
+        assert mute.server_manager().state("q").transport == "pool"
+    assert asked == ["q"]
+    assert answered.result is not None
+    assert '"name": "Ada"' in answered.result.content[0].text  # type: ignore[union-attr]
+    assert refused.is_error
