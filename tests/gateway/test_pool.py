@@ -260,9 +260,10 @@ def test_cli_calls_use_the_background_pool_and_stop_leaves_no_process(tmp_path: 
         )
         assert warm(tmp_path, "call", "fx_fail")[0] == 1
         assert warm(tmp_path, "call", "fx_pid", env={"PI_MCP_POOL": "0"}) == (None, "")
+        helpers = psutil.Process(pool_pid).children(recursive=True)  # servers, warm process
         stopped = pi_mcp(tmp_path, "serve", "--stop")
         assert f"stopped the server pool (pid {pool_pid})" in stopped.stdout
-        _gone, alive = psutil.wait_procs(servers, timeout=10)
+        _gone, alive = psutil.wait_procs(helpers, timeout=10)
         assert alive == []
         assert not pool_socket_path(tmp_path / "agent").exists()
     # With no pool, the call starts its own server again.

@@ -138,6 +138,13 @@ class ServerPool:
             lock.release()
 
     async def _handle(self, stream: anyio.abc.ByteStream) -> None:
+        # One client's connection must never end the listener's task group (the pool).
+        try:
+            await self._handle_one(stream)
+        except Exception:
+            logger.exception("server pool: a connection failed")
+
+    async def _handle_one(self, stream: anyio.abc.ByteStream) -> None:
         async with stream:
             try:
                 with anyio.fail_after(HELLO_TIMEOUT_S):
