@@ -299,3 +299,40 @@ async def test_a_servers_questions_during_a_pooled_call_reach_the_session_that_m
     assert answered.result is not None
     assert '"name": "Ada"' in answered.result.content[0].text  # type: ignore[union-attr]
     assert refused.is_error
+
+
+async def test_pydantic_ai_agents_call_through_the_pools_one_server_process(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("pydantic_ai")
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart
+    from pydantic_ai.messages import TextPart as PaiTextPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from pi_mcp_adapter.hosts.pydantic_ai import McpCapability
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returned = [
+            str(part.content)
+            for message in messages
+            if isinstance(message, ModelRequest)
+            for part in message.parts
+            if part.part_kind == "tool-return"
+        ]
+        if returned:
+            return ModelResponse(parts=[PaiTextPart(returned[-1])])
+        return ModelResponse(parts=[ToolCallPart("mcp", {"tool": "fx_pid"}, tool_call_id="c1")])
+
+    agent_dir = tmp_path / "agent"
+    config = write_config(tmp_path / "mcp.json", {"fx": fixture_entry()})
+    async with running_pool(agent_dir, config) as pool:
+        answers = []
+        for _ in range(2):
+            async with client(agent_dir, config) as adapter:
+                agent = Agent(FunctionModel(model), capabilities=[McpCapability(adapter)])
+                with anyio.fail_after(30):
+                    answers.append((await agent.run("which pid?")).output)
+        assert answers[0] == answers[1]
+        assert [p.pid for p in fixture_processes()] == [int(answers[0])]
+        assert pool.server_manager().state("fx").status == "connected"

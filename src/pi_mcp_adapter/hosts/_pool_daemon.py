@@ -117,7 +117,16 @@ class ServerPool:
             # The lock is ours, so a socket still there belongs to a process that died.
             with contextlib.suppress(FileNotFoundError):
                 self.socket_path.unlink()
-            listener = await anyio.create_unix_listener(self.socket_path, mode=0o600)
+            try:
+                listener = await anyio.create_unix_listener(self.socket_path, mode=0o600)
+            except OSError as exc:  # a path too long for a socket, a read-only directory
+                logger.warning(
+                    "the server pool cannot listen on %s (%s); serving without it",
+                    self.socket_path,
+                    exc.strerror or exc,
+                )
+                yield False
+                return
             manager = self.adapter.server_manager()
             stop_changes = manager.on_tools_changed(self._tools_changed)
             stop_updates = manager.on_resource_updated(self._resource_updated)

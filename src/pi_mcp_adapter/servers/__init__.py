@@ -11,6 +11,8 @@
 - ``_token_store`` OAuth tokens and registrations in files (0600) or the OS keyring.
 - ``_manager``     ``ServerManager``: dedupe, in-flight counts, idle, backoff, generations.
 - ``_lifecycle``   the policy: lazy / eager / keep-alive, idle timeouts, retry schedule.
+- ``_pool_client`` asking the warm pool of a running gateway for a stdio server's session
+                   (same entry fingerprint) before starting the server here.
 - ``_relay``      per-call routing of a server's sampling, elicitation and log messages to the
                    caller that made the call (the gateway's clients).
 - ``_npx``         ``npx``/``npm exec`` commands resolved to the package's own binary.
