@@ -77,6 +77,7 @@ def run_warm(args: list[str]) -> int | None:
         umask = os.umask(0)
         os.umask(umask)
         request = {
+            "install": install_identity(),
             "argv": [sys.argv[0], *args],
             "cwd": os.getcwd(),
             "env": dict(os.environ),
@@ -103,6 +104,12 @@ def run_warm(args: list[str]) -> int | None:
             return 1  # the command's process died without saying how
         code = ended.get("exit")
         return code if isinstance(code, int) else 1
+
+
+def install_identity() -> list[str]:
+    """This interpreter and this copy of the package: a warm process of another installation
+    (another version, another virtual environment) must not run this command."""
+    return [sys.executable, os.path.dirname(os.path.abspath(__file__))]
 
 
 def _read_line(connection: socket.socket) -> dict[str, object]:

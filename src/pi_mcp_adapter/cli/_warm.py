@@ -32,7 +32,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from pi_mcp_adapter._launch import WARM_SOCKET_NAME
+from pi_mcp_adapter._launch import WARM_SOCKET_NAME, install_identity
 
 STOP_GRACE_S = 5.0
 PARENT_CHECK_INTERVAL_S = 2.0
@@ -133,6 +133,10 @@ def _take(connection: socket.socket, listener: socket.socket) -> None:
             data += chunk
         request = json.loads(data.partition(b"\n")[0])
         if len(fds) != 3 or not isinstance(request, dict):
+            return
+        if request.get("install") != install_identity():
+            # Another installation's command: the client runs it itself.
+            connection.sendall(b'{"refused": "another installation"}\n')
             return
         pid = os.fork()
         if pid == 0:
