@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import stat
 import subprocess
@@ -26,7 +27,14 @@ from pi_mcp_adapter import McpAdapter
 from pi_mcp_adapter.hosts._pool_daemon import ServerPool
 from pi_mcp_adapter.servers._pool_client import pool_socket_path, read_hello_line
 
-from .conftest import MCP_FIXTURE, PI_MCP, fixture_entry, is_supervisor
+from .conftest import (
+    MCP_FIXTURE,
+    PI_MCP,
+    fixture_entry,
+    is_supervisor,
+    make_mark,
+    wait_for_mark,
+)
 
 pytestmark = [pytest.mark.anyio]
 
@@ -260,6 +268,21 @@ def test_cli_calls_use_the_background_pool_and_stop_leaves_no_process(tmp_path: 
         )
         assert warm(tmp_path, "call", "fx_fail")[0] == 1
         assert warm(tmp_path, "call", "fx_pid", env={"PI_MCP_POOL": "0"}) == (None, "")
+        # Ctrl-C on a command the warm process runs stops that command, as it would here.
+        mark = make_mark(tmp_path, "slow-started")
+        slow = subprocess.Popen(
+            [
+                str(PI_MCP),
+                *("--config", "mcp.json", "--agent-dir", str(tmp_path / "agent")),
+                *("call", "fx_slow", json.dumps({"seconds": 60, "mark": str(mark)})),
+            ],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        anyio.run(wait_for_mark, mark)
+        slow.send_signal(signal.SIGINT)
+        assert slow.wait(timeout=30) == 130
         helpers = psutil.Process(pool_pid).children(recursive=True)  # servers, warm process
         stopped = pi_mcp(tmp_path, "serve", "--stop")
         assert f"stopped the server pool (pid {pool_pid})" in stopped.stdout
