@@ -124,6 +124,21 @@ async def test_a_server_whose_entry_differs_is_started_by_the_client_itself(
         assert len(fixture_processes()) == 2
 
 
+async def test_settings_that_only_change_how_a_client_uses_a_server_still_share_it(
+    tmp_path: Path,
+) -> None:
+    agent_dir = tmp_path / "agent"
+    pooled = write_config(tmp_path / "pool" / "mcp.json", {"fx": fixture_entry()})
+    own_settings = fixture_entry(requestTimeoutMs=45_000, lifecycle="eager", directTools=True)
+    other = write_config(tmp_path / "other" / "mcp.json", {"fx": own_settings})
+    async with running_pool(agent_dir, pooled) as pool, client(agent_dir, other) as sharing:
+        with anyio.fail_after(30):
+            shared = pid_of(await sharing.call("fx_pid"))
+        assert sharing.server_manager().state("fx").transport == "pool"
+        assert [p.pid for p in fixture_processes()] == [shared]
+        assert pool.server_manager().state("fx").status == "connected"
+
+
 async def test_without_a_pool_or_with_a_stale_socket_the_client_starts_the_server(
     tmp_path: Path,
 ) -> None:

@@ -90,18 +90,25 @@ def pool_socket_path(agent_dir: Path) -> Path:
 
 
 def server_fingerprint(entry: ServerEntry, *, cwd: Path | str | None = None) -> str:
-    """What decides whether a pooled server is the one ``entry`` would start here.
+    """What decides whether a pooled server is the process ``entry`` would start here.
 
-    The whole resolved entry (command, arguments, environment values, working directory,
-    timeouts, filters), plus the directory the process would start in when the entry names
-    none: two processes with the same entry but different working directories would not run
-    the same server (a git or filesystem server works on its working directory).
+    The resolved command, arguments, environment values (after ``${VAR}`` interpolation) and
+    working directory, or, when the entry names none, the directory the process would start
+    in: two processes with the same entry but different working directories would not run the
+    same server (a git or filesystem server works on its working directory). Fields that only
+    change how a client uses the server (timeouts, lifecycle, filters, prefixes, approvals,
+    direct tools) are left out: each client applies its own.
     """
-    start_dir = None
-    if entry.cwd is None:
+    start_dir = entry.cwd
+    if start_dir is None:
         start_dir = str(cwd if cwd is not None else Path.cwd())
-    written = [POOL_PROTOCOL, entry.model_dump(mode="json", by_alias=True), start_dir]
-    text = json.dumps(written, sort_keys=True, default=str)
+    process = {
+        "command": entry.command,
+        "args": list(entry.args),
+        "env": dict(entry.env),
+        "cwd": start_dir,
+    }
+    text = json.dumps([POOL_PROTOCOL, process], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
