@@ -169,7 +169,8 @@ class ServerConnection:
 
     @property
     def process_id(self) -> int | None:
-        """The process id of a stdio server this connection started, while it runs."""
+        """The id of the process this connection started for a stdio server, while it runs
+        (on Linux the supervisor the server runs under, which leads its process group)."""
         process = self._process
         if process is None or process.returncode is not None or not self.is_alive:
             return None

@@ -321,7 +321,8 @@ class ServerManager(AsyncContextManagerMixin):
         return connection.metadata
 
     def process_id(self, name: str) -> int | None:
-        """The process id of ``name``'s running stdio server, None when there is none here."""
+        """The id of the process started here for ``name`` (see
+        :attr:`ServerConnection.process_id`), None when none runs."""
         connection = self._slot(name).connection
         return connection.process_id if connection is not None else None
 
