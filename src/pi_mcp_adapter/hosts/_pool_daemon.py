@@ -55,6 +55,8 @@ from pi_mcp_adapter.servers._pool_client import (
     server_fingerprint,
 )
 
+from ._gateway import _is_otel
+
 __all__ = ["ServerPool", "open_server_pool", "serve_pool"]
 
 logger = logging.getLogger("pi_mcp_adapter.pool")
@@ -317,7 +319,7 @@ class ServerPool:
             session.subscriptions.discard(str(params.uri))
             return types.EmptyResult()
 
-        return Server(
+        server: Server[Any] = Server(
             f"pi-mcp pool: {name}",
             instructions=metadata.instructions,
             on_list_tools=list_tools,
@@ -331,6 +333,11 @@ class ServerPool:
             on_get_prompt=get_prompt,
             on_completion=complete,
         )
+        # As in the gateway: the SDK's per-request tracing span is a measurable share of a hop
+        # that forwards to a server; PI_MCP_GATEWAY_OTEL=1 keeps it.
+        if os.environ.get("PI_MCP_GATEWAY_OTEL") != "1":
+            server.middleware = [m for m in server.middleware if not _is_otel(m)]
+        return server
 
     def _check_current(self, session: _Session) -> None:
         """Refuse a session whose server was reconfigured since it began: its client must
