@@ -28,6 +28,7 @@ from pi_mcp_adapter.hosts._pool_daemon import ServerPool
 from pi_mcp_adapter.servers._pool_client import pool_socket_path, read_hello_line
 
 from .conftest import (
+    CANARY,
     MCP_FIXTURE,
     PI_MCP,
     fixture_entry,
@@ -260,11 +261,19 @@ def background_pool(root: Path) -> Iterator[int]:
 
 
 @pytest.mark.slow
-def test_cli_calls_use_the_background_pool_and_stop_leaves_no_process(tmp_path: Path) -> None:
-    write_config(tmp_path / "mcp.json", {"fx": fixture_entry()})
+def test_cli_calls_use_the_background_pool_and_stop_leaves_no_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("POOL_CANARY", CANARY)  # the pool and every command see the secret
+    write_config(tmp_path / "mcp.json", {"fx": fixture_entry(env={"TOKEN": "${POOL_CANARY}"})})
     (tmp_path / "agent").mkdir()
     with background_pool(tmp_path) as pool_pid:
         assert "server pool listening" in pi_mcp(tmp_path, "serve", "--background").stdout
+        # A secret the server holds is redacted by the command that prints it.
+        leaked = pi_mcp(tmp_path, "call", "fx_env", '{"name": "TOKEN"}')
+        assert leaked.returncode == 0, leaked.stderr
+        assert CANARY not in leaked.stdout + leaked.stderr
+        assert leaked.stdout.strip()
         pids = set()
         for _ in range(3):
             called = pi_mcp(tmp_path, "call", "fx_pid")
