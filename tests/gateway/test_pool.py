@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import mcp_types as types
 import psutil
 import pytest
@@ -158,6 +159,39 @@ async def test_without_a_pool_or_with_a_stale_socket_the_client_starts_the_serve
         with anyio.fail_after(30):
             pid_of(await after_crash.call("fx_pid"))
         assert after_crash.server_manager().state("fx").transport == "stdio"
+
+
+async def test_when_the_pool_stops_a_session_goes_on_with_a_server_of_its_own(
+    tmp_path: Path,
+) -> None:
+    agent_dir = tmp_path / "agent"
+    config = write_config(tmp_path / "mcp.json", {"fx": fixture_entry()})
+    stop_pool = anyio.Event()
+
+    async def serve_pool(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+        async with running_pool(agent_dir, config):
+            task_status.started()
+            await stop_pool.wait()
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(serve_pool)
+        async with client(agent_dir, config) as session:
+            await check_session_outlives_pool(session, stop_pool)
+
+
+async def check_session_outlives_pool(session: McpAdapter, stop_pool: anyio.Event) -> None:
+    with anyio.fail_after(30):
+        pooled = pid_of(await session.call("fx_pid"))
+    assert session.server_manager().state("fx").transport == "pool"
+    stop_pool.set()
+    with anyio.fail_after(5):  # the end of the session reaches this event loop's reader
+        while session.server_manager().state("fx").status == "connected":
+            await anyio.sleep(0.01)
+    assert session.server_manager().state("fx").status == "closed"  # not a failure
+    with anyio.fail_after(30):
+        own = pid_of(await session.call("fx_pid"))
+    assert own != pooled
+    assert session.server_manager().state("fx").transport == "stdio"
 
 
 async def test_an_untrusted_project_server_is_never_asked_of_the_pool(tmp_path: Path) -> None:

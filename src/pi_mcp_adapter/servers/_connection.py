@@ -360,8 +360,12 @@ class ServerConnection:
     def _on_eof(self) -> None:
         if not self._closing:
             if self.transport == "pool":
-                reason = "the server pool closed the session (it stopped or was reconfigured)"
-            elif self.entry.socket is not None:
+                # The pool stopped: no failure of the server's. The connection closes, and
+                # the next use connects again (starting the server here if no pool runs).
+                logger.info("server %r: the server pool ended the session", self.server)
+                self._stop.set()
+                return
+            if self.entry.socket is not None:
                 reason = "the server closed the socket"
             elif self.entry.command is None:
                 reason = "the server closed the event stream"
