@@ -6,6 +6,7 @@ servers, real ``pi-mcp`` commands; psutil counts the server processes.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -417,3 +418,38 @@ async def test_pydantic_ai_agents_call_through_the_pools_one_server_process(
         assert answers[0] == answers[1]
         assert [p.pid for p in fixture_processes()] == [int(answers[0])]
         assert pool.server_manager().state("fx").status == "connected"
+
+
+@pytest.mark.slow
+def test_an_approval_question_of_a_warm_command_is_asked_on_the_callers_terminal(
+    tmp_path: Path,
+) -> None:
+    # The terminal driver of the CLI's own tests (a sibling test package).
+    spec = importlib.util.spec_from_file_location(
+        "pool_terminal", MCP_FIXTURE.parents[1] / "cli" / "terminal.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    terminal = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(terminal)
+    terminal_command, run_on_terminal = terminal.pi_mcp, terminal.run_on_terminal
+
+    workbench = MCP_FIXTURE.parents[1] / "surface" / "workbench_server.py"
+    (tmp_path / "project").mkdir()
+    entry = {"command": sys.executable, "args": [str(workbench)], "approveTools": ["echo"]}
+    write_config(tmp_path / "agent" / "mcp.json", {"workbench": entry})
+    argv, env = terminal_command(tmp_path, "serve", "--background")
+    subprocess.run(argv, env=env, check=True, capture_output=True, timeout=120)
+    try:
+        argv, env = terminal_command(tmp_path, "call", "workbench_echo", '{"message": "tty"}')
+        result, shown = run_on_terminal(argv, env, [(b"Choose 1-4: ", b"1\n")])
+        assert b"Allow the MCP tool workbench_echo (server workbench)?" in shown
+        assert result.returncode == 0
+        assert "tty" in result.stdout
+        argv, env = terminal_command(tmp_path, "status", "--json")
+        status = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+        pool = json.loads(status.stdout)["pool"]
+        assert pool["servers"]["workbench"]["pid"] is not None  # the pool ran the server
+    finally:
+        argv, env = terminal_command(tmp_path, "serve", "--stop")
+        subprocess.run(argv, env=env, capture_output=True, timeout=60)
