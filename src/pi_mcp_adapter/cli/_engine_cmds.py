@@ -309,9 +309,11 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
     async def body(adapter: McpAdapter) -> None:
         from pi_mcp_adapter.surface._render import render_status
 
+        from ._pool_cmds import current_pool, describe_pool, pool_json
         from ._project_trust import trust_json
 
         view = adapter.status()
+        pool = current_pool(adapter.agent_dir)
         if as_json:
             print_json(
                 {
@@ -321,12 +323,15 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
                     "tools": view.tool_count,
                     "configErrors": list(view.config_errors),
                     "projectTrust": trust_json(adapter.config),
+                    "pool": pool_json(pool),
                 }
             )
         else:
             # The config errors are on stderr already (create_adapter); once is enough.
             shown = replace(view, config_errors=())
             sys.stdout.write(cli_wording(render_status(shown)) + "\n")
+            if pool is not None:
+                sys.stdout.write(describe_pool(pool) + "\n")
 
     # Status runs nothing, so it shows `untrusted` rather than asking.
     run(ctx, body, connect_missing=False, quiet=as_json, ask_trust=False)

@@ -55,6 +55,7 @@ from pi_mcp_adapter.servers import (
     FAILURES_FILE_NAME,
     FailureMemory,
     FailureRecord,
+    PoolAccess,
     ServerManager,
     ServerState,
     allow_prompts,
@@ -138,6 +139,11 @@ class McpAdapter:
         elicit: answers servers' ``elicitation/create`` (form and URL modes) for calls made
             through this adapter; ``sample`` answers their ``sampling/createMessage``. Giving
             one is what advertises that capability to servers (see ``engine/_questions.py``).
+        use_pool: take stdio servers from the warm pool of a gateway that serves the same
+            agent dir, when its entry for the server is the same as this adapter's, instead
+            of starting them (``PI_MCP_POOL=0`` in the environment turns it off too). The
+            engine's own rules (trust, approvals, statistics, redaction) still apply here;
+            only the connection is shared.
 
     Telling the user: with a ``host``, the engine sends ``host.notify`` when a server fails
     to start or is lost, needs authentication, comes back after that, when a tool is renamed
@@ -171,6 +177,7 @@ class McpAdapter:
         oauth: OAuthProviders | None = None,
         elicit: Elicit | None = None,
         sample: Sample | None = None,
+        use_pool: bool = True,
     ) -> None:
         self.agent_dir = (agent_dir or default_agent_dir()).expanduser()
         self.project_dir = (project_dir or Path.cwd()).expanduser()
@@ -193,6 +200,7 @@ class McpAdapter:
         self._on_progress = on_progress
         self._clock = clock
         self._relay_server_requests = relay_server_requests
+        self._use_pool = use_pool and self._environ.get("PI_MCP_POOL", "1") != "0"
         self.cache = MetadataCache(self.agent_dir / "mcp-cache.json")
         self._state_kind: Literal["new", "running", "closed"] = "new"
         self._manager: ServerManager | None = None
@@ -321,6 +329,7 @@ class McpAdapter:
                 relay_requests=self._relay_server_requests or self._questions.active,
                 relay_sampling=self._relay_server_requests or self._questions.samples,
                 failures=self._failures,
+                pool=PoolAccess(self.agent_dir, Path.cwd()) if self._use_pool else None,
             )
             self._manager = await stack.enter_async_context(manager)
             manager.on_tools_changed(self._server_listed)
@@ -389,6 +398,16 @@ class McpAdapter:
     @property
     def is_running(self) -> bool:
         return self._manager is not None
+
+    def server_manager(self) -> ServerManager:
+        """The manager of this running adapter's connections, for a host that lends them to
+        other processes (the gateway's server pool); calls made through it bypass the call
+        pipeline, so only a host whose clients run their own pipeline may use it.
+
+        Raises:
+            UsageError: the adapter is not running.
+        """
+        return self._require_manager()
 
     def _require_manager(self) -> ServerManager:
         if self._manager is None:

@@ -25,7 +25,13 @@ import socket
 import stat
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager, suppress
+from contextlib import (
+    AbstractAsyncContextManager,
+    asynccontextmanager,
+    contextmanager,
+    nullcontext,
+    suppress,
+)
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, TextIO, cast
@@ -243,10 +249,13 @@ async def serve_gateway(
     options: GatewayOptions,
     *,
     announce: Callable[[str], None] | None = None,
+    alongside: Callable[[McpAdapter], AbstractAsyncContextManager[object]] | None = None,
 ) -> signal.Signals | None:
     """Open ``adapter``, serve it as an MCP gateway until the end, close it.
 
     ``announce`` receives the URL an HTTP gateway listens on (default: printed to stdout).
+    ``alongside(adapter)`` is entered once the adapter is open and left before it closes
+    (the server pool).
 
     Returns:
         The signal (SIGINT, SIGTERM or SIGHUP) that stopped the gateway; None when the client
@@ -262,6 +271,7 @@ async def serve_gateway(
     try:
         async with (
             adapter,
+            alongside(adapter) if alongside is not None else nullcontext(),
             McpGateway(
                 adapter, surface=options.surface, stateless=options.stateless
             ).running() as gateway,

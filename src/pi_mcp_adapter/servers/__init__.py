@@ -11,6 +11,8 @@
 - ``_token_store`` OAuth tokens and registrations in files (0600) or the OS keyring.
 - ``_manager``     ``ServerManager``: dedupe, in-flight counts, idle, backoff, generations.
 - ``_lifecycle``   the policy: lazy / eager / keep-alive, idle timeouts, retry schedule.
+- ``_pool_client`` asking the warm pool of a running gateway for a stdio server's session
+                   (same entry fingerprint) before starting the server here.
 - ``_relay``      per-call routing of a server's sampling, elicitation and log messages to the
                    caller that made the call (the gateway's clients).
 - ``_npx``         ``npx``/``npm exec`` commands resolved to the package's own binary.
@@ -32,13 +34,32 @@ from ._state import ConnectionStatus, ServerState, TransportKind
 
 if TYPE_CHECKING:
     from ._connection import ServerConnection
+    from ._http_extras import open_line_streams
     from ._npx import ResolvedCommand, resolve_npx_command
     from ._oauth import OAuthProviders, OAuthState
     from ._oauth_prompt import AuthorizationPrompt
     from ._packages import resolve_package_command, split_package_target
+    from ._pool_client import (
+        POOL_PROTOCOL,
+        PoolAccess,
+        pool_socket_path,
+        query_pool,
+        read_hello_line,
+        server_fingerprint,
+    )
     from ._probe import ProbeReport, ProbeStep, probe_server
     from ._relay import CallRelay, current_relay, relay_calls
     from ._token_store import BearerRecord, BearerStore, create_bearer_store
+
+
+_POOL_CLIENT = (
+    "POOL_PROTOCOL",
+    "PoolAccess",
+    "pool_socket_path",
+    "query_pool",
+    "read_hello_line",
+    "server_fingerprint",
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -76,12 +97,28 @@ def __getattr__(name: str) -> Any:
         from . import _packages
 
         return getattr(_packages, name)
+    if name in (
+        "POOL_PROTOCOL",
+        "PoolAccess",
+        "pool_socket_path",
+        "query_pool",
+        "read_hello_line",
+        "server_fingerprint",
+    ):
+        from . import _pool_client
+
+        return getattr(_pool_client, name)
+    if name in ("open_line_streams",):
+        from . import _http_extras
+
+        return getattr(_http_extras, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
     "DEFAULT_BACKOFF_S",
     "FAILURES_FILE_NAME",
+    "POOL_PROTOCOL",
     "AuthorizationPrompt",
     "BearerRecord",
     "BearerStore",
@@ -92,6 +129,7 @@ __all__ = [
     "MetadataListener",
     "OAuthProviders",
     "OAuthState",
+    "PoolAccess",
     "ProbeReport",
     "ProbeStep",
     "ResolvedCommand",
@@ -104,9 +142,14 @@ __all__ = [
     "allow_prompts",
     "create_bearer_store",
     "current_relay",
+    "open_line_streams",
+    "pool_socket_path",
     "probe_server",
+    "query_pool",
+    "read_hello_line",
     "relay_calls",
     "resolve_npx_command",
     "resolve_package_command",
+    "server_fingerprint",
     "split_package_target",
 ]

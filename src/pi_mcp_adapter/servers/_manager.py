@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from mcp.shared.dispatcher import ProgressFnT
 
     from ._connection import ServerConnection
+    from ._pool_client import PoolAccess
     from ._transports import AuthFactory
 
 logger = logging.getLogger("pi_mcp_adapter.servers")
@@ -140,6 +141,9 @@ class ServerManager(AsyncContextManagerMixin):
     processes: a server that failed recently in any process starts in backoff here too, and the
     backoff doubles with each consecutive failure (up to ten minutes). A successful connect
     clears the record.
+
+    With ``pool``, a stdio server is first asked of the warm pool of a running gateway (see
+    :mod:`pi_mcp_adapter.servers._pool_client`); when none serves it, it is started here.
     """
 
     def __init__(
@@ -157,6 +161,7 @@ class ServerManager(AsyncContextManagerMixin):
         relay_requests: bool = False,
         failures: FailureMemory | None = None,
         relay_sampling: bool = True,
+        pool: PoolAccess | None = None,
     ) -> None:
         if backoff_s < 0:
             raise ValueError("backoff_s cannot be negative")
@@ -172,6 +177,7 @@ class ServerManager(AsyncContextManagerMixin):
         self._relay_requests = relay_requests
         self._relay_sampling = relay_sampling
         self._failures = failures
+        self._pool = pool
         self._tools_changed: list[MetadataListener] = []
         self._reconnected: list[MetadataListener] = []
         self._resource_listeners: list[Callable[[str, str], Awaitable[None]]] = []
@@ -312,6 +318,12 @@ class ServerManager(AsyncContextManagerMixin):
         if connection is None or not connection.is_alive:
             return None
         return connection.metadata
+
+    def process_id(self, name: str) -> int | None:
+        """The id of the process started here for ``name`` (see
+        :attr:`ServerConnection.process_id`), None when none runs."""
+        connection = self._slot(name).connection
+        return connection.process_id if connection is not None else None
 
     def is_idle(self, name: str, timeout_s: float) -> bool:
         """Whether ``name`` is connected, has no call in flight and was unused for ``timeout_s``."""
@@ -666,8 +678,8 @@ class ServerManager(AsyncContextManagerMixin):
     async def _keep_alive_check(self, slot: _Slot) -> None:
         connection = slot.connection
         if connection is not None and connection.is_alive:
-            if connection.transport == "stdio":
-                return  # a dead child is seen at once through end of stream
+            if connection.transport in ("stdio", "pool"):
+                return  # a dead child (or pool) is seen at once through end of stream
             try:
                 await connection.ping(timeout_s=HEALTH_PING_TIMEOUT_S)
             except ConnectionLostError:
@@ -791,6 +803,7 @@ class ServerManager(AsyncContextManagerMixin):
             relay_requests=self._relay_requests,
             relay_sampling=self._relay_sampling,
             on_resource_updated=self._resource_updated,
+            pool=self._pool,
         )
         attempt = _Attempt(slot.generation, connection)
         slot.attempt = attempt
