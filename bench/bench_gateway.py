@@ -18,12 +18,14 @@ Over stdio the front is a child of the benchmark and the upstream a child of the
 fronts are called in turn. Over HTTP each front serves Streamable HTTP on loopback with one
 stdio upstream of its own (FastMCP's proxy opens a fresh upstream session per request, which
 over HTTP is a new connection and handshake each call; a stdio upstream keeps the comparison
-about the front). The client speaks the row's protocol generation: ``mode="legacy"`` for
-2025-11-25, the SDK's default ``mode="auto"`` for 2026-07-28 (checked). For each generation and
-client count K, K clients per front are connected and warm before the clock starts; then the
-fronts take turns, ``ROUNDS`` each, with their K clients calling at once: p50 and p95 of every
-call's latency, calls/s over the turns' wall time, and the upstream processes under each front
-afterwards (one, whatever K).
+about the front), and each generation has its own processes (FastMCP's proxy restarts its
+upstream when the generation of its client changes). The client speaks the row's generation:
+``mode="legacy"`` for 2025-11-25, the SDK's default ``mode="auto"`` for 2026-07-28 (checked).
+For each client count K, K clients per front and generation are connected and warm before the
+clock starts; then the (generation, front) pairs take turns, ``ROUNDS`` each, with their K
+clients calling at once, so a load change on this shared machine hits every row of that K
+alike: p50 and p95 of every call's latency, calls/s over the turns' wall time, and the upstream
+processes under each front afterwards (one, whatever K).
 
 Usage: .venv/bin/python bench/bench_gateway.py [--calls N] [--per-client M] [--no-fastmcp]
        [--transports stdio,http] [--protocols 2025-11-25,2026-07-28] [--clients 1,4,16]
@@ -262,23 +264,28 @@ async def http_rows(
     per_client: int, with_fastmcp: bool, protocols: list[str], client_counts: list[int]
 ) -> list[HttpRow]:
     """Every front over Streamable HTTP, each with one stdio upstream; direct is the fixture
-    serving Streamable HTTP itself."""
+    serving Streamable HTTP itself. Each generation gets its own processes: FastMCP's proxy
+    restarts its stdio upstream whenever the generation of its client changes."""
     rows: list[HttpRow] = []
     with ExitStack() as processes:
-        urls = {"direct": processes.enter_context(_upstream_http())}
-        gateway, urls["pi-mcp serve"] = processes.enter_context(_gateway_http(_fixture_stdio()))
-        fronts = {"pi-mcp serve": gateway}
-        if with_fastmcp:
-            proxy, urls["FastMCP proxy"] = processes.enter_context(_fastmcp_http(_fixture_stdio()))
-            fronts["FastMCP proxy"] = proxy
+        urls: dict[tuple[str, str], str] = {}
+        fronts: dict[tuple[str, str], subprocess.Popen[bytes]] = {}
         for protocol in protocols:
-            for clients in client_counts:
-                found = await _load_rows(urls, protocol, clients, per_client)
-                for row in found:
-                    front = fronts.get(row.front)
-                    upstream = _upstream_processes(front) if front else None
-                    rows.append(replace(row, upstream_processes=upstream))
-    return rows
+            urls[protocol, "direct"] = processes.enter_context(_upstream_http())
+            started = [("pi-mcp serve", _gateway_http)]
+            if with_fastmcp:
+                started.append(("FastMCP proxy", _fastmcp_http))
+            for name, front in started:
+                fronts[protocol, name], urls[protocol, name] = processes.enter_context(
+                    front(_fixture_stdio())
+                )
+        for clients in client_counts:
+            for row in await _load_rows(urls, clients, per_client):
+                front_process = fronts.get((row.protocol, row.front))
+                upstream = _upstream_processes(front_process) if front_process else None
+                rows.append(replace(row, upstream_processes=upstream))
+    # By generation, then client count (a stable sort keeps the fronts' order).
+    return sorted(rows, key=lambda row: (protocols.index(row.protocol), row.clients))
 
 
 def _upstream_processes(front: subprocess.Popen[bytes]) -> int:
@@ -300,34 +307,38 @@ def _upstream_processes(front: subprocess.Popen[bytes]) -> int:
 
 
 async def _load_rows(
-    urls: dict[str, str], protocol: str, clients: int, per_client: int
+    urls: dict[tuple[str, str], str], clients: int, per_client: int
 ) -> list[HttpRow]:
-    """``clients`` clients per front, each making ``per_client`` timed calls over ``ROUNDS``
-    turns; the fronts alternate turn by turn."""
+    """``clients`` clients per (generation, front) pair, each making ``per_client`` timed
+    calls over ``ROUNDS`` turns; every pair takes one turn per round, so a load change on this
+    shared machine hits the rows alike."""
     per_turn = max(1, math.ceil(per_client / ROUNDS))
-    samples: dict[str, list[float]] = {front: [] for front in urls}
-    busy_s: dict[str, float] = dict.fromkeys(urls, 0.0)
+    pairs = list(urls)
+    samples: dict[tuple[str, str], list[float]] = {pair: [] for pair in pairs}
+    busy_s: dict[tuple[str, str], float] = dict.fromkeys(pairs, 0.0)
     async with AsyncExitStack() as stack:
-        connected: dict[str, list[tuple[Client, str]]] = {}
-        for front, url in urls.items():
-            connected[front] = []
+        connected: dict[tuple[str, str], list[tuple[Client, str]]] = {}
+        for protocol, front in pairs:
+            connected[protocol, front] = []
             for _ in range(clients):
-                client = await stack.enter_async_context(_http_client(url, protocol))
+                client = await stack.enter_async_context(
+                    _http_client(urls[protocol, front], protocol)
+                )
                 tool = await _echo_tool(client)
                 for _ in range(LOAD_WARMUP_CALLS):
                     await client.call_tool(tool, {"message": "warm"})
-                connected[front].append((client, tool))
+                connected[protocol, front].append((client, tool))
         for _ in range(ROUNDS):
-            for front, pool in connected.items():
+            for pair, pool in connected.items():
                 began = time.perf_counter()
                 async with anyio.create_task_group() as tg:
                     for client, tool in pool:
-                        tg.start_soon(_call_in_turn, client, tool, per_turn, samples[front])
-                busy_s[front] += time.perf_counter() - began
+                        tg.start_soon(_call_in_turn, client, tool, per_turn, samples[pair])
+                busy_s[pair] += time.perf_counter() - began
     rows = []
-    for front in urls:
-        rate = clients * per_turn * ROUNDS / busy_s[front]
-        row = HttpRow(protocol, clients, front, samples[front], rate)
+    for protocol, front in pairs:
+        rate = clients * per_turn * ROUNDS / busy_s[protocol, front]
+        row = HttpRow(protocol, clients, front, samples[protocol, front], rate)
         rows.append(row)
         print(
             f"  {protocol} K={clients:<3} {front:14} p50 {row.p50:7.3f} ms  "
