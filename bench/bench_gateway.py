@@ -69,7 +69,6 @@ CLIENT_COUNTS = (1, 4, 16)
 ROUNDS = 5
 """Turns each front takes per HTTP row: a load change on this shared machine hits them alike."""
 LOAD_WARMUP_CALLS = 5
-FRONTS = ("direct", "pi-mcp serve", "FastMCP proxy")
 
 
 def percentile(samples: list[float], fraction: float) -> float:
