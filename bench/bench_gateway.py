@@ -66,7 +66,7 @@ LEGACY = "2025-11-25"
 MODERN = "2026-07-28"
 PROTOCOLS = (LEGACY, MODERN)
 CLIENT_COUNTS = (1, 4, 16)
-ROUNDS = 5
+ROUNDS = 10
 """Turns each front takes per HTTP row: a load change on this shared machine hits them alike."""
 LOAD_WARMUP_CALLS = 5
 
