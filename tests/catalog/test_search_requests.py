@@ -62,13 +62,6 @@ def test_a_step_whose_words_a_first_step_tool_mentions_still_gets_its_own_tool(
     assert "git_git_commit" in top5
 
 
-def test_a_question_after_and_is_a_step_of_its_own() -> None:
-    assert split_clauses("What time is it in London, and what's the summary of Big Ben?") == [
-        "What time is it in London",
-        "what's the summary of Big Ben",
-    ]
-
-
 def test_chinese_requests_split_at_their_sequencing_words_and_punctuation() -> None:
     assert split_clauses("读取 ~/notes.md，然后用 git 提交") == ["读取 ~/notes.md", "用 git 提交"]
     assert split_clauses("查看状态。写入文件") == ["查看状态", "写入文件"]

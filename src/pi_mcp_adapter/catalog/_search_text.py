@@ -263,10 +263,7 @@ _STEP_VERBS = (
     "restore tell give provide explain describe identify determine recommend suggest plan "
     "draft review register connect subscribe use remember note"
 )
-_VERB_ALTERNATION = "|".join(
-    # A question after "and" asks for one more thing too ("..., and what's the summary").
-    [*_STEP_VERBS.split(), "what", "what's", "whats", "how", "where", "who", "when", "which"]
-)
+_VERB_ALTERNATION = "|".join(_STEP_VERBS.split())
 # Where a request moves on to its next step: sentence ends, semicolons, the sequencing words
 # people use to chain actions ("then", "after that", "finally"), and a comma or "and"
 # followed by an imperative verb ("..., verify the wallet", "... and send it").
