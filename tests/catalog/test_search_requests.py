@@ -205,3 +205,13 @@ def test_a_one_letter_word_does_not_find_a_one_letter_parameter(ranking: str) ->
 def test_longer_parameter_names_are_still_searched() -> None:
     page = SearchIndex(ARITHMETIC, ranking="lexical").search("factor")
     assert names(page.hits) == ["workbench_scale"]
+
+
+@pytest.mark.parametrize("ranking", RANKINGS)
+def test_a_request_understood_only_through_a_synonym_is_a_weak_match(ranking: str) -> None:
+    # "create" reaches add() only as a synonym; "github" and "issue" are nowhere.
+    index = SearchIndex(ARITHMETIC, ranking=ranking)
+    weak = index.search("create a github issue")
+    assert not weak.confident
+    assert names(weak.hits)[0] == "workbench_add"
+    assert index.search("add 17 and 25").confident

@@ -362,6 +362,7 @@ class FieldRanking:
     k1 = 1.2
     # Query term weights, relative to a plain word of the request.
     synonym_weight = 0.5
+    synonym_doubt = 0.5
     implied_weight = 0.5
     # The English word for a common Chinese word of the request (读取 -> read).
     gloss_weight = 0.8
@@ -558,6 +559,8 @@ class FieldRanking:
                     if syn not in weights:
                         out.append(_QueryTerm(syn, self.synonym_weight, True))
                         weights[syn] = self.synonym_weight
+                # Understood through a synonym, the word is only partly understood.
+                unknown_mass += self.synonym_doubt * max(self._idf[syn] for syn in known)
             else:
                 unknown_mass += self._unknown_idf
         if self.synonym_weight > 0:
