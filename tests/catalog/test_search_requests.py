@@ -183,6 +183,33 @@ def test_a_path_to_go_to_is_not_a_destination(ranking: str) -> None:
     assert names(index.search("go to ~/notes and list it").hits)[0] == "files_list_directory"
 
 
+FOLDERS = [
+    tool("files", "read_text_file", "Read the contents of a file as text", "path"),
+    tool("files", "get_file_info", "Metadata about a file: size, times", "path"),
+    tool("files", "list_directory", "List the entries of a directory", "path"),
+    tool("files", "create_directory", "Create a new directory", "path"),
+    tool("images", "describe_image", "Describe what an image shows", "url"),
+]
+
+
+@pytest.mark.parametrize("ranking", RANKINGS)
+def test_a_path_without_an_extension_is_a_folder(ranking: str) -> None:
+    index = SearchIndex(FOLDERS, ranking=ranking)
+    assert names(index.search("what's in ~/inbox?").hits)[0] == "files_list_directory"
+    assert names(index.search("what's in ~/inbox/notes.md?").hits)[0] != "files_list_directory"
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        pytest.param("make a folder ~/projects/demo", "files_create_directory", id="folder"),
+        pytest.param("what does this picture show", "images_describe_image", id="picture"),
+    ],
+)
+def test_everyday_names_of_things_meet_the_catalogs_words(query: str, expected: str) -> None:
+    assert names(SearchIndex(FOLDERS, ranking="lexical").search(query).hits)[0] == expected
+
+
 # -- words that must not count ----------------------------------------------------------------
 
 

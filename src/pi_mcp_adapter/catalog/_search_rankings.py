@@ -274,6 +274,18 @@ _IMPLIED_TERMS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         for kind, words in {"path": ("file",), "url": ("url", "web"), "email": ("email",)}.items()
     }
 )
+_FOLDER_TERMS = (stem("directory"), stem("folder"))
+
+
+def _is_folder(path: str) -> bool:
+    """Whether a path in a request names a folder: it ends with a separator, or its last
+    part has no extension (``~/inbox``, ``./src/``; not ``notes.md`` nor ``syslog.1``)."""
+    if path.endswith(("/", "\\")):
+        return True
+    last = re.split(r"[/\\]", path)[-1]
+    return last in ("~", ".", "..") or "." not in last
+
+
 # A path right after "to", "into" or "as" is a destination: something is written there
 # ("save it to ~/x.md"); after "go to", "navigate to", "switch to" it is a place to visit.
 _DESTINATION = re.compile(
@@ -542,6 +554,9 @@ class FieldRanking:
                 weights[t] = self.gloss_weight
         for span in values:
             implied = _IMPLIED_TERMS.get(span.kind, ())
+            if span.kind == "path" and _is_folder(text[span.start : span.end]):
+                # "~/projects/demo/assets", "~/inbox/": no extension, most likely a folder.
+                implied = _FOLDER_TERMS
             if span.kind == "path" and _DESTINATION.search(text[: span.start]):
                 # "save it to ~/x.md", "into notes.txt": the path is where something goes.
                 implied = (*implied, *_DESTINATION_TERMS)

@@ -215,6 +215,10 @@ _SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
     ("analyze", "analyse", "analysis", "inspect", "examine"),
     ("convert", "transform", "translate"),
     ("info", "detail", "information", "details", "describe"),
+    # Everyday names of the things tools act on.
+    ("directory", "folder", "dir"),
+    ("image", "picture", "photo", "screenshot"),
+    ("sum", "total", "add"),
 )
 
 
