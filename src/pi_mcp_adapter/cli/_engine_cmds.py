@@ -407,7 +407,7 @@ def search(
     words: Annotated[
         list[str],
         typer.Argument(
-            metavar="QUERY...",
+            metavar="QUERY",
             help="Words (ranked; quotes optional) or, with --regex, a pattern.",
         ),
     ],
