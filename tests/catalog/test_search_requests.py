@@ -210,6 +210,17 @@ def test_everyday_names_of_things_meet_the_catalogs_words(query: str, expected: 
     assert names(SearchIndex(FOLDERS, ranking="lexical").search(query).hits)[0] == expected
 
 
+def test_forget_asks_to_delete_and_remember_to_store() -> None:
+    catalog = [
+        tool("memory", "delete_entities", "Delete entities from the graph", "names"),
+        tool("memory", "read_graph", "Read the whole graph"),
+        tool("notes", "store_note", "Store a note", "text"),
+    ]
+    index = SearchIndex(catalog, ranking="lexical")
+    assert names(index.search("forget everything about Bob").hits)[0] == "memory_delete_entities"
+    assert names(index.search("remember that Bob likes tea").hits)[0] == "notes_store_note"
+
+
 # -- words that must not count ----------------------------------------------------------------
 
 
