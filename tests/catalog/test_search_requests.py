@@ -10,7 +10,7 @@ import pytest
 from pi_mcp_adapter.catalog._metadata import ToolInfo
 from pi_mcp_adapter.catalog._search import SearchHit, SearchIndex
 from pi_mcp_adapter.catalog._search_rankings import FieldRanking
-from pi_mcp_adapter.catalog._search_text import cjk_glosses, named_tools, split_clauses
+from pi_mcp_adapter.catalog._search_text import cjk_glosses, named_products, split_clauses
 
 RANKINGS = ["lexical", "hybrid"]
 
@@ -72,14 +72,14 @@ def test_chinese_requests_split_at_their_sequencing_words_and_punctuation() -> N
 
 def test_the_word_after_use_with_on_or_via_is_offered_as_a_server_name() -> None:
     # "GitHub" is the server "github" and also "git hub" as a server's name splits it.
-    assert named_tools("use Slack to tell the team, then on GitHub open an issue") == [
+    assert named_products("use Slack to tell the team, then on GitHub open an issue") == [
         "slack",
         "github",
         "git",
     ]
-    assert named_tools("post it with the Discord bot via webhooks") == ["discord", "webhook"]
+    assert named_products("post it with the Discord bot via webhooks") == ["discord", "webhook"]
     # "in" and "to" introduce places and recipients far more often than products.
-    assert named_tools("the weather in Paris sent to Anna") == []
+    assert named_products("the weather in Paris sent to Anna") == []
 
 
 CHAT = [

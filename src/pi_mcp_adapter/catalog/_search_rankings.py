@@ -33,7 +33,7 @@ from ._search_text import (
     document_terms,
     find_values,
     is_cjk,
-    named_tools,
+    named_products,
     normalize_identifier,
     split_clauses,
     split_words,
@@ -374,6 +374,8 @@ class FieldRanking:
     k1 = 1.2
     # Query term weights, relative to a plain word of the request.
     synonym_weight = 0.5
+    # A word the catalog lacks but knows a synonym of is only partly understood: this share
+    # of the synonym's IDF counts as not understood, against confidence.
     synonym_doubt = 0.5
     implied_weight = 0.5
     # The English word for a common Chinese word of the request (读取 -> read).
@@ -386,9 +388,12 @@ class FieldRanking:
     coverage_gain = 1.0
     name_gain = 0.3
     mention_gain = 1.0
-    # A request that names a server after "use", "with", "on", "in"... ("use git to ...",
-    # "search Wikipedia on ...") multiplies that server's tools by 1 + this. A word names a
-    # server when at most this share of the catalog's servers have it in their names.
+    # A request (or step) that names a server after "use", "with", "on", "via"... ("use git
+    # to ...", "on Wikipedia") multiplies that server's tools by enough to put its best match
+    # first, at least 1 + gain and at most cap (see _favour_named_servers). A word names a
+    # server when at most share of the catalog's servers have it in their names and at least
+    # purity of the tools that use it are theirs. Larger caps cost nothing on the development
+    # set once purity is required; without purity, "from the knowledge graph" lifted a server.
     named_server_gain = 0.5
     named_server_cap = 4.0
     server_name_share = 0.02
@@ -592,7 +597,7 @@ class FieldRanking:
         """Tools of the servers ``text`` names after "use", "with", "on"... ("use git to",
         "on Wikipedia"): the user chose the product, so its tools come first."""
         docs: set[int] = set()
-        for word in named_tools(text):
+        for word in named_products(text):
             docs.update(self._server_tools.get(word, ()))
         return docs
 

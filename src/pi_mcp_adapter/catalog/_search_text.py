@@ -11,7 +11,9 @@ ranking in :mod:`._search_rankings`:
 - :data:`QUERY_STOPWORDS` drops the filler of natural-language requests ("could you please");
 - :data:`VERB_SYNONYMS` maps common action verbs to their everyday equivalents;
 - :func:`find_values` finds the argument values in a request (paths, URLs, e-mail addresses,
-  file names, quoted text), which say little about which tool is wanted.
+  file names, quoted text), which say little about which tool is wanted;
+- :func:`split_clauses` splits a request into its steps, and :func:`named_products` finds the
+  words after "use", "with", "on"... that may name the server a step should use.
 
 Chinese and Japanese text has no spaces between words, so runs of those characters become
 overlapping character pairs (bigrams): ``天气预报`` gives ``天气 气预 预报``, and a request
@@ -38,7 +40,7 @@ __all__ = [
     "document_terms",
     "find_values",
     "is_cjk",
-    "named_tools",
+    "named_products",
     "normalize_identifier",
     "split_clauses",
     "split_words",
@@ -302,7 +304,7 @@ _TOOL_CUE = re.compile(
 )
 
 
-def named_tools(text: str) -> list[str]:
+def named_products(text: str) -> list[str]:
     """Stemmed words that follow "use", "with", "on", "from", "via" in ``text``: the
     candidates for a product the request names ("use Slack to ...", "on GitHub"). Which of
     them are server names is for the catalog to say."""
