@@ -68,6 +68,20 @@ def test_search_prints_ranked_matches(home: Path) -> None:
     assert data["details"]["matches"][0]["name"] == "workbench_echo"
 
 
+def test_search_takes_unquoted_words_like_the_quoted_form(home: Path) -> None:
+    quoted = json.loads(pi_mcp(home, "search", "convert time between timezones", "--json").stdout)
+    unquoted = pi_mcp(home, "search", "convert", "time", "between", "--limit", "3", "timezones")
+    assert (
+        unquoted.stdout
+        == pi_mcp(home, "search", "convert time between timezones", "--limit", "3").stdout
+    )
+    words = json.loads(
+        pi_mcp(home, "search", "convert", "time", "between", "timezones", "--json").stdout
+    )
+    assert words == quoted
+    assert words["details"]["matches"][0]["name"] == "time_convert_time"
+
+
 def test_describe_shows_parameters(home: Path) -> None:
     out = pi_mcp(home, "describe", "workbench_book_flight").stdout
     assert "destination" in out

@@ -396,8 +396,12 @@ def tools(
 @app.command()
 def search(
     ctx: typer.Context,
-    query: Annotated[
-        str, typer.Argument(metavar="QUERY", help="Words (ranked) or, with --regex, a pattern.")
+    words: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="QUERY",
+            help="Words (ranked; quotes optional) or, with --regex, a pattern.",
+        ),
     ],
     server: Annotated[
         str | None, typer.Option("--server", metavar="SERVER", help="Only this server.")
@@ -413,6 +417,7 @@ def search(
     as_json: JsonOption = False,
 ) -> None:
     """Search tools by words, ranked, from the metadata cache."""
+    query = " ".join(words)
 
     def body(adapter: McpAdapter) -> ToolResult:
         from pi_mcp_adapter.engine import ToolResult
