@@ -373,6 +373,9 @@ class Settings(_Model):
     oauth_store: OAuthStore = "file"
     """Where OAuth tokens live: files under ``<agent dir>/mcp-oauth/`` or the OS keyring
     (needs the ``keyring`` extra)."""
+    agent_plugin_paths: tuple[str, ...] | None = None
+    """Agent plugin directories (``plugin.json`` + ``mcp.json``) whose servers are added as
+    ``<plugin>__<server>``; relative paths are from the project directory."""
     project_trust: ProjectTrustMode = "ask"
     """Servers from project-level files: ``ask`` (at a terminal; headless they stay
     ``untrusted`` until ``pi-mcp trust --project``), ``always`` or ``never``. Read from user-
