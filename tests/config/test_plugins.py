@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from conftest import ReferenceJs
 from pi_mcp_adapter.cli import app
 from pi_mcp_adapter.config._trust import TrustStore, file_digest
 
@@ -371,3 +372,63 @@ def test_a_claude_plugin_server_runs_from_its_plugin_directory(tmp_path: Path) -
     )
     assert called.returncode == 0, called.stderr
     assert str(root) in called.stdout
+
+
+def test_plugins_and_packages_give_the_servers_the_reference_gives(
+    machine: Machine, reference_js: ReferenceJs
+) -> None:
+    plugin = claude_plugin(
+        machine.home / "p",
+        {
+            "db": {"command": "python", "args": ["${CLAUDE_PLUGIN_ROOT}/s.py"]},
+            "my-x": {"command": "plugin-x"},
+            "both": {"command": "x", "url": "https://db.example/"},
+            "remote": {"url": "https://db.example/mcp"},
+        },
+    )
+    ap = agent_plugin(
+        machine.home / "ap",
+        {
+            "local": {
+                "type": "stdio",
+                "command": "./bin/serve",
+                "args": ["${PLUGIN_DATA}/db", "${HOME}"],
+                "env": {"K": "${PLUGIN_ROOT}/k"},
+                "cwd": "./bin",
+            },
+            "remote": {"type": "sse", "url": "http://127.0.0.1:9/sse"},
+            "web": {
+                "type": "streamable-http",
+                "url": "https://s.example/mcp",
+                "headers": {"A": "b"},
+            },
+            "bad": {"type": "sse", "url": "http://s.example/"},
+            "outside": {"type": "stdio", "command": "/bin/sh"},
+        },
+    )
+    write(ap / "bin" / "serve", "")
+    npm_package(machine.agent_dir, "@acme/tools", {"search": {"command": "acme-search"}})
+    npm_package(machine.agent_dir, "acme.search", {"local": {"command": "loses-to-the-plugin"}})
+    write(
+        machine.agent_dir / "settings.json",
+        {"packages": ["npm:@acme/tools@1.0.0", {"source": "npm:acme.search"}]},
+    )
+    machine.write_layer(
+        "agent",
+        {
+            "claudePlugins": [{"path": str(plugin), "mcp": True}],
+            "settings": {"agentPluginPaths": [str(ap)]},
+            "mcpServers": {"my_x": {"command": "mine"}, "remote": {"lifecycle": "eager"}},
+        },
+    )
+    env = {"HOME": str(machine.home), "PI_CODING_AGENT_DIR": str(machine.agent_dir)}
+    machine.environ.update(env)
+    [result] = reference_js.call("config", "loadMcpConfig", [[None, str(machine.project)]], env=env)
+    theirs = result["value"]["mcpServers"]
+    loaded = machine.load()
+    assert set(loaded.servers) == set(theirs)
+    keys = {"command", "args", "env", "cwd", "url", "headers", "httpTransport"}
+    for name, entry in loaded.servers.items():
+        ours = {k: v for k, v in entry.model_dump(by_alias=True).items() if k in keys}
+        ours = {k: list(v) if isinstance(v, tuple) else v for k, v in ours.items() if v}
+        assert ours == {k: v for k, v in theirs[name].items() if k in keys and v}, name
