@@ -432,3 +432,12 @@ def test_plugins_and_packages_give_the_servers_the_reference_gives(
         ours = {k: v for k, v in entry.model_dump(by_alias=True).items() if k in keys}
         ours = {k: list(v) if isinstance(v, tuple) else v for k, v in ours.items() if v}
         assert ours == {k: v for k, v in theirs[name].items() if k in keys and v}, name
+
+
+def test_agent_plugins_listed_by_a_project_file_wait_for_trust(machine: Machine) -> None:
+    agent_plugin(machine.project / "ap", {"s": {"type": "stdio", "command": "x"}})
+    project = machine.write_layer("project-pi", {"settings": {"agentPluginPaths": ["ap"]}})
+    untrusted = machine.load().servers["acme_search__s"].untrusted
+    assert untrusted is not None
+    assert project in untrusted.files
+    assert machine.project / "ap" / "mcp.json" in untrusted.files

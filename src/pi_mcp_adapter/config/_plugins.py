@@ -507,7 +507,7 @@ def _package_root(source: str, base: Path) -> Path | None:
         if not value or value.startswith("/"):
             return None
         return _contained_path(base / "git", base / "git" / value, lexical=True)
-    return (base / Path(source).expanduser()).absolute() if source else None
+    return Path(os.path.normpath(base / source)) if source else None
 
 
 def _read_package(root: Path, settings_path: Path, taken: set[str]) -> list[PluginRead]:
