@@ -1,29 +1,41 @@
 """The gateway hop: the same echo call direct, through ``pi-mcp serve`` and through FastMCP's
-proxy, over stdio and Streamable HTTP; then K concurrent HTTP clients through one gateway.
+proxy; over stdio one client at a time, over Streamable HTTP in both protocol generations
+(2025-11-25 with its ``initialize`` handshake, 2026-07-28 with a self-contained request each)
+at 1, 4 and 16 concurrent clients.
 
 Every row is measured in this run against the same Python fixture server
 (``tests/fixtures/mcp_fixture.py``):
 
-- direct: a bare SDK ``Client`` (legacy handshake, no cache) to the upstream server;
+- direct: a bare SDK ``Client`` (no cache) to the fixture server itself, over the row's
+  transport (over HTTP: the fixture serving Streamable HTTP, in the row's protocol generation);
 - pi-mcp serve: the same client to the gateway, which serves the upstream's ``echo`` as a
   direct tool (``directTools``) and forwards to it;
 - FastMCP proxy: the same client to ``fastmcp.server.create_proxy`` (fastmcp 4.1.6, run from
   its own environment ``bench/.venv-fastmcp``; see the README for the install) in front of the
   same upstream.
 
-Over stdio the front is a child of the benchmark and the upstream a child of the front; over
-HTTP the upstream serves Streamable HTTP on loopback and the front connects to it by URL. The
-concurrency part starts one gateway (and one FastMCP proxy) with a stdio upstream, runs K
-clients at once, and counts the upstream processes under each front.
+Over stdio the front is a child of the benchmark and the upstream a child of the front, and the
+fronts are called in turn. Over HTTP each front serves Streamable HTTP on loopback with one
+stdio upstream of its own (FastMCP's proxy opens a fresh upstream session per request, which
+over HTTP is a new connection and handshake each call; a stdio upstream keeps the comparison
+about the front), and each generation has its own processes (FastMCP's proxy restarts its
+upstream when the generation of its client changes). The client speaks the row's generation:
+``mode="legacy"`` for 2025-11-25, the SDK's default ``mode="auto"`` for 2026-07-28 (checked).
+For each client count K, K clients per front and generation are connected and warm before the
+clock starts; then the (generation, front) pairs take turns, ``ROUNDS`` each, with their K
+clients calling at once, so a load change on this shared machine hits every row of that K
+alike: p50 and p95 of every call's latency, calls/s over the turns' wall time, and the upstream
+processes under each front afterwards (one, whatever K).
 
 Usage: .venv/bin/python bench/bench_gateway.py [--calls N] [--per-client M] [--no-fastmcp]
-       [--transports stdio,http] [--no-load]
+       [--transports stdio,http] [--protocols 2025-11-25,2026-07-28] [--clients 1,4,16]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import socket
 import subprocess
@@ -32,6 +44,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +62,13 @@ FASTMCP_PYTHON = ROOT / "bench" / ".venv-fastmcp" / "bin" / "python"
 FASTMCP_PROXY = ROOT / "bench" / "_fastmcp_proxy.py"
 WARMUP_CALLS = 30
 READY_TIMEOUT_S = 60
+LEGACY = "2025-11-25"
+MODERN = "2026-07-28"
+PROTOCOLS = (LEGACY, MODERN)
+CLIENT_COUNTS = (1, 4, 16)
+ROUNDS = 10
+"""Turns each front takes per HTTP row: a load change on this shared machine hits them alike."""
+LOAD_WARMUP_CALLS = 5
 
 
 def percentile(samples: list[float], fraction: float) -> float:
@@ -167,8 +187,13 @@ async def _stdio_client(command: str, args: list[str]) -> AsyncIterator[Client]:
 
 
 @asynccontextmanager
-async def _http_client(url: str) -> AsyncIterator[Client]:
-    async with Client(url, mode="legacy", cache=None) as client:
+async def _http_client(url: str, protocol: str = LEGACY) -> AsyncIterator[Client]:
+    """A client speaking ``protocol``: the handshake era, or 2026-07-28 as an SDK 2.3 client
+    negotiates it by default (``mode="auto"``: ``server/discover``, then one request each)."""
+    mode = "legacy" if protocol == LEGACY else "auto"
+    async with Client(url, mode=mode, cache=None) as client:
+        if client.protocol_version != protocol:
+            raise SystemExit(f"{url} speaks {client.protocol_version}, not {protocol}")
         yield client
 
 
@@ -199,21 +224,8 @@ async def _interleaved(
     return [(transport, name, values) for name, values in samples.items()]
 
 
-async def hop_rows(
-    calls: int, with_fastmcp: bool, transports: list[str]
-) -> list[tuple[str, str, list[float]]]:
+async def stdio_rows(calls: int, with_fastmcp: bool) -> list[tuple[str, list[float]]]:
     fixture = _fixture_stdio()
-    rows: list[tuple[str, str, list[float]]] = []
-    if "stdio" in transports:
-        rows += await _stdio_hops(calls, with_fastmcp, fixture)
-    if "http" in transports:
-        rows += await _http_hops(calls, with_fastmcp)
-    return rows
-
-
-async def _stdio_hops(
-    calls: int, with_fastmcp: bool, fixture: dict[str, Any]
-) -> list[tuple[str, str, list[float]]]:
     with tempfile.TemporaryDirectory() as directory:
         fronts: dict[str, Any] = {
             "direct": _stdio_client(sys.executable, [str(FIXTURE)]),
@@ -224,23 +236,59 @@ async def _stdio_hops(
             fronts["FastMCP proxy"] = _stdio_client(
                 str(FASTMCP_PYTHON), [str(FASTMCP_PROXY), "stdio", config]
             )
-        return await _interleaved("stdio", fronts, calls)
+        return [(name, values) for _, name, values in await _interleaved("stdio", fronts, calls)]
 
 
-async def _http_hops(calls: int, with_fastmcp: bool) -> list[tuple[str, str, list[float]]]:
+@dataclass(frozen=True, slots=True)
+class HttpRow:
+    protocol: str
+    clients: int
+    front: str
+    samples: list[float]
+    """Every call's latency (ms)."""
+    calls_per_s: float
+    upstream_processes: int | None = None
+    """Upstream server processes under the front after the row (None: direct)."""
+
+    @property
+    def p50(self) -> float:
+        return percentile(self.samples, 0.5)
+
+    @property
+    def p95(self) -> float:
+        return percentile(self.samples, 0.95)
+
+
+async def http_rows(
+    per_client: int, with_fastmcp: bool, protocols: list[str], client_counts: list[int]
+) -> list[HttpRow]:
+    """Every front over Streamable HTTP, each with one stdio upstream; direct is the fixture
+    serving Streamable HTTP itself. Each generation gets its own processes: FastMCP's proxy
+    restarts its stdio upstream whenever the generation of its client changes."""
+    rows: list[HttpRow] = []
     with ExitStack() as processes:
-        upstream_url = processes.enter_context(_upstream_http())
-        upstream = {"url": upstream_url}
-        fronts = {"direct": _http_client(upstream_url)}
-        _, gateway_url = processes.enter_context(_gateway_http(upstream))
-        fronts["pi-mcp serve"] = _http_client(gateway_url)
-        if with_fastmcp:
-            _, proxy_url = processes.enter_context(_fastmcp_http(upstream))
-            fronts["FastMCP proxy"] = _http_client(proxy_url)
-        return await _interleaved("http", fronts, calls)
+        urls: dict[tuple[str, str], str] = {}
+        fronts: dict[tuple[str, str], subprocess.Popen[bytes]] = {}
+        for protocol in protocols:
+            urls[protocol, "direct"] = processes.enter_context(_upstream_http())
+            started = [("pi-mcp serve", _gateway_http)]
+            if with_fastmcp:
+                started.append(("FastMCP proxy", _fastmcp_http))
+            for name, front in started:
+                fronts[protocol, name], urls[protocol, name] = processes.enter_context(
+                    front(_fixture_stdio())
+                )
+        for clients in client_counts:
+            for row in await _load_rows(urls, clients, per_client):
+                front_process = fronts.get((row.protocol, row.front))
+                upstream = _upstream_processes(front_process) if front_process else None
+                rows.append(replace(row, upstream_processes=upstream))
+    # By generation, then client count (a stable sort keeps the fronts' order).
+    return sorted(rows, key=lambda row: (protocols.index(row.protocol), row.clients))
 
 
 def _upstream_processes(front: subprocess.Popen[bytes]) -> int:
+    """The fixture servers running under ``front``: one for any number of clients."""
     try:
         children = psutil.Process(front.pid).children(recursive=True)
     except psutil.NoSuchProcess:
@@ -257,134 +305,198 @@ def _upstream_processes(front: subprocess.Popen[bytes]) -> int:
     return count
 
 
-async def _load_round(url: str, clients: int, per_client: int) -> tuple[float, float]:
-    """``clients`` clients call at once, each ``per_client`` times: (calls/s, p99 ms)."""
-    samples: list[float] = []
-    finished: list[float] = []
-    warmed: list[str] = []
-    ready = anyio.Event()
-    clock: list[float] = []
-
-    async def one_client() -> None:
-        async with _http_client(url) as client:
-            tool = await _echo_tool(client)
-            for _ in range(5):
-                await client.call_tool(tool, {"message": "warm"})
-            # Every client is connected and warm before the clock starts.
-            warmed.append(tool)
-            if len(warmed) == clients:
-                clock.append(time.perf_counter())
-                ready.set()
-            await ready.wait()
-            for i in range(per_client):
-                began = time.perf_counter()
-                await client.call_tool(tool, {"message": f"m{i}"})
-                samples.append((time.perf_counter() - began) * 1000)
-            finished.append(time.perf_counter())
-
-    async with anyio.create_task_group() as tg:
-        for _ in range(clients):
-            tg.start_soon(one_client)
-    elapsed = max(finished) - clock[0]
-    return clients * per_client / elapsed, percentile(samples, 0.99)
-
-
-async def concurrency_rows(
-    per_client: int, with_fastmcp: bool
-) -> list[tuple[str, int, float, float, int]]:
-    rows: list[tuple[str, int, float, float, int]] = []
-    fronts = [("pi-mcp serve", _gateway_http)]
-    if with_fastmcp:
-        fronts.append(("FastMCP proxy", _fastmcp_http))
-    for front_name, front in fronts:
-        with front(_fixture_stdio()) as (process, url):
-            for clients in (1, 4, 16):
-                rate, p99 = await _load_round(url, clients, per_client)
-                upstream = _upstream_processes(process)
-                rows.append((front_name, clients, rate, p99, upstream))
-                print(
-                    f"  {front_name:14} K={clients:<3} {rate:7.1f} calls/s  p99 {p99:.2f} ms  "
-                    f"upstream processes {upstream}",
-                    flush=True,
+async def _load_rows(
+    urls: dict[tuple[str, str], str], clients: int, per_client: int
+) -> list[HttpRow]:
+    """``clients`` clients per (generation, front) pair, each making ``per_client`` timed
+    calls over ``ROUNDS`` turns; every pair takes one turn per round, so a load change on this
+    shared machine hits the rows alike."""
+    per_turn = max(1, math.ceil(per_client / ROUNDS))
+    pairs = list(urls)
+    samples: dict[tuple[str, str], list[float]] = {pair: [] for pair in pairs}
+    busy_s: dict[tuple[str, str], float] = dict.fromkeys(pairs, 0.0)
+    async with AsyncExitStack() as stack:
+        connected: dict[tuple[str, str], list[tuple[Client, str]]] = {}
+        for protocol, front in pairs:
+            connected[protocol, front] = []
+            for _ in range(clients):
+                client = await stack.enter_async_context(
+                    _http_client(urls[protocol, front], protocol)
                 )
+                tool = await _echo_tool(client)
+                for _ in range(LOAD_WARMUP_CALLS):
+                    await client.call_tool(tool, {"message": "warm"})
+                connected[protocol, front].append((client, tool))
+        for _ in range(ROUNDS):
+            for pair, pool in connected.items():
+                began = time.perf_counter()
+                async with anyio.create_task_group() as tg:
+                    for client, tool in pool:
+                        tg.start_soon(_call_in_turn, client, tool, per_turn, samples[pair])
+                busy_s[pair] += time.perf_counter() - began
+    rows = []
+    for protocol, front in pairs:
+        rate = clients * per_turn * ROUNDS / busy_s[protocol, front]
+        row = HttpRow(protocol, clients, front, samples[protocol, front], rate)
+        rows.append(row)
+        print(
+            f"  {protocol} K={clients:<3} {front:14} p50 {row.p50:7.3f} ms  "
+            f"p95 {row.p95:7.3f} ms  {rate:7.1f} calls/s",
+            flush=True,
+        )
     return rows
 
 
-def print_tables(
-    hops: list[tuple[str, str, list[float]]], load: list[tuple[str, int, float, float, int]]
-) -> None:
-    print("\n| transport | front | p50 ms | p99 ms | p50 vs direct | p50 vs FastMCP proxy |")
-    print("|---|---|---|---|---|---|")
-    for transport in ("stdio", "http"):
-        rows = {front: s for t, front, s in hops if t == transport}
-        if not rows:
+async def _call_in_turn(client: Client, tool: str, calls: int, samples: list[float]) -> None:
+    for i in range(calls):
+        began = time.perf_counter()
+        result = await client.call_tool(tool, {"message": f"m{i}"})
+        samples.append((time.perf_counter() - began) * 1000)
+        if result.is_error:
+            raise SystemExit(f"{tool} failed: {result.content}")
+
+
+# -- tables ------------------------------------------------------------------------------------
+
+
+def print_stdio_table(rows: list[tuple[str, list[float]]]) -> None:
+    if not rows:
+        return
+    print("\n| stdio front | p50 ms | p99 ms | p50 vs direct | p50 vs FastMCP proxy |")
+    print("|---|---|---|---|---|")
+    by_front = dict(rows)
+    direct = percentile(by_front["direct"], 0.5)
+    fastmcp = percentile(by_front["FastMCP proxy"], 0.5) if "FastMCP proxy" in by_front else None
+    for front, samples in rows:
+        p50, p99 = percentile(samples, 0.5), percentile(samples, 0.99)
+        versus = f"{p50 / fastmcp:.2f}x" if fastmcp else "–"
+        print(f"| {front} | {p50:.3f} | {p99:.3f} | {p50 / direct:.2f}x | {versus} |")
+        if front == "direct":
             continue
-        direct = percentile(rows["direct"], 0.5)
-        fastmcp = percentile(rows["FastMCP proxy"], 0.5) if "FastMCP proxy" in rows else None
-        for front, samples in rows.items():
-            p50, p99 = percentile(samples, 0.5), percentile(samples, 0.99)
-            versus = f"{p50 / fastmcp:.2f}x" if fastmcp else "–"
-            ratio = f"{p50 / direct:.2f}x"
-            print(f"| {transport} | {front} | {p50:.3f} | {p99:.3f} | {ratio} | {versus} |")
-            if front == "direct":
-                continue
+        record(
+            "gateway hop",
+            f"echo p50 over stdio, {front}",
+            p50,
+            direct,
+            unit="ms",
+            baseline_name="direct SDK client",
+        )
+        if fastmcp and front != "FastMCP proxy":
             record(
                 "gateway hop",
-                f"echo p50 over {transport}, {front}",
+                f"echo p50 over stdio, {front} vs FastMCP",
                 p50,
-                direct,
+                fastmcp,
+                unit="ms",
+                baseline_name="FastMCP proxy",
+            )
+
+
+def print_http_table(rows: list[HttpRow]) -> None:
+    if not rows:
+        return
+    print(
+        "\n| protocol | clients | front | p50 ms | p95 ms | calls/s | p50 vs direct "
+        "| p50 vs FastMCP | calls/s vs FastMCP | upstream processes |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    cells = {(r.protocol, r.clients, r.front): r for r in rows}
+    for row in rows:
+        direct = cells[(row.protocol, row.clients, "direct")]
+        peer = cells.get((row.protocol, row.clients, "FastMCP proxy"))
+        versus_p50 = f"{row.p50 / peer.p50:.2f}x" if peer else "–"
+        versus_rate = f"{row.calls_per_s / peer.calls_per_s:.2f}x" if peer else "–"
+        upstream = "–" if row.upstream_processes is None else row.upstream_processes
+        print(
+            f"| {row.protocol} | {row.clients} | {row.front} | {row.p50:.2f} | {row.p95:.2f} "
+            f"| {row.calls_per_s:.0f} | {row.p50 / direct.p50:.2f}x | {versus_p50} "
+            f"| {versus_rate} | {upstream} |"
+        )
+    for row in rows:
+        if row.front != "pi-mcp serve":
+            continue
+        where = f"over HTTP {row.protocol}, {row.clients} client" + ("s" if row.clients > 1 else "")
+        direct = cells[(row.protocol, row.clients, "direct")]
+        peer = cells.get((row.protocol, row.clients, "FastMCP proxy"))
+        if row.clients == 1:
+            record(
+                "gateway hop",
+                f"echo p50 {where}, pi-mcp serve",
+                row.p50,
+                direct.p50,
                 unit="ms",
                 baseline_name="direct SDK client",
             )
-            if fastmcp and front != "FastMCP proxy":
+            if peer:
                 record(
                     "gateway hop",
-                    f"echo p50 over {transport}, {front} vs FastMCP",
-                    p50,
-                    fastmcp,
+                    f"echo p50 {where}, pi-mcp serve vs FastMCP",
+                    row.p50,
+                    peer.p50,
                     unit="ms",
                     baseline_name="FastMCP proxy",
                 )
-    print("\n| front (HTTP, stdio upstream) | K clients | calls/s | p99 ms | upstream processes |")
-    print("|---|---|---|---|---|")
-    fastmcp_rates = {k: r for f, k, r, _, _ in load if f == "FastMCP proxy"}
-    for front, clients, rate, p99, upstream in load:
-        print(f"| {front} | {clients} | {rate:.0f} | {p99:.2f} | {upstream} |")
-        if front == "FastMCP proxy":
-            continue
-        record(
-            "gateway clients",
-            f"K={clients} HTTP clients, calls/s ({upstream} upstream process)",
-            rate,
-            fastmcp_rates.get(clients),
-            unit="calls/s",
-            baseline_name="FastMCP proxy",
-            lower_is_better=False,
-        )
+        if peer and row.clients == max(r.clients for r in rows):
+            record(
+                "gateway clients",
+                f"echo p95 {where}, pi-mcp serve",
+                row.p95,
+                peer.p95,
+                unit="ms",
+                baseline_name="FastMCP proxy",
+            )
+        if peer:
+            record(
+                "gateway clients",
+                f"calls/s {where}, pi-mcp serve",
+                row.calls_per_s,
+                peer.calls_per_s,
+                unit="calls/s",
+                baseline_name="FastMCP proxy",
+                lower_is_better=False,
+            )
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=500, help="sequential calls per row")
-    parser.add_argument("--per-client", type=int, default=100, help="calls per client (K rows)")
-    parser.add_argument("--no-fastmcp", action="store_true", help="skip the FastMCP proxy rows")
+    parser.add_argument("--calls", type=int, default=500, help="sequential calls per stdio row")
     parser.add_argument(
-        "--transports", default="stdio,http", help="hop rows to run (stdio, http or both)"
+        "--per-client", type=int, default=100, help="timed calls per client (HTTP rows)"
     )
-    parser.add_argument("--no-load", action="store_true", help="skip the K-clients rows")
+    parser.add_argument("--no-fastmcp", action="store_true", help="skip the FastMCP proxy rows")
+    parser.add_argument("--transports", default="stdio,http", help="stdio, http or both")
+    parser.add_argument(
+        "--protocols", default=",".join(PROTOCOLS), help="HTTP protocol generations to run"
+    )
+    parser.add_argument(
+        "--clients",
+        default=",".join(map(str, CLIENT_COUNTS)),
+        help="concurrent client counts (HTTP rows)",
+    )
     options = parser.parse_args()
     with_fastmcp = not options.no_fastmcp
     if with_fastmcp and not FASTMCP_PYTHON.exists():
         raise SystemExit(
             "bench/.venv-fastmcp is missing: run bench/install_fastmcp.sh or pass --no-fastmcp"
         )
-    print(f"echo over each front, {options.calls} sequential calls after {WARMUP_CALLS} warm-up:")
-    hops = await hop_rows(options.calls, with_fastmcp, options.transports.split(","))
-    load: list[tuple[str, int, float, float, int]] = []
-    if not options.no_load:
-        print(f"\nK concurrent HTTP clients, {options.per_client} calls each:")
-        load = await concurrency_rows(options.per_client, with_fastmcp)
-    print_tables(hops, load)
+    protocols = options.protocols.split(",")
+    if unknown := set(protocols) - set(PROTOCOLS):
+        raise SystemExit(f"unknown protocol {sorted(unknown)}; choose from {', '.join(PROTOCOLS)}")
+    transports = options.transports.split(",")
+    stdio: list[tuple[str, list[float]]] = []
+    if "stdio" in transports:
+        print(f"echo over stdio, {options.calls} sequential calls after {WARMUP_CALLS} warm-up:")
+        stdio = await stdio_rows(options.calls, with_fastmcp)
+    http: list[HttpRow] = []
+    if "http" in transports:
+        print(
+            f"\necho over Streamable HTTP, {options.per_client} calls per client in {ROUNDS} "
+            "turns per front:"
+        )
+        client_counts = [int(k) for k in options.clients.split(",")]
+        http = await http_rows(options.per_client, with_fastmcp, protocols, client_counts)
+    print_stdio_table(stdio)
+    print_http_table(http)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ Usage: ``.venv/bin/python bench/bench_search.py [--set FILE ...] [--queries N] [
 Quality: each set's queries run through :class:`SearchIndex` as ``pi-mcp eval-search`` runs
 them, one table per set, rankings side by side. The sets are the development set next to the
 repository (``../shared/eval/etom-dev/etom_dev.json``, skipped when absent) and the set over
-real servers' tool lists in ``bench/data/real_servers.json``.
+real servers' tool lists in ``bench/data/real_servers.json``, and the set over the same
+catalog that search is never tuned on, ``bench/data/real_servers_held_out.json``.
 
 Speed: the first set's catalog (2,375 tools in the development set); larger sizes replicate
 it under renamed servers (``<server> copy 2``...), so the vocabulary of tool text stays the
@@ -50,6 +51,7 @@ from _summary import record
 REPO = Path(__file__).resolve().parents[1]
 DEV_SET = REPO.parent / "shared" / "eval" / "etom-dev" / "etom_dev.json"
 REAL_SET = REPO / "bench" / "data" / "real_servers.json"
+HELD_OUT_SET = REPO / "bench" / "data" / "real_servers_held_out.json"
 QUALITY_RANKINGS = ("lexical", "hybrid", "seed004", "bm25")
 
 
@@ -267,7 +269,7 @@ def main() -> int:
     parser.add_argument("--skip-speed", action="store_true")
     args = parser.parse_args()
     console = Console()
-    paths: list[Path] = args.set or [DEV_SET, REAL_SET]
+    paths: list[Path] = args.set or [DEV_SET, REAL_SET, HELD_OUT_SET]
     sets: dict[str, LabelledSet] = {}
     for path in paths:
         if path.exists():

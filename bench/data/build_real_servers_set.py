@@ -1,11 +1,17 @@
-"""Build ``real_servers.json``: the labelled set over real MCP servers' tool lists.
+"""Build the labelled sets over real MCP servers' tool lists.
 
 Usage: ``.venv/bin/python bench/data/build_real_servers_set.py``
 
 The catalog is the ``tools/list`` of real servers as captured in ``tests/catalog/data`` (by
-``refresh.py`` there); the queries and their labels are in ``real_servers_queries.json``.
-Both are joined into the labelled-set format of ``DESIGN.md`` so that ``pi-mcp eval-search``
-and ``bench/bench_search.py`` can read them. Every gold id is checked against the catalog.
+``refresh.py`` there). Two sets of queries are labelled against it:
+
+- ``real_servers_queries.json`` -> ``real_servers.json``, used while tuning search;
+- ``real_servers_held_out_queries.json`` -> ``real_servers_held_out.json``, written by hand
+  and never tuned on: it checks that what was tuned elsewhere generalises.
+
+Each is joined with the catalog into the labelled-set format of ``DESIGN.md`` so that
+``pi-mcp eval-search`` and ``bench/bench_search.py`` can read it. Every gold id is checked
+against the catalog.
 """
 
 from __future__ import annotations
@@ -18,8 +24,21 @@ HERE = Path(__file__).resolve().parent
 FIXTURES = HERE.parents[1] / "tests" / "catalog" / "data"
 
 
+SETS = {
+    "real_servers_queries.json": "real_servers.json",
+    "real_servers_held_out_queries.json": "real_servers_held_out.json",
+}
+
+
 def main() -> int:
-    spec = json.loads((HERE / "real_servers_queries.json").read_text(encoding="utf-8"))
+    for source, target in SETS.items():
+        if build(HERE / source, HERE / target):
+            return 1
+    return 0
+
+
+def build(source: Path, out: Path) -> int:
+    spec = json.loads(source.read_text(encoding="utf-8"))
     tools: list[dict[str, object]] = []
     for server, fixture in spec["servers"].items():
         listed = json.loads((FIXTURES / fixture).read_text(encoding="utf-8"))["tools"]
@@ -43,9 +62,8 @@ def main() -> int:
         }
     )
     if unknown:
-        print(f"gold ids not in the catalog: {', '.join(unknown)}", file=sys.stderr)
+        print(f"{source.name}: gold ids not in the catalog: {', '.join(unknown)}", file=sys.stderr)
         return 1
-    out = HERE / "real_servers.json"
     labelled = {"tools": tools, "queries": spec["queries"]}
     out.write_text(json.dumps(labelled, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"{out.name}: {len(tools)} tools, {len(spec['queries'])} queries")

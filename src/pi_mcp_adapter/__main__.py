@@ -1,5 +1,5 @@
 from __future__ import annotations
 
-from pi_mcp_adapter.cli import main
+from pi_mcp_adapter._launch import main
 
 main()

@@ -68,6 +68,20 @@ def test_search_prints_ranked_matches(home: Path) -> None:
     assert data["details"]["matches"][0]["name"] == "workbench_echo"
 
 
+def test_search_takes_unquoted_words_like_the_quoted_form(home: Path) -> None:
+    quoted = json.loads(pi_mcp(home, "search", "convert time between timezones", "--json").stdout)
+    unquoted = pi_mcp(home, "search", "convert", "time", "between", "--limit", "3", "timezones")
+    assert (
+        unquoted.stdout
+        == pi_mcp(home, "search", "convert time between timezones", "--limit", "3").stdout
+    )
+    words = json.loads(
+        pi_mcp(home, "search", "convert", "time", "between", "timezones", "--json").stdout
+    )
+    assert words == quoted
+    assert words["details"]["matches"][0]["name"] == "time_convert_time"
+
+
 def test_describe_shows_parameters(home: Path) -> None:
     out = pi_mcp(home, "describe", "workbench_book_flight").stdout
     assert "destination" in out
@@ -102,6 +116,12 @@ def test_tokens_compares_the_proxy_with_every_tool(home: Path) -> None:
     assert 0 < report["proxyTokens"] <= 250
     assert report["allToolsTokens"] > report["proxyTokens"]
     assert report["directTokens"] == 0
+    # What the model reads on mcp({}): bounded, equal to the full status for a few servers.
+    assert report["serverCount"] >= 1
+    assert 0 < report["statusTokens"] == report["statusUnboundedTokens"]
+    assert 0 < report["statusLineTokens"] < 20
+    text = pi_mcp(home, "tokens").stdout
+    assert f"mcp({{}}) status ({report['serverCount']} servers)" in text
 
 
 def test_prompt_renders_a_servers_prompt(home: Path) -> None:

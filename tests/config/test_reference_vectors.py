@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from conftest import ReferenceJs
 from pi_mcp_adapter.catalog import config_hash, format_tool_name
 from pi_mcp_adapter.catalog._cache import _hash_interpolate, entry_is_fresh
 from pi_mcp_adapter.config import MASK, mask_secrets
@@ -115,6 +116,37 @@ HASH_CASES = [
         {},
         "f0211144c2b2b29b578deb59dd0edc37fe366b5a902d0cf65d3b12d1a56bbda5",
         id="lifecycle-not-hashed",
+    ),
+    # Node's path.join keeps a trailing separator after normalising the path.
+    pytest.param(
+        {"command": "x", "cwd": "~/a/../b/"},
+        {},
+        "79414b4803d9e814a71cd116f154b3400bc7403ebb4a7cecb321aaf329c8d846",
+        id="cwd-trailing-slash-after-dot-dot",
+    ),
+    pytest.param(
+        {"command": "x", "cwd": "~/w/"},
+        {},
+        "34206c43e2433dabb8864f936dcd69e1e083f82669f702594972f95e11a5e081",
+        id="cwd-trailing-slash",
+    ),
+    pytest.param(
+        {"command": "x", "cwd": "~/"},
+        {},
+        "18dafa9c45daf30ee22b6a2f5c74562e74e8f7eda882b235a01ccb3d804b56d8",
+        id="cwd-home-with-slash",
+    ),
+    pytest.param(
+        {"command": "x", "cwd": "~/../"},
+        {},
+        "7d3dd8150216b7ca2e2d387827bc6a2512ee30cf436702fa8ee87aee49b032b3",
+        id="cwd-above-home-with-slash",
+    ),
+    pytest.param(
+        {"socket": "~/a//b/./s/"},
+        {},
+        "c9974645c320e91e54c0c41c7ad6ad06dbada6837ecde5ae92f01ddd19d67b7d",
+        id="socket-doubled-and-dot-segments",
     ),
 ]
 
@@ -410,6 +442,23 @@ def test_the_config_hash_equals_the_reference_hash(
 ) -> None:
     loaded = _load_one(machine, entry, env)
     assert config_hash(loaded, environ={**env, "HOME": REFERENCE_HOME}) == expected
+
+
+def test_the_config_hash_equals_the_hash_the_installed_reference_computes(
+    machine: Machine, reference_js: ReferenceJs
+) -> None:
+    # The same table, recomputed by the reference itself when it is installed: a changed
+    # expectation above shows up here as well.
+    cases = [(param.values[0], param.values[1]) for param in HASH_CASES]
+    theirs = reference_js.call(
+        "metadata-cache",
+        "computeServerHash",
+        [[entry, env] for entry, env in cases],
+        env={"HOME": REFERENCE_HOME},
+    )
+    for (entry, env), result in zip(cases, theirs, strict=True):
+        ours = config_hash(_load_one(machine, entry, env), environ={**env, "HOME": REFERENCE_HOME})
+        assert ours == result["value"], entry
 
 
 def test_a_command_value_is_never_run_to_compute_the_hash(machine: Machine, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from conftest import ReferenceJs
 from pi_mcp_adapter.servers import _npx
 from pi_mcp_adapter.servers._npx import (
     NPX_CACHE_TTL_S,
@@ -131,6 +132,21 @@ def inv(
             "C:\\Program Files\\nodejs\\npx.cmd", ["-y", "pkg"], inv("pkg", "pkg"), id="npx.cmd"
         ),
         pytest.param("NPX", ["Legacy.Name"], inv("Legacy.Name", "Legacy.Name"), id="legacy name"),
+        pytest.param(
+            "npx", ["-y", "pkg", "--"], inv("pkg", "pkg"), id="a final separator is dropped"
+        ),
+        pytest.param(
+            "npx", ["-y", "pkg", "--", "x"], inv("pkg", "pkg", None, "--", "x"), id="pkg -- x"
+        ),
+        pytest.param(
+            "npx", ["-y", "--", "pkg", "arg"], inv("pkg", "pkg", None, "arg"), id="-y -- pkg arg"
+        ),
+        pytest.param(
+            "npx", ["-p", "pkg", "--", "bin"], inv("pkg", "pkg", bin_name="bin"), id="-p pkg -- bin"
+        ),
+        pytest.param(
+            "npx", ["-y", "pkg@=v1.2.3"], inv("pkg@=v1.2.3", "pkg", "=v1.2.3"), id="=v version"
+        ),
     ],
 )
 def test_npx_command_lines_are_parsed(
@@ -183,6 +199,8 @@ def test_anything_but_a_plain_registry_package_is_not_parsed(command: str, args:
         pytest.param("=1.2.3", "1.2.3", id="equals prefix"),
         pytest.param("1.2.3-beta.1", "1.2.3-beta.1", id="prerelease"),
         pytest.param("1.2.3+build.5", "1.2.3", id="build metadata ignored"),
+        pytest.param("=v1.2.3", "1.2.3", id="equals and v"),
+        pytest.param("= v1.2.3", "1.2.3", id="equals, space and v"),
         pytest.param("latest", None, id="tag"),
         pytest.param("^1.2.3", None, id="caret"),
         pytest.param("1.2", None, id="partial"),
@@ -191,6 +209,119 @@ def test_anything_but_a_plain_registry_package_is_not_parsed(command: str, args:
 )
 def test_only_full_versions_count_as_exact(version_spec: str | None, exact: str | None) -> None:
     assert inv("p", "p", version_spec).exact_version == exact
+
+
+# Command lines read differently from the TypeScript reference on purpose (docs/npx.md). Each
+# value is what the reference returns; ours is in test_npx_command_lines_are_parsed or
+# test_anything_but_a_plain_registry_package_is_not_parsed.
+_OURS_DIFFER = {
+    ("npx", "-y", "--", "pkg", "arg"): "npx runs pkg; the reference finds no package",
+    ("npx", "-y", "--", "pkg", "--", "x"): "npx runs pkg; the reference finds no package",
+    ("npx", "-p", "pkg", "--", "bin"): "npx runs bin; the reference finds no bin",
+    ("npx", "-p", "a", "-p", "b", "bin"): "bin may need b, which only npx's own install has",
+    ("npx", "-y", "github:user/repo"): "not a registry package: nothing to find, no install",
+    ("npx", "-y", "@scope"): "not a package name: nothing to find, no install",
+    ("npx", "-y", "@scope/"): "not a package name: nothing to find, no install",
+    ("npx", "-y", "pkg@"): "an empty version: nothing to find, no install",
+    ("npx", "-y", "pkg@npm:other@1"): "an alias runs another package",
+}
+_EXACT_DIFFER = {
+    "pkg@1.2.3+build.5": "npm drops build metadata from versions: 1.2.3 is the match",
+}
+_COMPARED_LINES: list[list[str]] = [
+    ["npx", "-y", "pkg"],
+    ["npx", "--yes", "pkg", "a"],
+    ["npx", "pkg"],
+    ["npx", "-y", "@scope/pkg", "--port", "3", "-v"],
+    ["npx", "-y", "pkg@1.2.3"],
+    ["npx", "-y", "@scope/pkg@latest"],
+    ["npx", "pkg@^1.2"],
+    ["npx", "-y", "--", "pkg", "--", "x"],
+    ["npx", "-p", "@s/tools@2", "s-cli", "run"],
+    ["npx", "--package", "pkg", "bin"],
+    ["npx", "--package=pkg", "-y", "bin"],
+    ["npx", "-y", "pkg", "--"],
+    ["npx", "-y", "pkg", "a", "--"],
+    ["npx", "-y", "pkg", "--", "x"],
+    ["npx", "-y", "--", "pkg", "arg"],
+    ["npx", "-p", "pkg", "--", "bin"],
+    ["npx", "-p", "a", "-p", "b", "bin"],
+    ["npx", "-y", "pkg@=v1.2.3"],
+    ["npx", "-y", "pkg@v1.2.3"],
+    ["npx", "-y", "pkg@1.2.3+build.5"],
+    ["npx", "-y", "pkg@1.2.3-beta.1"],
+    ["npx", "-y", "github:user/repo"],
+    ["npx", "-y", "@scope"],
+    ["npx", "-y", "@scope/"],
+    ["npx", "-y", "pkg@"],
+    ["npx", "-y", "pkg@npm:other@1"],
+    ["npx", "-y"],
+    ["npx"],
+    ["npx", "--no-install", "pkg"],
+    ["npx", "-c", "echo hi"],
+    ["npx", "-p", "pkg"],
+    ["npm", "exec", "--package=@s/p@1.0.0", "--", "p", "a"],
+    ["npm", "exec", "--package", "pkg", "--", "bin"],
+    ["npm", "exec", "pkg", "--flag"],
+    ["npm", "install", "pkg"],
+]
+
+
+def test_npx_lines_are_read_as_the_reference_reads_them_or_the_difference_is_listed(
+    reference_js: ReferenceJs,
+) -> None:
+    npx_lines = [line for line in _COMPARED_LINES if line[0] == "npx"]
+    npm_lines = [line for line in _COMPARED_LINES if line[0] == "npm"]
+    parsed = dict(
+        zip(
+            map(tuple, npx_lines),
+            reference_js.call("npx-resolver", "parseNpxArgs", [[line[1:]] for line in npx_lines]),
+            strict=True,
+        )
+    ) | dict(
+        zip(
+            map(tuple, npm_lines),
+            reference_js.call(
+                "npx-resolver", "parseNpmExecArgs", [[line[1:]] for line in npm_lines]
+            ),
+            strict=True,
+        )
+    )
+    specs = sorted({r["value"]["packageSpec"] for r in parsed.values() if r.get("value")})
+    spec_results = reference_js.call("npx-resolver", "parsePackageSpec", [[s] for s in specs])
+    exact = {
+        s: (r["value"] or {}).get("exactVersion") for s, r in zip(specs, spec_results, strict=True)
+    }
+
+    disagreements: list[str] = []
+    for line, result in parsed.items():
+        ours = parse_npx_invocation(line[0], list(line[1:]))
+        theirs = result.get("value")
+        ours_shape = (
+            None if ours is None else (ours.package_spec, ours.bin_name, list(ours.bin_args))
+        )
+        theirs_shape = (
+            None
+            if theirs is None
+            else (theirs["packageSpec"], theirs.get("binName"), theirs["extraArgs"])
+        )
+        if ours_shape != theirs_shape and line not in _OURS_DIFFER:
+            disagreements.append(f"{line}: ours {ours_shape}, reference {theirs_shape}")
+        if ours is not None and theirs is not None and ours_shape == theirs_shape:
+            spec = theirs["packageSpec"]
+            if ours.exact_version != exact[spec] and spec not in _EXACT_DIFFER:
+                disagreements.append(
+                    f"{line}: exact version ours {ours.exact_version}, reference {exact[spec]}"
+                )
+    for line in _OURS_DIFFER:  # the table lists real differences only
+        result = parsed[line]
+        theirs = result.get("value")
+        ours = parse_npx_invocation(line[0], list(line[1:]))
+        if (ours is None) == (theirs is None) and (
+            ours is None or theirs is None or ours.package_spec == theirs["packageSpec"]
+        ):
+            disagreements.append(f"{line} is listed as a difference but both agree")
+    assert not disagreements, "\n".join(disagreements)
 
 
 def test_cache_keys_use_the_reference_format() -> None:

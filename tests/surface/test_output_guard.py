@@ -281,6 +281,9 @@ def test_shown_text_is_a_prefix_within_the_limits_and_the_file_holds_everything(
         pytest.param(False, {"MCP_OUTPUT_GUARD": "1"}, (50 * 1024, 2000), id="env-1-wins"),
         pytest.param(True, {"MCP_OUTPUT_GUARD": "maybe"}, (50 * 1024, 2000), id="env-unknown"),
         pytest.param({"maxBytes": 1000, "maxLines": 0}, {}, (1000, 2000), id="object-tunes"),
+        pytest.param({"maxBytes": 1000.7}, {}, (1000, 2000), id="fraction-rounded-down"),
+        pytest.param({"maxLines": 0.9}, {}, (50 * 1024, 2000), id="fraction-below-one-ignored"),
+        pytest.param({"maxBytes": -3.5}, {}, (50 * 1024, 2000), id="negative-fraction-ignored"),
     ],
 )
 def test_the_guard_honours_the_setting_and_the_environment_switch(
@@ -288,3 +291,16 @@ def test_the_guard_honours_the_setting_and_the_environment_switch(
 ) -> None:
     settings_ = Settings.model_validate({"outputGuard": output_guard})
     assert output_guard_limits(settings_, environ) == expected
+
+
+def test_a_fractional_limit_in_a_config_file_loads_rounded_down(tmp_path: Path) -> None:
+    from pi_mcp_adapter.config import load_config
+
+    agent_dir = tmp_path / "agent"
+    agent_dir.mkdir()
+    (agent_dir / "mcp.json").write_text('{"settings": {"outputGuard": {"maxBytes": 1000.7}}}')
+    loaded = load_config(
+        agent_dir=agent_dir, project_dir=tmp_path, home=tmp_path, environ={}, exclusive=True
+    )
+    assert not loaded.errors
+    assert output_guard_limits(loaded.settings, {}) == (1000, 2000)

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 
 from pi_mcp_adapter._errors import UsageError
 from pi_mcp_adapter._secrets import redact
-from pi_mcp_adapter.config._models import ServerEntry
+from pi_mcp_adapter.config import ServerEntry
 
 from ._metadata import JsonObject, ServerMetadata
 
@@ -178,8 +178,20 @@ def _hash_path(value: str, env: Mapping[str, str]) -> str:
     if resolved == "~":
         return home
     if resolved.startswith(("~/", "~\\")):
-        return os.path.normpath(os.path.join(home, resolved[2:]))  # as Node's path.join
+        return _node_join(home, resolved[2:])
     return resolved
+
+
+def _node_join(base: str, rest: str) -> str:
+    """``path.join(base, rest)`` as Node computes it: normalised like ``normpath``, but a
+    trailing separator is kept (``~/a/../b/`` is ``<home>/b/``) and ``//`` is not special."""
+    if not rest:
+        return os.path.normpath(base)
+    joined = os.path.normpath(os.path.join(base, rest))
+    if joined.startswith("//") and not joined.startswith("///"):
+        joined = joined[1:]  # POSIX keeps a leading "//"; Node collapses it
+    trailing = rest.endswith(("/", os.sep))
+    return joined + os.sep if trailing and not joined.endswith(os.sep) else joined
 
 
 def _hash_record(value: object, env: Mapping[str, str]) -> Any:

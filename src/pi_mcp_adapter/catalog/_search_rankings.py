@@ -29,8 +29,11 @@ from ._search_text import (
     VERB_SYNONYMS,
     ValueKind,
     ValueSpan,
+    cjk_glosses,
     document_terms,
     find_values,
+    is_cjk,
+    named_products,
     normalize_identifier,
     split_clauses,
     split_words,
@@ -271,6 +274,26 @@ _IMPLIED_TERMS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         for kind, words in {"path": ("file",), "url": ("url", "web"), "email": ("email",)}.items()
     }
 )
+_FOLDER_TERMS = (stem("directory"), stem("folder"))
+
+
+def _is_folder(path: str) -> bool:
+    """Whether a path in a request names a folder: it ends with a separator, or its last
+    part has no extension (``~/inbox``, ``./src/``; not ``notes.md`` nor ``syslog.1``)."""
+    if path.endswith(("/", "\\")):
+        return True
+    last = re.split(r"[/\\]", path)[-1]
+    return last in ("~", ".", "..") or "." not in last
+
+
+# A path right after "to", "into" or "as" is a destination: something is written there
+# ("save it to ~/x.md"); after "go to", "navigate to", "switch to" it is a place to visit.
+_DESTINATION = re.compile(
+    r"(?<!\bgo\s)(?<!\bcd\s)(?<!navigate\s)(?<!switch\s)(?<!change\s)\b(?:to|into|as)\s+"
+    r"(?:(?:the|a|file|folder)\s+)*$",
+    re.IGNORECASE,
+)
+_DESTINATION_TERMS = (stem("write"),)
 # Parameter names that take each kind of value (as stemmed words of the name).
 _VALUE_PARAMETERS: Mapping[str, frozenset[str]] = MappingProxyType(
     {
@@ -351,7 +374,12 @@ class FieldRanking:
     k1 = 1.2
     # Query term weights, relative to a plain word of the request.
     synonym_weight = 0.5
+    # A word the catalog lacks but knows a synonym of is only partly understood: this share
+    # of the synonym's IDF counts as not understood, against confidence.
+    synonym_doubt = 0.5
     implied_weight = 0.5
+    # The English word for a common Chinese word of the request (读取 -> read).
+    gloss_weight = 0.8
     # Words inside values: a quoted title may still say what it is about ("the 'Q3 sales'
     # report"); the words of a path, URL or address name data, not the action.
     quoted_weight = 0.3
@@ -360,6 +388,16 @@ class FieldRanking:
     coverage_gain = 1.0
     name_gain = 0.3
     mention_gain = 1.0
+    # A request (or step) that names a server after "use", "with", "on", "via"... ("use git
+    # to ...", "on Wikipedia") multiplies that server's tools by enough to put its best match
+    # first, at least 1 + gain and at most cap (see _favour_named_servers). A word names a
+    # server when at most share of the catalog's servers have it in their names and at least
+    # purity of the tools that use it are theirs. Larger caps cost nothing on the development
+    # set once purity is required; without purity, "from the knowledge graph" lifted a server.
+    named_server_gain = 0.5
+    named_server_cap = 4.0
+    server_name_share = 0.02
+    server_name_purity = 0.5
     # A tool with a parameter for the kind of value the request gives (a path, a URL, an
     # address) can take it: its score is multiplied by 1 + this.
     value_fit_gain = 0.6
@@ -368,6 +406,10 @@ class FieldRanking:
     diversity = 0.85
     diversify_top = 5
     diversify_pool = 20
+    # How much a picked tool serves a step: (its score there / the step's best) to this
+    # power. Squared, a tool that merely shares a word with a step (a "diff" tool mentioning
+    # "commit") leaves that step unserved; only the step's own best tools serve it.
+    served_sharpness = 2.0
     min_steps = 2
     step_depth = 200
     # A word the catalog never uses counts this much of a word found in one tool, against
@@ -454,6 +496,25 @@ class FieldRanking:
             for kind, parameter_words in _VALUE_PARAMETERS.items():
                 if parameter_words.intersection(ft["param_words"]):
                     self._accepts[kind].add(doc)
+        # Words that name a server: those of its name that few other servers' names share
+        # ("github", not "mcp" or "server"), mapped to the tools of the servers they name.
+        servers_of_word: dict[str, set[str]] = defaultdict(set)
+        for server, words in server_words.items():
+            for word in words:
+                servers_of_word[word].add(server)
+        tools_of_server: dict[str, list[int]] = defaultdict(list)
+        for doc, tool in enumerate(tools):
+            tools_of_server[tool.server].append(doc)
+        self._server_tools: dict[str, frozenset[int]] = {}
+        for word, servers in servers_of_word.items():
+            if len(servers) > max(1.0, self.server_name_share * len(server_words)):
+                continue
+            named = frozenset(d for srv in servers for d in tools_of_server[srv])
+            # A product's name is used mostly by its own tools; a word that other tools use
+            # as much ("knowledge", "weather") is a subject, even when a server is named so.
+            used_by = self._postings.get(word, {})
+            if len(named.intersection(used_by)) >= self.server_name_purity * len(used_by):
+                self._server_tools[word] = named
         self._exact: dict[str, list[int]] = defaultdict(list)
         self._by_original: dict[str, list[int]] = defaultdict(list)
         for doc, tool in enumerate(tools):
@@ -484,14 +545,27 @@ class FieldRanking:
                     if t.isdigit():
                         continue
                     if t not in self._idf:
-                        if not value_like and t not in unknown:
+                        # A Chinese character pair may straddle two words: not evidence
+                        # that the request asks for something the catalog lacks.
+                        if not value_like and t not in unknown and not is_cjk(t):
                             unknown.append(t)
                         continue
                     weight = self._value_weights.get(kind, 1.0) if kind else 1.0
                     if weight > weights.get(t, 0.0):
                         weights[t] = weight
+        for gloss in cjk_glosses(text):
+            t = stem(gloss)
+            if t in self._idf and weights.get(t, 0.0) < self.gloss_weight:
+                weights[t] = self.gloss_weight
         for span in values:
-            for t in _IMPLIED_TERMS.get(span.kind, ()):
+            implied = _IMPLIED_TERMS.get(span.kind, ())
+            if span.kind == "path" and _is_folder(text[span.start : span.end]):
+                # "~/projects/demo/assets", "~/inbox/": no extension, most likely a folder.
+                implied = _FOLDER_TERMS
+            if span.kind == "path" and _DESTINATION.search(text[: span.start]):
+                # "save it to ~/x.md", "into notes.txt": the path is where something goes.
+                implied = (*implied, *_DESTINATION_TERMS)
+            for t in implied:
                 if t in self._idf and weights.get(t, 0.0) < self.implied_weight:
                     weights[t] = self.implied_weight
         out = [_QueryTerm(t, w, True) for t, w in weights.items()]
@@ -505,6 +579,8 @@ class FieldRanking:
                     if syn not in weights:
                         out.append(_QueryTerm(syn, self.synonym_weight, True))
                         weights[syn] = self.synonym_weight
+                # Understood through a synonym, the word is only partly understood.
+                unknown_mass += self.synonym_doubt * max(self._idf[syn] for syn in known)
             else:
                 unknown_mass += self._unknown_idf
         if self.synonym_weight > 0:
@@ -516,6 +592,14 @@ class FieldRanking:
                         out.append(_QueryTerm(syn, self.synonym_weight * q.weight, False))
                         weights[syn] = 0.0
         return out, unknown_mass
+
+    def _named_server_tools(self, text: str) -> set[int]:
+        """Tools of the servers ``text`` names after "use", "with", "on"... ("use git to",
+        "on Wikipedia"): the user chose the product, so its tools come first."""
+        docs: set[int] = set()
+        for word in named_products(text):
+            docs.update(self._server_tools.get(word, ()))
+        return docs
 
     def _mentions(self, text: str) -> set[int]:
         """Tools whose original name appears in the text as an identifier (``get_issue``)."""
@@ -643,6 +727,9 @@ class FieldRanking:
             pool = self._semantic_head(row, candidates)
             whole = self._fuse(lexical, row, pool, embedded.baseline(0))
         whole = self._fit_values(whole, query)
+        if len(texts) == 1:
+            # In a request of several steps a named server is favoured in its own step only.
+            whole = self._favour_named_servers(whole, query)
         if whole is None:
             return RankedTools(
                 order=tuple((d, 1.0) for d in exact), confident=bool(exact), total=len(exact)
@@ -657,7 +744,7 @@ class FieldRanking:
                     # is needed for those tools only.
                     row = embedded.similarity(i, within)
                     step = self._fuse(step, row, within, embedded.baseline(i))
-                step = self._fit_values(step, clause)
+                step = self._favour_named_servers(self._fit_values(step, clause), clause)
                 if step is not None:
                     steps.append(step)
         confidence = max([s.confidence for s in steps] + [whole.confidence])
@@ -704,6 +791,21 @@ class FieldRanking:
             ServerMatch(server=s, tools=counts[s], best_score=best[s])
             for s in strong[: self.server_matches]
         )
+
+    def _favour_named_servers(self, scored: _Scored | None, text: str) -> _Scored | None:
+        """Lift the tools of a server that ``text`` names after "use", "with", "on"... ("use
+        git to", "on Wikipedia"): the user chose the product. The lift is enough to put that
+        server's best match first, at least 1 + :attr:`named_server_gain` and at most
+        :attr:`named_server_cap`, so a server named in passing does not bury the rest."""
+        if scored is None or not self.named_server_gain:
+            return scored
+        named = self._named_server_tools(text).intersection(scored.final)
+        if not named:
+            return scored
+        lift = scored.best / max(scored.final[d] for d in named) * 1.01
+        gain = min(max(1.0 + self.named_server_gain, lift), self.named_server_cap)
+        final = {d: s * gain if d in named else s for d, s in scored.final.items()}
+        return _Scored(final=final, best=max(final.values()), confidence=scored.confidence)
 
     def _fit_values(self, scored: _Scored | None, text: str) -> _Scored | None:
         """Favour the tools that take the kinds of value ``text`` gives (a path, a URL, an
@@ -821,7 +923,8 @@ class FieldRanking:
         remaining = [d for d in pool if d != picked[0]]
         while True:
             for i, step in enumerate(steps):
-                unserved[i] *= 1.0 - step.final.get(picked[-1], 0.0) / step.best
+                share = step.final.get(picked[-1], 0.0) / step.best
+                unserved[i] *= 1.0 - share**self.served_sharpness
             if len(picked) >= self.diversify_top or not remaining:
                 break
             best_doc, best_gain = remaining[0], -1.0
@@ -913,11 +1016,21 @@ def _tool_fields(
     names: list[str] = []
     texts: list[str] = []
     _schema_strings(tool.input_schema, names, texts, 0)
+    description = " ".join((tool.description, *tool.keywords))
+    description_words = words_of(description)
+    glosses = cjk_glosses(description)
+    if glosses:
+        # A Chinese description also answers to the English words of its common words.
+        description_words = description_words + [stem(g) for g in glosses]
     return {
         "name": name_words,
         "server": server_words,
-        "description": words_of(" ".join((tool.description, *tool.keywords))),
-        "param_names": words_of(" ".join(names)) if names else [],
+        "description": description_words,
+        # One-letter parameter names (``a``, ``b``, ``x``, ``n``) say nothing about the
+        # tool, and a request's one-letter word ("plan b", "an x-ray") must not find them.
+        "param_names": [w for w in words_of(" ".join(names)) if len(w) > 1 or is_cjk(w)]
+        if names
+        else [],
         "param_words": [stem(w) for n in names for w in split_words(n)],
         "param_text": words_of("\n".join(texts)) if texts else [],
         "name_seq": name_seq,

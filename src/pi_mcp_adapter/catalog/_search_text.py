@@ -11,11 +11,15 @@ ranking in :mod:`._search_rankings`:
 - :data:`QUERY_STOPWORDS` drops the filler of natural-language requests ("could you please");
 - :data:`VERB_SYNONYMS` maps common action verbs to their everyday equivalents;
 - :func:`find_values` finds the argument values in a request (paths, URLs, e-mail addresses,
-  file names, quoted text), which say little about which tool is wanted.
+  file names, quoted text), which say little about which tool is wanted;
+- :func:`split_clauses` splits a request into its steps, and :func:`named_products` finds the
+  words after "use", "with", "on"... that may name the server a step should use.
 
 Chinese and Japanese text has no spaces between words, so runs of those characters become
 overlapping character pairs (bigrams): ``天气预报`` gives ``天气 气预 预报``, and a request
-``查询天气`` meets a description ``获取天气信息`` on ``天气``.
+``查询天气`` meets a description ``获取天气信息`` on ``天气``. :func:`cjk_glosses` gives the
+English words of common Chinese words of tool descriptions and requests (``读取`` read,
+``文件`` file), so a Chinese request meets an English description and the other way round.
 """
 
 from __future__ import annotations
@@ -32,8 +36,11 @@ __all__ = [
     "VERB_SYNONYMS",
     "ValueKind",
     "ValueSpan",
+    "cjk_glosses",
     "document_terms",
     "find_values",
+    "is_cjk",
+    "named_products",
     "normalize_identifier",
     "split_clauses",
     "split_words",
@@ -81,6 +88,52 @@ def split_words(text: str) -> list[str]:
         if position < len(word):
             out.append(word[position:])
     return out
+
+
+# English words for the everyday Chinese words of tool descriptions and requests: actions and
+# the things tools act on. General vocabulary only (no product names), in simplified and
+# traditional spelling where they differ.
+_CJK_GLOSS_TEXT = """
+    读取 read | 讀取 read | 读 read | 写入 write | 寫入 write | 写 write | 保存 save | 存储 store
+    搜索 search | 查找 find | 查询 query | 查詢 query | 检索 search | 查看 show | 显示 show
+    删除 delete | 刪除 delete | 创建 create | 建立 create | 新建 create | 添加 add | 增加 add
+    获取 get | 獲取 get | 取得 get | 列出 list | 列表 list | 发送 send | 發送 send | 下载 download
+    上传 upload | 提交 submit commit | 运行 run | 执行 execute | 修改 edit | 编辑 edit | 更新 update
+    移动 move | 重命名 rename | 比较 compare | 转换 convert | 翻译 translate | 总结 summarize
+    摘要 summary | 分析 analyze | 计算 calculate | 记住 remember | 记录 record | 打开 open
+    文件 file | 檔案 file | 文件夹 folder directory | 目录 directory | 目錄 directory
+    时间 time | 時間 time | 几点 time | 当前 current | 现在 current | 时区 timezone | 日期 date
+    天气 weather | 天氣 weather | 预报 forecast | 图片 image | 图像 image | 照片 photo
+    邮件 email | 郵件 email | 消息 message | 网页 web page | 網頁 web page | 链接 link
+    状态 status | 狀態 status | 分支 branch | 仓库 repository | 代码 code | 坐标 coordinate
+    位置 location | 地图 map | 文章 article | 新闻 news | 价格 price | 股票 stock
+    用户 user | 日历 calendar | 事件 event | 任务 task | 数据库 database | 表格 table
+    知识图谱 knowledge graph | 节点 node | 关系 relation | 实体 entity | 日志 log
+    提交记录 commit log
+"""
+_CJK_GLOSSES: dict[str, tuple[str, ...]] = {
+    entry.split()[0]: tuple(entry.split()[1:])
+    for line in _CJK_GLOSS_TEXT.splitlines()
+    for entry in line.split("|")
+    if entry.split()
+}
+_CJK_GLOSS_PATTERN = re.compile("|".join(sorted(_CJK_GLOSSES, key=len, reverse=True)))
+
+
+def cjk_glosses(text: str) -> list[str]:
+    """The English words of the common Chinese words in ``text`` (longest words first, each
+    once): ``读取文件`` gives ``read file``. Empty for text without Chinese characters."""
+    if not _HAS_CJK.search(text):
+        return []
+    found: dict[str, None] = {}
+    for match in _CJK_GLOSS_PATTERN.finditer(text):
+        found.update(dict.fromkeys(_CJK_GLOSSES[match.group(0)]))
+    return list(found)
+
+
+def is_cjk(word: str) -> bool:
+    """Whether ``word`` is (a pair of) Chinese or Japanese characters."""
+    return bool(_HAS_CJK.match(word))
 
 
 def normalize_identifier(text: str) -> str:
@@ -149,14 +202,14 @@ QUERY_STOPWORDS: frozenset[str] = frozenset(_STOPWORD_TEXT.split())
 _SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
     ("get", "fetch", "retrieve", "read", "obtain", "load", "lookup"),
     ("create", "add", "new", "make", "insert", "generate"),
-    ("delete", "remove", "erase", "drop", "destroy"),
+    ("delete", "remove", "erase", "drop", "destroy", "forget"),
     ("list", "show", "enumerate", "browse"),
     ("search", "find", "query", "lookup", "discover", "locate"),
     ("update", "modify", "edit", "change", "set", "patch"),
     ("send", "post", "publish", "submit"),
     ("run", "execute", "invoke", "start", "launch", "trigger"),
     ("stop", "cancel", "halt", "terminate", "kill", "abort"),
-    ("write", "save", "store", "put", "persist"),
+    ("write", "save", "store", "put", "persist", "remember", "memorize", "memorise"),
     ("check", "verify", "validate"),
     ("download", "export"),
     ("upload", "import"),
@@ -164,6 +217,10 @@ _SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
     ("analyze", "analyse", "analysis", "inspect", "examine"),
     ("convert", "transform", "translate"),
     ("info", "detail", "information", "details", "describe"),
+    # Everyday names of the things tools act on.
+    ("directory", "folder", "dir"),
+    ("image", "picture", "photo", "screenshot"),
+    ("sum", "total", "add"),
 )
 
 
@@ -210,14 +267,14 @@ _STEP_VERBS = (
     "extract scrape crawl parse calculate compute estimate count track monitor log record open "
     "close reopen complete mark assign tag label sort filter merge approve reject archive "
     "restore tell give provide explain describe identify determine recommend suggest plan "
-    "draft review register connect subscribe use"
+    "draft review register connect subscribe use remember note"
 )
 _VERB_ALTERNATION = "|".join(_STEP_VERBS.split())
 # Where a request moves on to its next step: sentence ends, semicolons, the sequencing words
 # people use to chain actions ("then", "after that", "finally"), and a comma or "and"
 # followed by an imperative verb ("..., verify the wallet", "... and send it").
 _CLAUSE_BREAK = re.compile(
-    r"[.;!?\n]+(?:\s|$)"
+    r"[.;!?\n]+(?:\s|$)|[。；！？]+\s*|[，,、]?\s*(?:然后|然後|接着|接著|之后|之後|最后|最後|并且|並且)"
     r"|,?\s+\b(?:and\s+then|then|after\s+that|afterwards|next|finally|also|lastly|"
     r"once\s+(?:you|that|done)|followed\s+by)\b,?"
     rf"|(?:,\s*(?:and\s+)?|\s+and\s+)(?:please\s+)?(?=(?:{_VERB_ALTERNATION})\b)",
@@ -235,6 +292,28 @@ def split_clauses(text: str) -> list[str]:
     """
     parts = [p.strip(" ,") for p in _CLAUSE_BREAK.split(text)]
     return [p for p in parts if p] or [text]
+
+
+# "use X to ...", "with X", "on X", "from X", "via X": what follows names the product (the
+# server) the user wants the step done with. Articles and possessives may come between. "in"
+# and "to" are left out: they introduce places and recipients far more often ("in Paris").
+_TOOL_CUE = re.compile(
+    r"\b(?:use|using|with|on|from|via|through)\s+"
+    r"(?:(?:the|my|our|your|a|an)\s+)?([^\W_][\w.\-]*)",
+    re.IGNORECASE,
+)
+
+
+def named_products(text: str) -> list[str]:
+    """Stemmed words that follow "use", "with", "on", "from", "via" in ``text``: the
+    candidates for a product the request names ("use Slack to ...", "on GitHub"). Which of
+    them are server names is for the catalog to say."""
+    found: dict[str, None] = {}
+    for match in _TOOL_CUE.finditer(text):
+        name = match.group(1)
+        # "GitHub" is the server "github" and also the words "git hub" of "GitHub MCP".
+        found.update(dict.fromkeys(w for w in (stem(name.lower()), *terms(name)[:1]) if w))
+    return [w for w in found if w not in QUERY_STOPWORDS]
 
 
 ValueKind = Literal["quoted", "url", "email", "path"]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import shutil
 import signal
 import sys
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -16,7 +18,11 @@ import typer
 from pi_mcp_adapter._errors import McpAdapterError, UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from pi_mcp_adapter.engine import McpAdapter
     from pi_mcp_adapter.hosts import GatewayOptions
+    from pi_mcp_adapter.hosts._pool_daemon import ServerPool
 
 from ._app import CliContext, app, fail, get_context, only_error, report_config_problems
 
@@ -78,11 +84,28 @@ def serve(
         ),
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="Log more (to stderr).")] = False,
+    background: Annotated[
+        bool,
+        typer.Option(
+            "--background",
+            help="Start the server pool (with --transport http, the HTTP gateway too) in the "
+            "background and return once it listens.",
+        ),
+    ] = False,
+    stop: Annotated[
+        bool, typer.Option("--stop", help="Stop the server pool of this agent dir.")
+    ] = False,
+    pool_only: Annotated[bool, typer.Option("--pool-only", hidden=True)] = False,
+    warm_cli: Annotated[bool, typer.Option("--warm-cli", hidden=True)] = False,
 ) -> None:
     """Serve every configured MCP server as one MCP server (the gateway).
 
     Over stdio nothing but the protocol is written to stdout; logs go to stderr. SIGINT,
     SIGTERM and SIGHUP close every upstream server, then exit 130, 143 and 129.
+
+    A gateway also serves its stdio servers to the other pi-mcp processes of the same agent
+    dir (the server pool, a private socket in <agent dir>/pool): commands and Python agents use
+    its running servers instead of starting their own.
     """
     import anyio
 
@@ -116,6 +139,25 @@ def serve(
             )
         sys.stdout.write(client_entry(print_config, options, context) + "\n")
         return
+    if stop:
+        from ._pool_cmds import stop_pool
+
+        stopped = stop_pool(context.agent_dir)
+        if stopped is None:
+            sys.stdout.write(f"no server pool runs for {context.agent_dir}\n")
+        else:
+            sys.stdout.write(f"stopped the server pool (pid {stopped})\n")
+        return
+    if background:
+        from ._pool_cmds import start_background
+
+        if token:
+            os.environ[TOKEN_ENV] = token  # the background process inherits it
+        status = start_background(context, _background_args(transport, options, stateless))
+        sys.stdout.write(
+            f"server pool listening on {status.get('socket')} (pid {status.get('pid')})\n"
+        )
+        return
     configure_logging(verbose=verbose)
     skipped_before: set[str] = set()
     reported = False
@@ -146,10 +188,19 @@ def serve(
         # and a request that misses one of them waits for its listing.
         background_listing=True,
         relay_server_requests=True,
+        use_pool=False,  # it is the pool, or stands beside the one that is
     )
     try:
         try:
-            stopped_by = anyio.run(serve_gateway, adapter, options)
+            pool = functools.partial(_open_pool, warm_cli=warm_cli)
+            if pool_only:
+                from pi_mcp_adapter.hosts._pool_daemon import serve_pool
+
+                stopped_by = anyio.run(functools.partial(serve_pool, open_pool=pool), adapter)
+            else:
+                stopped_by = anyio.run(
+                    functools.partial(serve_gateway, alongside=pool), adapter, options
+                )
         except BaseExceptionGroup as group:
             # The gateway's task groups wrap what failed inside; a lone error is the answer.
             raise only_error(group) from None
@@ -162,6 +213,50 @@ def serve(
     if stopped_by is not None:
         # 128 + the signal's number, as the shell reports a process the signal ended.
         raise typer.Exit(128 + stopped_by)
+
+
+@asynccontextmanager
+async def _open_pool(
+    adapter: McpAdapter, *, warm_cli: bool = False
+) -> AsyncIterator[ServerPool | None]:
+    """The agent dir's server pool (None when another process serves it), with ``warm_cli``
+    the warm process that runs short commands beside it.
+
+    Only the background pool runs the warm process: it exists to make commands fast, while a
+    gateway that an MCP client started should cost that client no more than itself.
+    """
+    from pi_mcp_adapter.hosts._pool_daemon import open_server_pool
+
+    from ._warm import running_warm_cli
+
+    async with open_server_pool(adapter) as pool:
+        if pool is None or not warm_cli:
+            yield pool
+            return
+        async with running_warm_cli(pool.socket_path.parent):
+            yield pool
+
+
+def _background_args(transport: str, options: GatewayOptions, stateless: bool) -> list[str]:
+    """The ``serve`` arguments of the background process (the token travels in its
+    environment, inherited, never on a command line other users can read)."""
+    if transport != "http":
+        return ["--pool-only", "--warm-cli"]
+    args = [
+        "--warm-cli",
+        "--transport",
+        "http",
+        "--host",
+        options.host,
+        "--port",
+        str(options.port),
+    ]
+    args += ["--path", options.path]
+    if options.surface is not None:
+        args += ["--surface", options.surface]
+    if stateless:
+        args.append("--stateless")
+    return args
 
 
 def client_entry(client: ClientName, options: GatewayOptions, context: CliContext) -> str:

@@ -42,6 +42,16 @@ from ._models import (
     Settings,
     UntrustedOrigin,
 )
+from ._plugins import (
+    LITERAL_SOURCE_PREFIX,
+    PLUGIN_PLACE_VARIABLES,
+    ClaudePluginSpec,
+    PluginRead,
+    parse_claude_plugins,
+    read_agent_plugins,
+    read_claude_plugins,
+    read_packages,
+)
 from ._trust import (
     ProjectFile,
     ProjectTrust,
@@ -69,7 +79,7 @@ __all__ = ["ConfigSource", "LoadedConfig", "ServerProvenance", "SourceStatus", "
 
 SourceStatus = Literal["loaded", "missing", "empty", "invalid", "duplicate"]
 _SERVER_MAP_KEYS = ("mcp-servers", "mcpServers")
-_TOP_LEVEL_KEYS = frozenset({*_SERVER_MAP_KEYS, "imports", "settings", "$schema"})
+_TOP_LEVEL_KEYS = frozenset({*_SERVER_MAP_KEYS, "imports", "settings", "claudePlugins", "$schema"})
 PROJECT_LAYERS = frozenset({"project", "project-pi"})
 """Our layers that live in the project directory: they arrive with cloned code."""
 
@@ -80,8 +90,10 @@ class ConfigSource:
 
     name: str
     """``shared``, ``agents``, ``agents-dir``, ``agent`` (or ``config`` for ``--config``),
-    ``project``, ``project-pi``, or ``import:<kind>`` for a host file."""
-    kind: Literal["file", "import"]
+    ``project``, ``project-pi``, ``import:<kind>`` for a host file, or for plugins and
+    packages ``claude-plugin:<name>``, ``agent-plugin:<name>``, ``package:<name>`` and
+    ``pi-settings:project``/``pi-settings:user`` (the settings files that list packages)."""
+    kind: Literal["file", "import", "plugin"]
     path: Path
     status: SourceStatus
     """``loaded``; ``missing``; ``empty`` (counts as absent); ``invalid`` (skipped, see
@@ -152,6 +164,7 @@ class _FileLayerData:
     )
     settings: dict[str, object] = field(default_factory=dict)
     imports: list[ImportKind] = field(default_factory=list)
+    claude_plugins: list[ClaudePluginSpec] | None = None
 
 
 @dataclass(slots=True)
@@ -200,6 +213,12 @@ def load_config(
         collector,
     )
     sources = [layer.source for layer in layers]
+    plugins = _read_plugins(layers, where, agent_dir=agent_dir, exclusive=exclusive)
+    for read in (*plugins.packages, *plugins.agents, *plugins.claude):
+        if read.exists or read.kind != "pi-settings":  # pi's own settings are often absent
+            sources.append(_plugin_source(read))
+        collector.errors.extend(read.errors)
+        collector.warnings.extend(read.warnings)
 
     per_server: dict[str, list[tuple[str, Path, ValidEntry]]] = {}
     file_defined: dict[str, None] = {}  # ordered set
@@ -211,6 +230,38 @@ def load_config(
     """Server -> the project-level files that set any of its fields."""
     project_files: dict[Path, None] = {}  # ordered set of every project-level file read
     mode_proposals: list[tuple[ProjectTrustMode, Path]] = []
+
+    def add_plugin_entry(read: PluginRead, raw: RawEntry, *, first: bool = False) -> None:
+        valid, errors, warnings = validate_server_entry(raw)
+        collector.errors.extend(errors)
+        collector.warnings.extend(warnings)
+        if valid is None:
+            return
+        contributions = per_server.setdefault(raw.name, [])
+        contributions.insert(0 if first else len(contributions), (read.source, raw.path, valid))
+        untrusted = {p for p in (read.listed_in, read.path) if p in plugins.project_level}
+        if _is_project_host_file(read.path, where):
+            untrusted.add(read.path)  # the plugin came with the project's own files
+        if untrusted:
+            project_paths.setdefault(raw.name, set()).update(untrusted)
+            project_files.update(dict.fromkeys(sorted(untrusted)))
+
+    # Plugins and packages sit below every file, as defaults: packages, then agent plugins
+    # (which replace a package's server of the same name whole), then the files on top.
+    agent_names = {raw.name for read in plugins.agents for raw in read.entries}
+    for read in plugins.packages:
+        for raw in read.entries:
+            if raw.name in agent_names:
+                collector.warnings.append(
+                    f"{raw.path}: server {raw.name!r} of package {read.name} is skipped: an "
+                    "agent plugin defines the same name"
+                )
+            else:
+                add_plugin_entry(read, raw)
+    for read in plugins.agents:
+        for raw in read.entries:
+            add_plugin_entry(read, raw)
+
     for layer in layers:
         is_project = layer.source.name in PROJECT_LAYERS
         layer_settings = dict(layer.settings)
@@ -250,6 +301,21 @@ def load_config(
                 per_server.setdefault(raw.name, []).append((layer.source.name, raw.path, valid))
                 if is_project:
                     project_paths.setdefault(raw.name, set()).add(raw.path)
+
+    # Claude plugin servers are the lowest defaults of all. One whose name only normalises to
+    # a name defined above it (`my-db` under `my_db`) would become a second server with the
+    # same tool prefix, so it is left out, as the reference leaves it out.
+    above = {name.replace("-", "_"): name for name in (*per_server, *file_defined)}
+    for read in plugins.claude:
+        for raw in read.entries:
+            other = above.get(raw.name.replace("-", "_"), raw.name)
+            if other != raw.name:
+                collector.warnings.append(
+                    f"{raw.path}: Claude plugin server {raw.name!r} is shadowed by {other!r}, "
+                    "whose name normalises to the same tool prefix; it is left out"
+                )
+            else:
+                add_plugin_entry(read, raw, first=True)
 
     servers: dict[str, ServerEntry] = {}
     provenance: dict[str, ServerProvenance] = {}
@@ -301,6 +367,61 @@ def load_config(
         imports=tuple(imports),
         project_trust=trust,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Plugins:
+    packages: list[PluginRead]
+    agents: list[PluginRead]
+    claude: list[PluginRead]
+    project_level: frozenset[Path]
+    """Files that list plugins and come with the project: its config and pi settings files."""
+
+
+def _read_plugins(
+    layers: Sequence[_FileLayerData], where: Where, *, agent_dir: Path, exclusive: bool
+) -> _Plugins:
+    """The plugins and packages the configuration asks for (only Claude plugins when
+    ``exclusive``: that one file is the whole configuration)."""
+    project_level = {
+        layer.source.path for layer in layers if layer.source.name in PROJECT_LAYERS
+    } | {where.project_dir / ".pi" / "settings.json"}
+    # The last file that lists them wins, as `claudePlugins` and settings merge.
+    claude_layer = next((la for la in reversed(layers) if la.claude_plugins is not None), None)
+    claude = (
+        read_claude_plugins(claude_layer.claude_plugins or [], where)
+        if claude_layer is not None
+        else []
+    )
+    if exclusive:
+        return _Plugins([], [], claude, frozenset(project_level))
+    packages = read_packages(where, agent_dir=agent_dir)
+    agent_layer = next(
+        (la for la in reversed(layers) if la.settings.get("agent_plugin_paths") is not None), None
+    )
+    agents: list[PluginRead] = []
+    if agent_layer is not None:
+        paths = agent_layer.settings["agent_plugin_paths"]
+        assert isinstance(paths, tuple)
+        agents = read_agent_plugins(
+            [str(p) for p in paths],
+            listed_in=agent_layer.source.path,
+            where=where,
+            agent_dir=agent_dir,
+        )
+    return _Plugins(packages, agents, claude, frozenset(project_level))
+
+
+def _plugin_source(read: PluginRead) -> ConfigSource:
+    status: SourceStatus
+    if not read.exists:
+        status = "invalid" if read.errors else "missing"
+    elif read.errors and not read.entries:
+        status = "invalid"
+    else:
+        status = "loaded"
+    names = tuple(dict.fromkeys(raw.name for raw in read.entries))
+    return ConfigSource(read.source, "plugin", read.path, status, names)
 
 
 def _is_project_host_file(path: Path, where: Where) -> bool:
@@ -482,6 +603,13 @@ def _layer_from_document(
         collector.errors.extend(errors)
         collector.warnings.extend(warnings)
 
+    if "claudePlugins" in data:
+        specs, warnings = parse_claude_plugins(
+            data["claudePlugins"], path=path, line_of=document.line_of
+        )
+        loaded.claude_plugins = specs
+        collector.warnings.extend(warnings)
+
     for index, kind in enumerate(data.get("imports") or []):
         known = next((k for k in IMPORT_KINDS if k == kind), None)
         if known is None:
@@ -573,8 +701,17 @@ def _finish_server(
 
     missing_by_field: dict[str, tuple[str, ...]] = {}
     templates: dict[str, str] = {}
+    # An agent plugin's args, env, cwd and headers are literal (its own placeholders were
+    # expanded when it was read), as long as no config file replaced them.
+    literal = {
+        key
+        for key in ("args", "env", "cwd", "headers")
+        if merged.field_sources.get(key, "").startswith(LITERAL_SOURCE_PREFIX)
+    }
 
     def resolve(value: str, field: str, *, home: bool = False) -> str:
+        if field.partition(".")[0].partition("[")[0] in literal:
+            return value
         result = interpolate(value, where.environ)
         for variable, secret in result.substituted:
             # By value, whatever the field: a token inside a URL path or a command line is
@@ -588,6 +725,10 @@ def _finish_server(
         return expand_home(result.value, where.home) if home else result.value
 
     def resolve_secret(value: str, field: str, *, home: bool = False) -> str:
+        if field.partition(".")[0] in literal:
+            if field not in PLUGIN_PLACE_VARIABLES:
+                register_secret(value, MASK)
+            return "!" + value if value.startswith("!") else value  # a value, never a command
         # A !command stays as written and runs at connect time (its output is registered
         # then); !! keeps its escape until then.
         if command_value(value) is not None:
@@ -597,7 +738,7 @@ def _finish_server(
             register_secret(resolved[2:], MASK)
             return resolved
         resolved = resolve(value, field, home=home)
-        if field not in templates:
+        if field not in templates and field not in PLUGIN_PLACE_VARIABLES:
             # Header values, env values given to servers and bearer tokens are secrets even
             # when written literally; a value with ${VAR} in it registered the variable's value.
             register_secret(resolved, MASK)

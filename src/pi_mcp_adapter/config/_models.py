@@ -11,12 +11,13 @@ the bearer token, URL passwords and credential-looking extras are masked (see ``
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 from pydantic.alias_generators import to_camel
 
 from ._masking import MASK, mask_args, mask_extra, mask_url, sounds_secret
@@ -148,6 +149,9 @@ class ServerEntry(_Model):
     auth: AuthKind | Literal[False] | None = None
     bearer_token: str | None = None
     bearer_token_env: str | None = None
+    bearer_token_store: bool = False
+    """With ``auth: "bearer"``: send the token stored by ``pi-mcp token set`` (when neither
+    ``bearerToken`` nor ``bearerTokenEnv`` is set)."""
     oauth: OAuthConfig | Literal[False] | None = None
     """OAuth client settings; ``false`` turns OAuth off even where it would be implied."""
     lifecycle: Lifecycle = "lazy"
@@ -319,6 +323,16 @@ class OutputGuardSettings(_Model):
     max_bytes: int | None = None
     max_lines: int | None = None
 
+    @field_validator("max_bytes", "max_lines", mode="before")
+    @classmethod
+    def _whole_number(cls, value: object) -> object:
+        # As the reference reads them: a fractional limit is rounded down (1000.7 -> 1000)
+        # rather than rejected, so a file shared with it means the same here; a limit that
+        # is not positive afterwards is ignored by the guard.
+        if isinstance(value, float) and not isinstance(value, bool):
+            return math.floor(value) if math.isfinite(value) else None
+        return value
+
 
 class TraceSettings(_Model):
     enabled: bool = True
@@ -352,6 +366,9 @@ class Settings(_Model):
     approve_tools: bool | tuple[str, ...] = False
     tool_search_limit: int = 5
     tool_search_budget_tokens: int = 600
+    namespace_proxy_tools: bool = False
+    """Register one ``mcp__<server>`` tool per server, taking ``{tool, args}``. Off by default
+    (the TypeScript adapter's default is on): each costs the model 95-120 tokens a turn."""
     search_ranking: SearchRanking | None = None
     """``None``: hybrid when the ``semantic`` extra is installed, lexical otherwise."""
     health_check_interval_ms: int = 30_000
@@ -362,6 +379,9 @@ class Settings(_Model):
     oauth_store: OAuthStore = "file"
     """Where OAuth tokens live: files under ``<agent dir>/mcp-oauth/`` or the OS keyring
     (needs the ``keyring`` extra)."""
+    agent_plugin_paths: tuple[str, ...] | None = None
+    """Agent plugin directories (``plugin.json`` + ``mcp.json``) whose servers are added as
+    ``<plugin>__<server>``; relative paths are from the project directory."""
     project_trust: ProjectTrustMode = "ask"
     """Servers from project-level files: ``ask`` (at a terminal; headless they stay
     ``untrusted`` until ``pi-mcp trust --project``), ``always`` or ``never``. Read from user-

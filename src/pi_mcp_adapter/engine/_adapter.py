@@ -14,6 +14,7 @@ every child process. An adapter is single use.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -34,17 +35,30 @@ from pi_mcp_adapter._errors import (
     ToolNotFoundError,
     UsageError,
 )
-from pi_mcp_adapter.catalog import Catalog, DefinitionChanges, MetadataCache
-from pi_mcp_adapter.catalog._definition_diff import ToolDefinitionDiff, diff_definitions
-from pi_mcp_adapter.catalog._metadata import ServerMetadata, ToolInfo
-from pi_mcp_adapter.catalog._naming import format_tool_name
-from pi_mcp_adapter.catalog._prompts import PromptInfo
-from pi_mcp_adapter.config import LoadedConfig, load_config
+from pi_mcp_adapter._secrets import redact_model
+from pi_mcp_adapter.catalog import (
+    Catalog,
+    DefinitionChanges,
+    MetadataCache,
+    PromptInfo,
+    ServerMetadata,
+    ToolDefinitionDiff,
+    ToolInfo,
+    carries_prefix_of,
+    diff_definitions,
+    format_tool_name,
+)
+from pi_mcp_adapter.config import LoadedConfig, ServerEntry, Settings, load_config
 from pi_mcp_adapter.config._locations import default_agent_dir
-from pi_mcp_adapter.config._models import ServerEntry, Settings
-from pi_mcp_adapter.servers import ServerManager, ServerState
-from pi_mcp_adapter.servers._failures import FAILURES_FILE_NAME, FailureMemory
-from pi_mcp_adapter.servers._prompt_policy import allow_prompts
+from pi_mcp_adapter.servers import (
+    FAILURES_FILE_NAME,
+    FailureMemory,
+    FailureRecord,
+    PoolAccess,
+    ServerManager,
+    ServerState,
+    allow_prompts,
+)
 
 from ._approval import Ask, AsksQuestions, ToolApprovals
 from ._catalog_state import CatalogState
@@ -68,8 +82,9 @@ if TYPE_CHECKING:
     import mcp_types as types
 
     from pi_mcp_adapter.catalog._search import SearchIndex
-    from pi_mcp_adapter.servers._oauth import OAuthProviders
+    from pi_mcp_adapter.servers import OAuthProviders
 
+    from ._routes import UpstreamRoutes
     from ._stats import CallStats
 
 ProgressCallback = Callable[[str, str, str | None], None]
@@ -124,6 +139,11 @@ class McpAdapter:
         elicit: answers servers' ``elicitation/create`` (form and URL modes) for calls made
             through this adapter; ``sample`` answers their ``sampling/createMessage``. Giving
             one is what advertises that capability to servers (see ``engine/_questions.py``).
+        use_pool: take stdio servers from the warm pool of a gateway that serves the same
+            agent dir, when its entry for the server is the same as this adapter's, instead
+            of starting them (``PI_MCP_POOL=0`` in the environment turns it off too). The
+            engine's own rules (trust, approvals, statistics, redaction) still apply here;
+            only the connection is shared.
 
     Telling the user: with a ``host``, the engine sends ``host.notify`` when a server fails
     to start or is lost, needs authentication, comes back after that, when a tool is renamed
@@ -157,6 +177,7 @@ class McpAdapter:
         oauth: OAuthProviders | None = None,
         elicit: Elicit | None = None,
         sample: Sample | None = None,
+        use_pool: bool = True,
     ) -> None:
         self.agent_dir = (agent_dir or default_agent_dir()).expanduser()
         self.project_dir = (project_dir or Path.cwd()).expanduser()
@@ -179,6 +200,7 @@ class McpAdapter:
         self._on_progress = on_progress
         self._clock = clock
         self._relay_server_requests = relay_server_requests
+        self._use_pool = use_pool and self._environ.get("PI_MCP_POOL", "1") != "0"
         self.cache = MetadataCache(self.agent_dir / "mcp-cache.json")
         self._state_kind: Literal["new", "running", "closed"] = "new"
         self._manager: ServerManager | None = None
@@ -219,6 +241,7 @@ class McpAdapter:
             explain_miss=self.explain_miss,
             questions_during=self._questions.asked_during,
         )
+        self._failures = FailureMemory(self.agent_dir / FAILURES_FILE_NAME)
 
     def _load_config(self) -> LoadedConfig:
         if self._config_loader is not None:
@@ -241,7 +264,7 @@ class McpAdapter:
     def oauth(self) -> OAuthProviders:
         """One OAuth provider per remote server, made on first use (it loads the SDK)."""
         if self._oauth is None:
-            from pi_mcp_adapter.servers._oauth import OAuthProviders
+            from pi_mcp_adapter.servers import OAuthProviders
 
             self._oauth = OAuthProviders(
                 self.servers,
@@ -305,7 +328,8 @@ class McpAdapter:
                 environ=self._environ,
                 relay_requests=self._relay_server_requests or self._questions.active,
                 relay_sampling=self._relay_server_requests or self._questions.samples,
-                failures=FailureMemory(self.agent_dir / FAILURES_FILE_NAME),
+                failures=self._failures,
+                pool=PoolAccess(self.agent_dir, Path.cwd()) if self._use_pool else None,
             )
             self._manager = await stack.enter_async_context(manager)
             manager.on_tools_changed(self._server_listed)
@@ -370,12 +394,22 @@ class McpAdapter:
 
     def _follow_host_events(self, host: Host) -> None:
         host.on("session_start", self._on_session_start)
-        host.on("turn_end", self.on_turn_end)
+        host.on("turn_end", self.end_turn)
         host.on("shutdown", self.stop)
 
     @property
     def is_running(self) -> bool:
         return self._manager is not None
+
+    def server_manager(self) -> ServerManager:
+        """The manager of this running adapter's connections, for a host that lends them to
+        other processes (the gateway's server pool); calls made through it bypass the call
+        pipeline, so only a host whose clients run their own pipeline may use it.
+
+        Raises:
+            UsageError: the adapter is not running.
+        """
+        return self._require_manager()
 
     def _require_manager(self) -> ServerManager:
         if self._manager is None:
@@ -449,6 +483,18 @@ class McpAdapter:
         if state.status not in ("connecting", "closed"):
             self.state.end_listing(state.server)
 
+    @functools.cached_property
+    def routes(self) -> UpstreamRoutes:
+        """Which server answers a prompt, resource, completion or subscription."""
+        from ._routes import UpstreamRoutes
+
+        return UpstreamRoutes(self)
+
+    def backing_off(self, server: str) -> tuple[FailureRecord, float] | None:
+        """``server``'s last failed connect and the seconds until it is tried again, while it
+        waits (in this or any process: failures are remembered in the agent dir)."""
+        return self._failures.backing_off(server, self.require_server(server))
+
     def listing_timeout_s(self) -> float:
         """How long a request that misses waits for listings in progress: the start-up
         deadline, or the slowest start-up timeout of the servers being listed."""
@@ -477,18 +523,27 @@ class McpAdapter:
         with anyio.move_on_after(self._startup_bound_s(self.enabled_servers())):
             await self._opened.wait()
 
-    def explain_miss(self, name: str) -> str:
-        """Why a tool called ``name`` may be missing, and what to do: servers that failed or
-        were never listed, or tool lists read from the cache that may be stale. Empty when
-        there is nothing to add. Written in the proxy tool's syntax, as every engine hint
-        (the CLI rewords it into ``pi-mcp`` commands)."""
-        statuses = [self.server_status(n) for n in self.enabled_servers()]
-        wanted = [s for s in statuses if name.startswith(s.name)]
+    def explain_miss(self, name: str, server: str | None = None) -> str:
+        """Why a tool called ``name`` (of ``server``, when the caller named it) may be
+        missing, and what to do: servers that failed or were never listed, or tool lists read
+        from the cache that may be stale. Empty when there is nothing to add. Written in the
+        proxy tool's syntax, as every engine hint (the CLI rewords it into ``pi-mcp``
+        commands)."""
+        # Untrusted servers count as disabled, but a person trusting the file wants to know.
+        shown = [n for n, e in self.servers.items() if e.is_enabled or e.untrusted is not None]
+        statuses = [self.server_status(n) for n in shown]
+        if server is not None:
+            wanted = [s for s in statuses if s.name == server]
+        else:
+            wanted = [s for s in statuses if self._names_tool_of(name, s.name)]
         rows = wanted or statuses
         failed = [s for s in rows if s.status in ("failed", "needs-auth") and s.tool_count == 0]
         never = [s for s in rows if s.status in ("not-cached", "connecting")]
         cached = [s for s in rows if s.status == "cached"]
+        untrusted = [s for s in rows if s.status == "untrusted"]
         lines: list[str] = []
+        for row in untrusted:
+            lines.append(f"MCP server {row.name!r} {row.error}; its tools are unknown until then.")
         for row in failed:
             reason = (row.error or "unknown error").splitlines()[0]
             lines.append(
@@ -508,6 +563,15 @@ class McpAdapter:
                 f'with mcp({{connect: "{first}"}}).'
             )
         return "\n".join(lines)
+
+    def _names_tool_of(self, name: str, server: str) -> bool:
+        entry = self.servers[server]
+        return carries_prefix_of(
+            name,
+            server,
+            mode=entry.tool_prefix or self.settings.tool_prefix,
+            separator=self.settings.tool_separator,
+        )
 
     # ------------------------------------------------------------------ reload
 
@@ -621,10 +685,10 @@ class McpAdapter:
         """Call ``listener`` after each catalog rebuild; returns a function that unsubscribes."""
         return self.state.on_changed(listener)
 
-    async def on_turn_end(self) -> None:
+    async def end_turn(self) -> None:
         """Host hook: eager servers that dropped reconnect on the next turn."""
         if self._manager is not None:
-            await self._manager.on_turn_end()
+            await self._manager.end_turn()
 
     # ------------------------------------------------------------------ catalog views
 
@@ -861,8 +925,13 @@ class McpAdapter:
 
     # ------------------------------------------------------------------ calling
 
-    async def call(self, name: str, args: Mapping[str, Any] | None = None) -> CallOutcome:
+    async def call(
+        self, name: str, args: Mapping[str, Any] | None = None, *, server: str | None = None
+    ) -> CallOutcome:
         """Call a tool by (any accepted form of) its name. Never raises for tool errors.
+
+        With ``server``, only that server's tools answer to ``name`` (its catalog name or the
+        server's own name for it): how a per-server namespace tool calls.
 
         Unknown and ambiguous names, invalid arguments, unavailable servers and JSON-RPC
         errors come back as outcomes with an ``error_kind``; a server's own error result
@@ -870,7 +939,7 @@ class McpAdapter:
         for them first. Cancelling the calling task cancels the request upstream.
         """
         await self._wait_until_open()
-        return await self.pipeline.call(name, args)
+        return await self.pipeline.call(name, args, server=server)
 
     def _tell_person(self, message: str) -> None:
         if self.host is None:
@@ -936,7 +1005,8 @@ class McpAdapter:
             ServerReportedError: the server answered with an error (an unknown URI).
         """
         self.require_server(server)
-        return await self._require_manager().read_resource(server, uri)
+        # A server may quote what the adapter gave it (an injected key, a token).
+        return redact_model(await self._require_manager().read_resource(server, uri))
 
     async def get_prompt(
         self, server: str, name: str, arguments: Mapping[str, str] | None = None
@@ -949,7 +1019,7 @@ class McpAdapter:
             ServerReportedError: the server answered with an error (unknown prompt, bad args).
         """
         self.require_server(server)
-        result = await self._require_manager().get_prompt(server, name, arguments)
+        result = redact_model(await self._require_manager().get_prompt(server, name, arguments))
         return PromptMessages(server, name, result.description, tuple(result.messages))
 
     # ------------------------------------------------------------------ resources and prompts

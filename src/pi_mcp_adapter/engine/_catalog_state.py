@@ -18,10 +18,16 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from pi_mcp_adapter.catalog import Catalog, DefinitionChanges, MetadataCache
-from pi_mcp_adapter.catalog._metadata import ServerMetadata, ToolInfo
-from pi_mcp_adapter.catalog._prompts import PromptCatalog, PromptInfo
-from pi_mcp_adapter.config._models import ServerEntry, Settings
+from pi_mcp_adapter.catalog import (
+    Catalog,
+    DefinitionChanges,
+    MetadataCache,
+    PromptCatalog,
+    PromptInfo,
+    ServerMetadata,
+    ToolInfo,
+)
+from pi_mcp_adapter.config import ServerEntry, Settings
 
 if TYPE_CHECKING:
     # Search (its ranking, tokenizer tables, regex engine) loads with the first search:

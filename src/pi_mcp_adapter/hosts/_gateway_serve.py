@@ -25,7 +25,13 @@ import socket
 import stat
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager, suppress
+from contextlib import (
+    AbstractAsyncContextManager,
+    asynccontextmanager,
+    contextmanager,
+    nullcontext,
+    suppress,
+)
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, TextIO, cast
@@ -38,8 +44,7 @@ from mcp_types import INVALID_REQUEST, PARSE_ERROR, jsonrpc_message_adapter
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pi_mcp_adapter._errors import UsageError
-from pi_mcp_adapter.config import LoadedConfig
-from pi_mcp_adapter.config._models import ServerEntry
+from pi_mcp_adapter.config import LoadedConfig, ServerEntry
 from pi_mcp_adapter.engine import McpAdapter
 from pi_mcp_adapter.surface import SurfaceKind
 
@@ -244,10 +249,13 @@ async def serve_gateway(
     options: GatewayOptions,
     *,
     announce: Callable[[str], None] | None = None,
+    alongside: Callable[[McpAdapter], AbstractAsyncContextManager[object]] | None = None,
 ) -> signal.Signals | None:
     """Open ``adapter``, serve it as an MCP gateway until the end, close it.
 
     ``announce`` receives the URL an HTTP gateway listens on (default: printed to stdout).
+    ``alongside(adapter)`` is entered once the adapter is open and left before it closes
+    (the server pool).
 
     Returns:
         The signal (SIGINT, SIGTERM or SIGHUP) that stopped the gateway; None when the client
@@ -263,6 +271,7 @@ async def serve_gateway(
     try:
         async with (
             adapter,
+            alongside(adapter) if alongside is not None else nullcontext(),
             McpGateway(
                 adapter, surface=options.surface, stateless=options.stateless
             ).running() as gateway,
@@ -500,7 +509,11 @@ def _print_url(url: str) -> None:
 
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not the default 0: asyncio sets TCP_NODELAY only on accepted sockets whose
+    # ``proto`` says TCP, and an accepted socket inherits the listener's. Without it Nagle holds
+    # a response's body segment until the client ACKs the header segment, and a client on a
+    # kept-alive connection (every 2026-07-28 request) delays that ACK by ~40 ms per request.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host.strip("[]"), port))

@@ -11,6 +11,8 @@
 - ``_token_store`` OAuth tokens and registrations in files (0600) or the OS keyring.
 - ``_manager``     ``ServerManager``: dedupe, in-flight counts, idle, backoff, generations.
 - ``_lifecycle``   the policy: lazy / eager / keep-alive, idle timeouts, retry schedule.
+- ``_pool_client`` asking the warm pool of a running gateway for a stdio server's session
+                   (same entry fingerprint) before starting the server here.
 - ``_relay``      per-call routing of a server's sampling, elicitation and log messages to the
                    caller that made the call (the gateway's clients).
 - ``_npx``         ``npx``/``npm exec`` commands resolved to the package's own binary.
@@ -25,13 +27,39 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._failures import DEFAULT_BACKOFF_S, FAILURES_FILE_NAME, FailureMemory, FailureRecord
 from ._manager import MetadataListener, ServerManager, ServerSetChange, StateListener
+from ._prompt_policy import allow_prompts
 from ._state import ConnectionStatus, ServerState, TransportKind
 
 if TYPE_CHECKING:
     from ._connection import ServerConnection
+    from ._http_extras import open_line_streams
     from ._npx import ResolvedCommand, resolve_npx_command
+    from ._oauth import OAuthProviders, OAuthState
+    from ._oauth_prompt import AuthorizationPrompt
+    from ._packages import resolve_package_command, split_package_target
+    from ._pool_client import (
+        POOL_PROTOCOL,
+        PoolAccess,
+        pool_socket_path,
+        query_pool,
+        read_hello_line,
+        server_fingerprint,
+    )
+    from ._probe import ProbeReport, ProbeStep, probe_server
     from ._relay import CallRelay, current_relay, relay_calls
+    from ._token_store import BearerRecord, BearerStore, create_bearer_store
+
+
+_POOL_CLIENT = (
+    "POOL_PROTOCOL",
+    "PoolAccess",
+    "pool_socket_path",
+    "query_pool",
+    "read_hello_line",
+    "server_fingerprint",
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -45,17 +73,65 @@ def __getattr__(name: str) -> Any:
         from . import _npx
 
         return getattr(_npx, name)
+    if name in ("OAuthProviders", "OAuthState"):
+        from . import _oauth
+
+        return getattr(_oauth, name)
+    if name == "AuthorizationPrompt":
+        from ._oauth_prompt import AuthorizationPrompt
+
+        return AuthorizationPrompt
     if name in ("CallRelay", "current_relay", "relay_calls"):
         from . import _relay
 
         return getattr(_relay, name)
+    if name in ("BearerRecord", "BearerStore", "create_bearer_store"):
+        from . import _token_store
+
+        return getattr(_token_store, name)
+    if name in ("ProbeReport", "ProbeStep", "probe_server"):
+        from . import _probe
+
+        return getattr(_probe, name)
+    if name in ("resolve_package_command", "split_package_target"):
+        from . import _packages
+
+        return getattr(_packages, name)
+    if name in (
+        "POOL_PROTOCOL",
+        "PoolAccess",
+        "pool_socket_path",
+        "query_pool",
+        "read_hello_line",
+        "server_fingerprint",
+    ):
+        from . import _pool_client
+
+        return getattr(_pool_client, name)
+    if name in ("open_line_streams",):
+        from . import _http_extras
+
+        return getattr(_http_extras, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
+    "DEFAULT_BACKOFF_S",
+    "FAILURES_FILE_NAME",
+    "POOL_PROTOCOL",
+    "AuthorizationPrompt",
+    "BearerRecord",
+    "BearerStore",
     "CallRelay",
     "ConnectionStatus",
+    "FailureMemory",
+    "FailureRecord",
     "MetadataListener",
+    "OAuthProviders",
+    "OAuthState",
+    "PoolAccess",
+    "ProbeReport",
+    "ProbeStep",
     "ResolvedCommand",
     "ServerConnection",
     "ServerManager",
@@ -63,7 +139,17 @@ __all__ = [
     "ServerState",
     "StateListener",
     "TransportKind",
+    "allow_prompts",
+    "create_bearer_store",
     "current_relay",
+    "open_line_streams",
+    "pool_socket_path",
+    "probe_server",
+    "query_pool",
+    "read_hello_line",
     "relay_calls",
     "resolve_npx_command",
+    "resolve_package_command",
+    "server_fingerprint",
+    "split_package_target",
 ]

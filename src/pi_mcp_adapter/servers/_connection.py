@@ -31,12 +31,13 @@ from mcp.shared.dispatcher import ProgressFnT
 from pydantic import BaseModel, ValidationError
 
 from pi_mcp_adapter._errors import ConnectionLostError, ServerUnavailableError
-from pi_mcp_adapter.catalog._metadata import ServerMetadata
-from pi_mcp_adapter.config._models import ServerEntry
+from pi_mcp_adapter.catalog import ServerMetadata
+from pi_mcp_adapter.config import ServerEntry
 
 from ._http_extras import open_unix_socket
 from ._oauth import take_auth_denial
 from ._oauth_prompt import connect_deadline
+from ._pool_client import PoolAccess, open_pooled_session
 from ._relay import AmbiguousCallerError, RelayBoard, current_relay
 from ._state import TransportKind
 from ._stderr import StderrCapture, terminal
@@ -113,6 +114,7 @@ class ServerConnection:
         relay_requests: bool = False,
         on_resource_updated: ResourceUpdatedCallback | None = None,
         relay_sampling: bool = True,
+        pool: PoolAccess | None = None,
     ) -> None:
         self.server = server
         self.entry = entry
@@ -146,6 +148,7 @@ class ServerConnection:
         self._logs_relayed = 0
         self._on_resource_updated = on_resource_updated
         self._observation: HttpObservation | None = None
+        self._pool = pool
 
     # -- state ------------------------------------------------------------------------------
 
@@ -163,6 +166,15 @@ class ServerConnection:
     def is_alive(self) -> bool:
         """Started, not asked to close, and the peer has not gone away."""
         return self._started and not self._stop.is_set() and not self._done.is_set()
+
+    @property
+    def process_id(self) -> int | None:
+        """The id of the process this connection started for a stdio server, while it runs
+        (on Linux the supervisor the server runs under, which leads its process group)."""
+        process = self._process
+        if process is None or process.returncode is not None or not self.is_alive:
+            return None
+        return process.pid
 
     @property
     def log_path(self) -> Path | None:
@@ -186,7 +198,8 @@ class ServerConnection:
                 scope.deadline = anyio.current_time() + timeout_s
                 plan: tuple[TransportKind, ...]
                 if self.entry.command is not None:
-                    plan = ("stdio",)
+                    pooled = self._pool is not None and self._pool.offers(self.entry)
+                    plan = ("pool", "stdio") if pooled else ("stdio",)
                 elif self.entry.socket is not None:
                     plan = ("socket",)
                 elif self.entry.http_transport is not None:
@@ -202,6 +215,16 @@ class ServerConnection:
                         if self._started:
                             self._note_end(f"the connection failed: {_first_line(exc)}")
                             break
+                        if kind == "pool":
+                            # Whatever kept the pool from serving it, the server is started
+                            # here, within a start-up budget of its own.
+                            logger.info(
+                                "server %r: not from the pool (%s); starting it",
+                                self.server,
+                                _first_line(exc),
+                            )
+                            scope.deadline = anyio.current_time() + timeout_s
+                            continue
                         if kind == "streamable-http" and observation.wants_sse_fallback:
                             logger.info(
                                 "server %r: Streamable HTTP answered HTTP %s; trying SSE",
@@ -284,6 +307,9 @@ class ServerConnection:
             )
             self._process = ProcessRecord()
             return open_stdio(params, self._capture, self._process, self._on_eof)
+        if kind == "pool":
+            assert self._pool is not None
+            return open_pooled_session(self._pool, self.server, self.entry, self._on_eof)
         if kind == "socket":
             assert self.entry.socket is not None
             return open_unix_socket(self.entry.socket, self._on_eof)
@@ -333,6 +359,12 @@ class ServerConnection:
 
     def _on_eof(self) -> None:
         if not self._closing:
+            if self.transport == "pool":
+                # The pool stopped: no failure of the server's. The connection closes, and
+                # the next use connects again (starting the server here if no pool runs).
+                logger.info("server %r: the server pool ended the session", self.server)
+                self._stop.set()
+                return
             if self.entry.socket is not None:
                 reason = "the server closed the socket"
             elif self.entry.command is None:

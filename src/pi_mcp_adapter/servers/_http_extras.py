@@ -42,6 +42,7 @@ from pi_mcp_adapter.config._models import RequestHeadersCommand
 
 __all__ = [
     "HeadersCommandTransport",
+    "open_line_streams",
     "open_unix_socket",
     "resolve_command_values",
     "ssl_context_for",
@@ -197,26 +198,40 @@ class HeadersCommandTransport(httpx2.AsyncBaseTransport):
 async def open_unix_socket(path: str, on_eof: Callable[[], None]) -> AsyncIterator[tuple[Any, Any]]:
     """Connect to ``path`` and yield the SDK's ``(read, write)`` streams over it.
 
-    One task reads lines into the read stream, one writes the write stream's messages as lines;
-    both end with the socket. End of stream from the peer is reported through ``on_eof``.
+    End of stream from the peer is reported through ``on_eof``.
     """
     stream = await anyio.connect_unix(path)
+    async with stream, open_line_streams(stream, on_eof) as streams:
+        yield streams
+
+
+@contextlib.asynccontextmanager
+async def open_line_streams(
+    stream: anyio.abc.ByteStream, on_eof: Callable[[], None], *, received: bytes = b""
+) -> AsyncIterator[tuple[Any, Any]]:
+    """The SDK's ``(read, write)`` streams over newline-delimited JSON-RPC on ``stream``.
+
+    One task reads lines into the read stream, one writes the write stream's messages as lines;
+    both end with the socket, and end of stream from the peer calls ``on_eof``. ``received``
+    holds bytes already read from ``stream`` (after a line that came before the protocol).
+    The caller owns ``stream`` and closes it.
+    """
     read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](64)
     write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](64)
 
     async def reader() -> None:
-        buffer = bytearray()
+        buffer = bytearray(received)
         async with read_send:
             try:
-                async for chunk in stream:
-                    buffer.extend(chunk)
-                    if len(buffer) > SOCKET_LINE_LIMIT_BYTES and b"\n" not in buffer:
-                        raise ValueError("a message line is longer than 32 MiB")
+                while True:
                     while (newline := buffer.find(b"\n")) >= 0:
                         line = bytes(buffer[:newline]).strip()
                         del buffer[: newline + 1]
                         if line:
                             await read_send.send(_parse(line))
+                    if len(buffer) > SOCKET_LINE_LIMIT_BYTES:
+                        raise ValueError("a message line is longer than 32 MiB")
+                    buffer.extend(await stream.receive())
             except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass
             except ValueError as exc:
@@ -228,8 +243,13 @@ async def open_unix_socket(path: str, on_eof: Callable[[], None]) -> AsyncIterat
             async for message in write_receive:
                 data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                 await stream.send(data.encode() + b"\n")
+        # Our side is done (the SDK closed its writer): say so, as closing a child's stdin
+        # does, so the peer ends the session and the read side ends at once.
+        if isinstance(stream, anyio.abc.SocketStream):
+            with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await stream.send_eof()
 
-    async with stream, anyio.create_task_group() as tg:
+    async with anyio.create_task_group() as tg:
         tg.start_soon(reader)
         tg.start_soon(writer)
         try:

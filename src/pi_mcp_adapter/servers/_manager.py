@@ -39,10 +39,10 @@ from pi_mcp_adapter._errors import (
     ServerUntrustedError,
     UsageError,
 )
-from pi_mcp_adapter.catalog._metadata import ServerMetadata
-from pi_mcp_adapter.config._models import ServerEntry, Settings
+from pi_mcp_adapter.catalog import ServerMetadata
+from pi_mcp_adapter.config import ServerEntry, Settings
 
-from ._failures import FailureMemory, backoff_after_s
+from ._failures import DEFAULT_BACKOFF_S, FailureMemory, backoff_after_s
 from ._lifecycle import (
     HEALTH_PING_TIMEOUT_S,
     SHUTDOWN_TIMEOUT_S,
@@ -61,11 +61,11 @@ if TYPE_CHECKING:
     from mcp.shared.dispatcher import ProgressFnT
 
     from ._connection import ServerConnection
+    from ._pool_client import PoolAccess
     from ._transports import AuthFactory
 
 logger = logging.getLogger("pi_mcp_adapter.servers")
 
-DEFAULT_BACKOFF_S = 60.0
 
 MetadataListener = Callable[[str, ServerMetadata], Awaitable[None] | None]
 """``(server_name, metadata)``; may be a plain function or a coroutine function."""
@@ -141,6 +141,9 @@ class ServerManager(AsyncContextManagerMixin):
     processes: a server that failed recently in any process starts in backoff here too, and the
     backoff doubles with each consecutive failure (up to ten minutes). A successful connect
     clears the record.
+
+    With ``pool``, a stdio server is first asked of the warm pool of a running gateway (see
+    :mod:`pi_mcp_adapter.servers._pool_client`); when none serves it, it is started here.
     """
 
     def __init__(
@@ -158,6 +161,7 @@ class ServerManager(AsyncContextManagerMixin):
         relay_requests: bool = False,
         failures: FailureMemory | None = None,
         relay_sampling: bool = True,
+        pool: PoolAccess | None = None,
     ) -> None:
         if backoff_s < 0:
             raise ValueError("backoff_s cannot be negative")
@@ -173,6 +177,7 @@ class ServerManager(AsyncContextManagerMixin):
         self._relay_requests = relay_requests
         self._relay_sampling = relay_sampling
         self._failures = failures
+        self._pool = pool
         self._tools_changed: list[MetadataListener] = []
         self._reconnected: list[MetadataListener] = []
         self._resource_listeners: list[Callable[[str, str], Awaitable[None]]] = []
@@ -314,6 +319,12 @@ class ServerManager(AsyncContextManagerMixin):
             return None
         return connection.metadata
 
+    def process_id(self, name: str) -> int | None:
+        """The id of the process started here for ``name`` (see
+        :attr:`ServerConnection.process_id`), None when none runs."""
+        connection = self._slot(name).connection
+        return connection.process_id if connection is not None else None
+
     def is_idle(self, name: str, timeout_s: float) -> bool:
         """Whether ``name`` is connected, has no call in flight and was unused for ``timeout_s``."""
         slot = self._slot(name)
@@ -409,7 +420,7 @@ class ServerManager(AsyncContextManagerMixin):
             results[name] = error
         return {name: results[name] for name in names}
 
-    async def on_turn_end(self) -> dict[str, ServerUnavailableError | None]:
+    async def end_turn(self) -> dict[str, ServerUnavailableError | None]:
         """Reconnect eager and keep-alive servers that dropped; call at the end of each turn.
 
         Failed servers stay in backoff (eager) or on their retry schedule (keep-alive). Returns
@@ -667,8 +678,8 @@ class ServerManager(AsyncContextManagerMixin):
     async def _keep_alive_check(self, slot: _Slot) -> None:
         connection = slot.connection
         if connection is not None and connection.is_alive:
-            if connection.transport == "stdio":
-                return  # a dead child is seen at once through end of stream
+            if connection.transport in ("stdio", "pool"):
+                return  # a dead child (or pool) is seen at once through end of stream
             try:
                 await connection.ping(timeout_s=HEALTH_PING_TIMEOUT_S)
             except ConnectionLostError:
@@ -792,6 +803,7 @@ class ServerManager(AsyncContextManagerMixin):
             relay_requests=self._relay_requests,
             relay_sampling=self._relay_sampling,
             on_resource_updated=self._resource_updated,
+            pool=self._pool,
         )
         attempt = _Attempt(slot.generation, connection)
         slot.attempt = attempt

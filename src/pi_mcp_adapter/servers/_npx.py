@@ -81,10 +81,10 @@ _SHEBANG_PROBE_BYTES = 256
 # npm package names: lowercase for new packages, but legacy names may contain capitals.
 _NAME_RE = re.compile(r"^(?:@[A-Za-z0-9][\w.~-]*/)?[A-Za-z0-9][\w.~-]*$")
 _TARBALL_RE = re.compile(r"\.(?:tgz|tar|tar\.gz)$", re.IGNORECASE)
-# What npm calls a "version" spec (semver.valid in loose mode, without build metadata).
-_EXACT_VERSION_RE = re.compile(
-    r"^[v=]?\s*(\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)(?:\+[0-9A-Za-z.-]+)?$"
-)
+# What npm calls a "version" spec (semver.valid in loose mode: any run of `v`, `=` and spaces
+# before it, so `=v1.2.3` pins 1.2.3 as it does in npm and the reference); build metadata is
+# left out because npm drops it from published versions.
+_EXACT_VERSION_RE = re.compile(r"^[v=\s]*(\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)(?:\+[0-9A-Za-z.-]+)?$")
 _BIN_NAME_RE = re.compile(r"^[\w@~+][\w@.~+-]*$")
 
 _Runner = Literal["npx", "npm"]
@@ -201,6 +201,9 @@ def parse_npx_invocation(command: str, args: Sequence[str]) -> NpxInvocation | N
         if any(word.startswith("-") for word in head):
             return None
         positional = head + tail
+    if runner == "npx" and "--" in positional and positional.index("--") == len(positional) - 1:
+        # A `--` with nothing after it ends npm's options and passes nothing on (npx drops it).
+        positional = positional[:-1]
     if not positional:
         return None
 

@@ -12,7 +12,8 @@ ConnectionStatus = Literal[
 last connect failed or the connection was lost; ``needs-auth``: the server answered HTTP 401;
 ``untrusted``: it comes from a project file not trusted yet, so it never starts."""
 
-TransportKind = Literal["stdio", "streamable-http", "sse", "socket"]
+TransportKind = Literal["stdio", "streamable-http", "sse", "socket", "pool"]
+"""``pool``: a stdio server reached through the warm pool of a running gateway."""
 
 CONNECTION_STATUSES: tuple[ConnectionStatus, ...] = (
     "connected",

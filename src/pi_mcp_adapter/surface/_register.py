@@ -4,8 +4,9 @@ A host binding calls :func:`register_surfaces` once the adapter has started. Fro
 listener follows every catalog rebuild (a lazy server connecting, a server's tools changing, a
 reconnect) and updates the host in a fixed order: direct tools first, then the deferred tools
 and ``ToolSearch`` (or nothing more for the proxy tool, whose definition never changes), then
-the active set, once. One owner for the order matters: a tool that turns direct must never be
-unregistered by the deferred-tool bookkeeping after the direct tools registered it.
+the ``mcp__<server>`` namespace tools, then the active set, once. One owner for the order
+matters: a tool that turns direct must never be unregistered by the deferred-tool bookkeeping
+after the direct tools registered it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pi_mcp_adapter.engine import Host, McpAdapter, ToolDefinition
 
 from ._commands import COMMAND_USAGE, MCP_AUTH_COMMAND, MCP_COMMAND, McpCommands
 from ._direct import DirectTools
+from ._namespace import NamespaceTools
 from ._proxy import PROXY_TOOL_NAME, ProxyTool
 from ._toolsearch import TOOL_SEARCH_NAME, ToolSearchSurface, search_activated_servers
 
@@ -41,6 +43,8 @@ class Surfaces:
     toolsearch: ToolSearchSurface | None = None
     search_activated: ToolSearchSurface | None = None
     """Under the proxy: the inactive tools of ``directTools: "search"`` servers."""
+    namespace: NamespaceTools | None = None
+    """The ``mcp__<server>`` tools (none unless ``settings.namespaceProxyTools``)."""
     _unsubscribe: Callable[[], None] | None = field(default=None, repr=False)
 
     @property
@@ -59,6 +63,10 @@ class Surfaces:
             self.toolsearch.sync()
         if self.search_activated is not None:
             self.search_activated.sync()
+        if self.namespace is not None:
+            namespace_added, namespace_removed = self.namespace.sync()
+            added = [*added, *namespace_added]
+            removed = [*removed, *namespace_removed]
         known = self._known()
         # Registering may auto-activate in some hosts: keep the active set as it was, minus
         # what disappeared, plus new direct tools.
@@ -77,6 +85,15 @@ class Surfaces:
             names.add(PROXY_TOOL_NAME)
         if self.search_activated is not None:
             names |= set(self.search_activated.deferred)
+        if self.namespace is not None:
+            names |= set(self.namespace.names)
+        return names
+
+    def _taken_by_others(self) -> set[str]:
+        """Names registered by everything but the namespace tools."""
+        names = self._known()
+        if self.namespace is not None:
+            names -= set(self.namespace.names)
         return names
 
     def close(self) -> None:
@@ -138,7 +155,10 @@ def register_surfaces(
             surfaces.search_activated = search_activated
             proxy.activate = search_activated.activate
             search_activated.sync()
-    host.set_active_tools([*builtin_active, surface_name, *direct.names])
+    namespace = NamespaceTools(adapter, host, taken=surfaces._taken_by_others)
+    surfaces.namespace = namespace
+    namespace.sync()
+    host.set_active_tools([*builtin_active, surface_name, *direct.names, *namespace.names])
     if commands:
         host.register_command(
             MCP_COMMAND,

@@ -1,0 +1,255 @@
+"""How search reads a request: steps, a named server, other languages, destinations, and
+words that must not count. Small hand-built catalogs; each test asserts a ranking."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from pi_mcp_adapter.catalog._metadata import ToolInfo
+from pi_mcp_adapter.catalog._search import SearchHit, SearchIndex
+from pi_mcp_adapter.catalog._search_rankings import FieldRanking
+from pi_mcp_adapter.catalog._search_text import cjk_glosses, named_products, split_clauses
+
+RANKINGS = ["lexical", "hybrid"]
+
+
+def tool(server: str, original: str, description: str = "", *params: str) -> ToolInfo:
+    schema = {"type": "object", "properties": {p: {"type": "string"} for p in params}}
+    return ToolInfo(
+        name=f"{server}_{original}",
+        original_name=original,
+        server=server,
+        description=description,
+        input_schema=schema,
+    )
+
+
+def names(hits: Sequence[SearchHit]) -> list[str]:
+    return [h.tool.name for h in hits]
+
+
+GIT_AND_FILES = [
+    tool("git", "git_status", "Shows the working tree status", "repo_path"),
+    tool("git", "git_diff_staged", "Shows changes that are staged for commit", "repo_path"),
+    tool("git", "git_diff", "Shows differences between branches or commits", "repo_path"),
+    tool("git", "git_diff_unstaged", "Shows changes in the working directory", "repo_path"),
+    tool("git", "git_show", "Shows the contents of a commit", "repo_path", "revision"),
+    tool("git", "git_log", "Shows the commit logs", "repo_path"),
+    tool("git", "git_commit", "Records changes to the repository", "repo_path", "message"),
+    tool("files", "read_file", "Read the complete contents of a file as text", "path"),
+    tool("files", "write_file", "Create a new file or overwrite a file with content", "path"),
+    tool("files", "list_directory", "List the files and directories in a path", "path"),
+    tool("time", "get_current_time", "Get the current time in a timezone", "timezone"),
+]
+
+
+# -- steps --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ranking", RANKINGS)
+def test_a_step_whose_words_a_first_step_tool_mentions_still_gets_its_own_tool(
+    ranking: str,
+) -> None:
+    # git_diff_staged's description says "commit": that must not count as serving the
+    # second step, whose own best tool is git_commit.
+    page = SearchIndex(GIT_AND_FILES, ranking=ranking).search(
+        "Show the diff of what I've staged, then commit it as 'refactor: split parser'", limit=5
+    )
+    top5 = names(page.hits)
+    assert top5[0] == "git_git_diff_staged"
+    assert "git_git_commit" in top5
+
+
+def test_chinese_requests_split_at_their_sequencing_words_and_punctuation() -> None:
+    assert split_clauses("读取 ~/notes.md，然后用 git 提交") == ["读取 ~/notes.md", "用 git 提交"]
+    assert split_clauses("查看状态。写入文件") == ["查看状态", "写入文件"]
+
+
+# -- a named server -----------------------------------------------------------------------
+
+
+def test_the_word_after_use_with_on_or_via_is_offered_as_a_server_name() -> None:
+    # "GitHub" is the server "github" and also "git hub" as a server's name splits it.
+    assert named_products("use Slack to tell the team, then on GitHub open an issue") == [
+        "slack",
+        "github",
+        "git",
+    ]
+    assert named_products("post it with the Discord bot via webhooks") == ["discord", "webhook"]
+    # "in" and "to" introduce places and recipients far more often than products.
+    assert named_products("the weather in Paris sent to Anna") == []
+
+
+CHAT = [
+    tool("discord", "send_message", "Send a message to a channel", "channel", "text"),
+    tool("discord", "list_channels", "List the channels of a guild"),
+    tool("chat", "send_text", "Send text to a room", "room", "text"),
+    tool("chat", "rooms", "Rooms of the workspace"),
+    tool("mail", "send_email", "Send an email", "to", "body"),
+]
+
+
+@pytest.mark.parametrize("ranking", RANKINGS)
+def test_use_x_to_do_y_favours_server_x(ranking: str) -> None:
+    query = "use chat to send a message"
+    assert names(SearchIndex(CHAT, ranking=ranking).search(query).hits)[0] == "chat_send_text"
+
+
+def test_without_the_cue_the_better_described_tool_still_wins() -> None:
+    # The same words without "on": the gain comes from the cue, not the server word alone.
+    page = SearchIndex(CHAT, ranking="lexical").search("send a chat message")
+    assert names(page.hits)[0] == "discord_send_message"
+
+
+def test_a_word_many_servers_share_names_none_of_them() -> None:
+    catalog = [
+        tool(f"{vendor} api", "lookup", f"Look up a {vendor} record") for vendor in "abcdefgh"
+    ]
+    ranking = FieldRanking(catalog)
+    assert ranking._named_server_tools("use the api to look up a record") == set()
+    assert ranking._named_server_tools("use the c api to look up a record") == {2}
+    assert ranking._named_server_tools("on h, look up a record") == {7}
+
+
+def test_a_subject_that_names_a_server_is_not_taken_for_it() -> None:
+    # "knowledge" names the server "knowledge", but other servers' tools use the word too.
+    catalog = [
+        tool("knowledge", "search_nodes", "Search the knowledge graph"),
+        tool("wiki", "search", "Search articles of knowledge"),
+        tool("papers", "search", "Search papers, the sum of knowledge"),
+        tool("slack", "post", "Post a message"),
+    ]
+    ranking = FieldRanking(catalog)
+    assert ranking._named_server_tools("answer from knowledge I have") == set()
+    assert ranking._named_server_tools("post it on slack") == {3}
+
+
+# -- other languages ----------------------------------------------------------------------
+
+
+def test_common_chinese_words_have_english_glosses() -> None:
+    assert cjk_glosses("读取文件，然后发送邮件") == ["read", "file", "send", "email"]
+    assert cjk_glosses("read the file") == []
+
+
+@pytest.mark.parametrize("ranking", RANKINGS)
+def test_a_chinese_request_finds_an_english_tool(ranking: str) -> None:
+    page = SearchIndex(GIT_AND_FILES, ranking=ranking).search("读取 ~/notes/todo.md 的内容")
+    assert page.confident
+    assert names(page.hits)[0] == "files_read_file"
+
+
+@pytest.mark.parametrize("ranking", RANKINGS)
+def test_an_english_request_finds_a_chinese_description(ranking: str) -> None:
+    catalog = [
+        tool("tianqi", "forecast", "获取城市的天气预报", "city"),
+        tool("ditu", "geocode", "把地址转换为坐标", "address"),
+        tool("files", "read_file", "Read a file", "path"),
+    ]
+    page = SearchIndex(catalog, ranking=ranking).search("weather forecast for Beijing")
+    assert names(page.hits)[0] == "tianqi_forecast"
+
+
+@pytest.mark.parametrize("ranking", RANKINGS)
+def test_a_chinese_multi_step_request_gets_a_tool_for_each_step(ranking: str) -> None:
+    page = SearchIndex(GIT_AND_FILES, ranking=ranking).search(
+        "读取 ~/notes.md，然后用 git 提交", limit=5
+    )
+    assert {"files_read_file", "git_git_commit"} <= set(names(page.hits))
+
+
+def test_chinese_character_pairs_the_catalog_lacks_do_not_make_a_request_weak() -> None:
+    # 帮我 ("help me"), 一下 ("a bit"), 内容 ("contents") are in no tool's text.
+    page = SearchIndex(GIT_AND_FILES, ranking="lexical").search("帮我读取一下文件内容")
+    assert page.confident
+    assert names(page.hits)[0] == "files_read_file"
+
+
+# -- destinations and generic file tools ----------------------------------------------------
+
+
+@pytest.mark.parametrize("ranking", RANKINGS)
+def test_a_path_after_to_or_into_is_where_something_is_written(ranking: str) -> None:
+    index = SearchIndex(GIT_AND_FILES, ranking=ranking)
+    for query in ("put the release notes into ~/notes/v2.md", "keep the summary as ./summary.txt"):
+        assert names(index.search(query).hits)[0] == "files_write_file", query
+
+
+@pytest.mark.parametrize("ranking", RANKINGS)
+def test_a_path_to_go_to_is_not_a_destination(ranking: str) -> None:
+    index = SearchIndex(GIT_AND_FILES, ranking=ranking)
+    assert names(index.search("go to ~/notes and list it").hits)[0] == "files_list_directory"
+
+
+FOLDERS = [
+    tool("files", "read_text_file", "Read the contents of a file as text", "path"),
+    tool("files", "get_file_info", "Metadata about a file: size, times", "path"),
+    tool("files", "list_directory", "List the entries of a directory", "path"),
+    tool("files", "create_directory", "Create a new directory", "path"),
+    tool("images", "describe_image", "Describe what an image shows", "url"),
+]
+
+
+@pytest.mark.parametrize("ranking", RANKINGS)
+def test_a_path_without_an_extension_is_a_folder(ranking: str) -> None:
+    index = SearchIndex(FOLDERS, ranking=ranking)
+    assert names(index.search("what's in ~/inbox?").hits)[0] == "files_list_directory"
+    assert names(index.search("what's in ~/inbox/notes.md?").hits)[0] != "files_list_directory"
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        pytest.param("make a folder ~/projects/demo", "files_create_directory", id="folder"),
+        pytest.param("what does this picture show", "images_describe_image", id="picture"),
+    ],
+)
+def test_everyday_names_of_things_meet_the_catalogs_words(query: str, expected: str) -> None:
+    assert names(SearchIndex(FOLDERS, ranking="lexical").search(query).hits)[0] == expected
+
+
+def test_forget_asks_to_delete_and_remember_to_store() -> None:
+    catalog = [
+        tool("memory", "delete_entities", "Delete entities from the graph", "names"),
+        tool("memory", "read_graph", "Read the whole graph"),
+        tool("notes", "store_note", "Store a note", "text"),
+    ]
+    index = SearchIndex(catalog, ranking="lexical")
+    assert names(index.search("forget everything about Bob").hits)[0] == "memory_delete_entities"
+    assert names(index.search("remember that Bob likes tea").hits)[0] == "notes_store_note"
+
+
+# -- words that must not count ----------------------------------------------------------------
+
+
+ARITHMETIC = [
+    tool("workbench", "add", "Add two integers and return the sum.", "a", "b"),
+    tool("workbench", "scale", "Multiply a number", "x", "factor"),
+    tool("planner", "book_flight", "Book a flight between two airports", "origin"),
+]
+
+
+@pytest.mark.parametrize("ranking", RANKINGS)
+def test_a_one_letter_word_does_not_find_a_one_letter_parameter(ranking: str) -> None:
+    index = SearchIndex(ARITHMETIC, ranking=ranking)
+    assert names(index.search("plan b for the flight").hits)[:1] == ["planner_book_flight"]
+    lexical = SearchIndex(ARITHMETIC, ranking="lexical")
+    assert "workbench_scale" not in names(lexical.search("an x ray of the flight").hits)
+    assert "workbench_add" not in names(lexical.search("plan b for the flight").hits)
+
+
+def test_longer_parameter_names_are_still_searched() -> None:
+    page = SearchIndex(ARITHMETIC, ranking="lexical").search("factor")
+    assert names(page.hits) == ["workbench_scale"]
+
+
+@pytest.mark.parametrize("ranking", RANKINGS)
+def test_a_request_understood_only_through_a_synonym_is_a_weak_match(ranking: str) -> None:
+    # "create" reaches add() only as a synonym; "github" and "issue" are nowhere.
+    index = SearchIndex(ARITHMETIC, ranking=ranking)
+    weak = index.search("create a github issue")
+    assert not weak.confident
+    assert names(weak.hits)[0] == "workbench_add"
+    assert index.search("add 17 and 25").confident

@@ -1,0 +1,455 @@
+"""The server pool: processes of one agent dir share a running gateway's stdio servers.
+
+Real pools (in-process, and ``pi-mcp serve --background`` as a detached process), real fixture
+servers, real ``pi-mcp`` commands; psutil counts the server processes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import mcp_types as types
+import psutil
+import pytest
+
+from pi_mcp_adapter import McpAdapter
+from pi_mcp_adapter.hosts._pool_daemon import ServerPool
+from pi_mcp_adapter.servers._pool_client import pool_socket_path, read_hello_line
+
+from .conftest import (
+    CANARY,
+    MCP_FIXTURE,
+    PI_MCP,
+    fixture_entry,
+    is_supervisor,
+    make_mark,
+    wait_for_mark,
+)
+
+pytestmark = [pytest.mark.anyio]
+
+
+def write_config(path: Path, servers: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"mcpServers": servers}))
+    return path
+
+
+def fixture_processes(under: int | None = None) -> list[psutil.Process]:
+    """The running fixture servers started by process ``under`` (default: this one) or its
+    descendants, supervisors excluded."""
+    try:
+        descendants = psutil.Process(under or os.getpid()).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    found = []
+    for process in descendants:
+        try:
+            if str(MCP_FIXTURE) in process.cmdline() and not is_supervisor(process):
+                found.append(process)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def pid_of(outcome: Any) -> int:
+    assert outcome.error_kind is None, outcome.message
+    return int(outcome.result.content[0].text)
+
+
+@asynccontextmanager
+async def running_pool(agent_dir: Path, config: Path) -> AsyncIterator[McpAdapter]:
+    """An in-process gateway adapter serving the pool of ``agent_dir``."""
+    adapter = McpAdapter(
+        agent_dir=agent_dir,
+        config_path=config,
+        project_dir=config.parent,
+        relay_server_requests=True,
+        use_pool=False,
+        connect_missing=False,  # a server runs only when a client asks for it
+    )
+    async with adapter, ServerPool(adapter).serving(stop=lambda: None) as serving:
+        assert serving
+        yield adapter
+
+
+def client(agent_dir: Path, config: Path) -> McpAdapter:
+    return McpAdapter(agent_dir=agent_dir, config_path=config, project_dir=config.parent)
+
+
+async def test_adapters_with_the_same_entry_share_the_pools_server_process(
+    tmp_path: Path,
+) -> None:
+    agent_dir = tmp_path / "agent"
+    config = write_config(tmp_path / "mcp.json", {"fx": fixture_entry()})
+    async with (
+        running_pool(agent_dir, config) as pool,
+        client(agent_dir, config) as first,
+        client(agent_dir, config) as second,
+    ):
+        with anyio.fail_after(30):
+            pids = {pid_of(await a.call("fx_pid")) for a in (first, second, first)}
+        assert len(pids) == 1
+        assert first.server_manager().state("fx").transport == "pool"
+        echoed = await second.call("fx_echo", {"message": "through the pool"})
+        assert echoed.result is not None
+        assert echoed.result.content[0].text == "Echo: through the pool"  # type: ignore[union-attr]
+        held = pool.server_manager().process_id("fx")
+        assert held is not None
+        assert [p.pid for p in fixture_processes()] == [pids.pop()]
+
+
+async def test_a_server_whose_entry_differs_is_started_by_the_client_itself(
+    tmp_path: Path,
+) -> None:
+    agent_dir = tmp_path / "agent"
+    pooled = write_config(tmp_path / "pool" / "mcp.json", {"fx": fixture_entry()})
+    other = write_config(tmp_path / "other" / "mcp.json", {"fx": fixture_entry("--tools", "2")})
+    async with running_pool(agent_dir, pooled) as pool, client(agent_dir, other) as differing:
+        with anyio.fail_after(30):
+            own = pid_of(await differing.call("fx_pid"))
+            assert differing.server_manager().state("fx").transport == "stdio"
+            await pool.server_manager().connect("fx")
+        assert own != pool.server_manager().process_id("fx")
+        assert len(fixture_processes()) == 2
+
+
+async def test_settings_that_only_change_how_a_client_uses_a_server_still_share_it(
+    tmp_path: Path,
+) -> None:
+    agent_dir = tmp_path / "agent"
+    pooled = write_config(tmp_path / "pool" / "mcp.json", {"fx": fixture_entry()})
+    own_settings = fixture_entry(requestTimeoutMs=45_000, lifecycle="eager", directTools=True)
+    other = write_config(tmp_path / "other" / "mcp.json", {"fx": own_settings})
+    async with running_pool(agent_dir, pooled) as pool, client(agent_dir, other) as sharing:
+        with anyio.fail_after(30):
+            shared = pid_of(await sharing.call("fx_pid"))
+        assert sharing.server_manager().state("fx").transport == "pool"
+        assert [p.pid for p in fixture_processes()] == [shared]
+        assert pool.server_manager().state("fx").status == "connected"
+
+
+async def test_without_a_pool_or_with_a_stale_socket_the_client_starts_the_server(
+    tmp_path: Path,
+) -> None:
+    agent_dir = tmp_path / "agent"
+    config = write_config(tmp_path / "mcp.json", {"fx": fixture_entry()})
+    async with client(agent_dir, config) as alone:
+        with anyio.fail_after(30):
+            pid_of(await alone.call("fx_pid"))
+        assert alone.server_manager().state("fx").transport == "stdio"
+    # A socket file nobody listens on: what a pool killed with SIGKILL leaves behind.
+    path = pool_socket_path(agent_dir)
+    path.parent.mkdir(mode=0o700)
+    with socket.socket(socket.AF_UNIX) as stale:
+        stale.bind(str(path))
+    async with client(agent_dir, config) as after_crash:
+        with anyio.fail_after(30):
+            pid_of(await after_crash.call("fx_pid"))
+        assert after_crash.server_manager().state("fx").transport == "stdio"
+
+
+async def test_when_the_pool_stops_a_session_goes_on_with_a_server_of_its_own(
+    tmp_path: Path,
+) -> None:
+    agent_dir = tmp_path / "agent"
+    config = write_config(tmp_path / "mcp.json", {"fx": fixture_entry()})
+    stop_pool = anyio.Event()
+
+    async def serve_pool(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+        async with running_pool(agent_dir, config):
+            task_status.started()
+            await stop_pool.wait()
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(serve_pool)
+        async with client(agent_dir, config) as session:
+            await check_session_outlives_pool(session, stop_pool)
+
+
+async def check_session_outlives_pool(session: McpAdapter, stop_pool: anyio.Event) -> None:
+    with anyio.fail_after(30):
+        pooled = pid_of(await session.call("fx_pid"))
+    assert session.server_manager().state("fx").transport == "pool"
+    stop_pool.set()
+    with anyio.fail_after(5):  # the end of the session reaches this event loop's reader
+        while session.server_manager().state("fx").status == "connected":
+            await anyio.sleep(0.01)
+    assert session.server_manager().state("fx").status == "closed"  # not a failure
+    with anyio.fail_after(30):
+        own = pid_of(await session.call("fx_pid"))
+    assert own != pooled
+    assert session.server_manager().state("fx").transport == "stdio"
+
+
+async def test_an_untrusted_project_server_is_never_asked_of_the_pool(tmp_path: Path) -> None:
+    agent_dir = tmp_path / "agent"
+    config = write_config(tmp_path / "mcp.json", {"fx": fixture_entry()})
+    project = tmp_path / "cloned"
+    write_config(project / ".mcp.json", {"fx": fixture_entry()})
+    write_config(agent_dir / "mcp.json", {})
+    async with running_pool(agent_dir, config) as pool:
+        untrusting = McpAdapter(agent_dir=agent_dir, project_dir=project, connect_missing=False)
+        async with untrusting:
+            outcome = await untrusting.call("fx_pid")
+        assert outcome.error_kind is not None
+        assert pool.server_manager().state("fx").status == "closed"
+        assert fixture_processes() == []
+
+
+async def test_the_pool_socket_is_private(tmp_path: Path) -> None:
+    agent_dir = tmp_path / "agent"
+    config = write_config(tmp_path / "mcp.json", {"fx": fixture_entry()})
+    async with running_pool(agent_dir, config):
+        path = pool_socket_path(agent_dir)
+        assert stat.S_ISSOCK(path.stat().st_mode)
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+        assert await ask(path, {"pool": 99}) == {
+            "ok": False,
+            "reason": "unsupported pool protocol version",
+        }
+        refused = await ask(path, {"pool": 1, "server": "fx", "fingerprint": "another"})
+        assert refused == {"ok": False, "reason": "the pool's entry for 'fx' differs"}
+        unknown = await ask(path, {"pool": 1, "server": "nope", "fingerprint": "x"})
+        assert unknown["ok"] is False
+    assert not path.exists()
+
+
+async def ask(path: Path, hello: dict[str, Any]) -> dict[str, Any]:
+    async with await anyio.connect_unix(path) as stream:
+        await stream.send(json.dumps(hello).encode() + b"\n")
+        answer, _rest = await read_hello_line(stream)
+    return answer
+
+
+# -- the command line -------------------------------------------------------------------------
+
+
+def pi_mcp(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    globals_ = ["--config", str(root / "mcp.json"), "--agent-dir", str(root / "agent")]
+    return subprocess.run(
+        [str(PI_MCP), *globals_, "--project", str(root), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=root,
+    )
+
+
+WARM_PROBE = """
+import sys
+from pi_mcp_adapter._launch import run_warm
+code = run_warm(sys.argv[1:])
+sys.stdout.flush()
+sys.stderr.write(f"WARM {code}\\n")
+"""
+
+
+def warm(
+    root: Path, *args: str, stdin: str = "", env: dict[str, str] | None = None
+) -> tuple[int | None, str]:
+    """What the warm process made of a command: its exit code (None: it did not take it) and
+    its output."""
+    globals_ = ["--config", "mcp.json", "--agent-dir", str(root / "agent")]
+    completed = subprocess.run(
+        [sys.executable, "-c", WARM_PROBE, *globals_, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=root,
+        env={**os.environ, **(env or {})},
+    )
+    verdict = completed.stderr.splitlines()[-1]
+    assert verdict.startswith("WARM "), completed.stderr
+    code = verdict.removeprefix("WARM ")
+    return (None if code == "None" else int(code)), completed.stdout
+
+
+@contextmanager
+def background_pool(root: Path) -> Iterator[int]:
+    started = pi_mcp(root, "serve", "--background")
+    assert started.returncode == 0, started.stderr
+    status = json.loads(pi_mcp(root, "status", "--json").stdout)["pool"]
+    pid = int(status["pid"])
+    try:
+        yield pid
+    finally:
+        if psutil.pid_exists(pid):
+            pi_mcp(root, "serve", "--stop")
+        with pytest.raises(psutil.NoSuchProcess):
+            psutil.Process(pid).wait(timeout=15)
+
+
+@pytest.mark.slow
+def test_cli_calls_use_the_background_pool_and_stop_leaves_no_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("POOL_CANARY", CANARY)  # the pool and every command see the secret
+    write_config(tmp_path / "mcp.json", {"fx": fixture_entry(env={"TOKEN": "${POOL_CANARY}"})})
+    (tmp_path / "agent").mkdir()
+    with background_pool(tmp_path) as pool_pid:
+        assert "server pool listening" in pi_mcp(tmp_path, "serve", "--background").stdout
+        # A secret the server holds is redacted by the command that prints it.
+        leaked = pi_mcp(tmp_path, "call", "fx_env", '{"name": "TOKEN"}')
+        assert leaked.returncode == 0, leaked.stderr
+        assert CANARY not in leaked.stdout + leaked.stderr
+        assert leaked.stdout.strip()
+        pids = set()
+        for _ in range(3):
+            called = pi_mcp(tmp_path, "call", "fx_pid")
+            assert called.returncode == 0, called.stderr
+            pids.add(int(called.stdout))
+        assert len(pids) == 1
+        servers = fixture_processes(pool_pid)
+        assert [p.pid for p in servers] == list(pids)
+        status = pi_mcp(tmp_path, "status")
+        assert f"server pool: pid {pool_pid}" in status.stdout
+        # Short commands run in the pool's warm process, with this one's directory (the
+        # relative --config), environment and streams, and exit with the command's code.
+        assert warm(tmp_path, "call", "fx_echo", "-", stdin='{"message": "warm"}') == (
+            0,
+            "Echo: warm\n",
+        )
+        assert warm(tmp_path, "call", "fx_fail")[0] == 1
+        assert warm(tmp_path, "call", "fx_pid", env={"PI_MCP_POOL": "0"}) == (None, "")
+        # Ctrl-C on a command the warm process runs stops that command, as it would here.
+        mark = make_mark(tmp_path, "slow-started")
+        slow = subprocess.Popen(
+            [
+                str(PI_MCP),
+                *("--config", "mcp.json", "--agent-dir", str(tmp_path / "agent")),
+                *("call", "fx_slow", json.dumps({"seconds": 60, "mark": str(mark)})),
+            ],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        anyio.run(wait_for_mark, mark)
+        slow.send_signal(signal.SIGINT)
+        assert slow.wait(timeout=30) == 130
+        helpers = psutil.Process(pool_pid).children(recursive=True)  # servers, warm process
+        stopped = pi_mcp(tmp_path, "serve", "--stop")
+        assert f"stopped the server pool (pid {pool_pid})" in stopped.stdout
+        _gone, alive = psutil.wait_procs(helpers, timeout=10)
+        assert alive == []
+        assert not pool_socket_path(tmp_path / "agent").exists()
+    # With no pool, the call starts its own server again.
+    assert pi_mcp(tmp_path, "call", "fx_echo", '{"message": "alone"}').stdout == "Echo: alone\n"
+    assert "no server pool runs" in pi_mcp(tmp_path, "serve", "--stop").stdout
+    assert json.loads(pi_mcp(tmp_path, "status", "--json").stdout)["pool"] is None
+
+
+QUESTIONS = {"command": sys.executable, "args": [str(MCP_FIXTURE.parent / "questions_server.py")]}
+
+
+async def test_a_servers_questions_during_a_pooled_call_reach_the_session_that_made_it(
+    tmp_path: Path,
+) -> None:
+    agent_dir = tmp_path / "agent"
+    config = write_config(tmp_path / "mcp.json", {"q": QUESTIONS})
+    asked: list[str] = []
+
+    async def elicit(server: str, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(server)
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    asking = McpAdapter(
+        agent_dir=agent_dir, config_path=config, project_dir=tmp_path, elicit=elicit
+    )
+    async with running_pool(agent_dir, config), asking, client(agent_dir, config) as mute:
+        with anyio.fail_after(30):
+            answered = await asking.call("q_book_table")
+            refused = await mute.call("q_book_table")
+        assert asking.server_manager().state("q").transport == "pool"
+        assert mute.server_manager().state("q").transport == "pool"
+    assert asked == ["q"]
+    assert answered.result is not None
+    assert '"name": "Ada"' in answered.result.content[0].text  # type: ignore[union-attr]
+    assert refused.is_error
+
+
+async def test_pydantic_ai_agents_call_through_the_pools_one_server_process(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("pydantic_ai")
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart
+    from pydantic_ai.messages import TextPart as PaiTextPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from pi_mcp_adapter.hosts.pydantic_ai import McpCapability
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returned = [
+            str(part.content)
+            for message in messages
+            if isinstance(message, ModelRequest)
+            for part in message.parts
+            if part.part_kind == "tool-return"
+        ]
+        if returned:
+            return ModelResponse(parts=[PaiTextPart(returned[-1])])
+        return ModelResponse(parts=[ToolCallPart("mcp", {"tool": "fx_pid"}, tool_call_id="c1")])
+
+    agent_dir = tmp_path / "agent"
+    config = write_config(tmp_path / "mcp.json", {"fx": fixture_entry()})
+    async with running_pool(agent_dir, config) as pool:
+        answers = []
+        for _ in range(2):
+            async with client(agent_dir, config) as adapter:
+                agent = Agent(FunctionModel(model), capabilities=[McpCapability(adapter)])
+                with anyio.fail_after(30):
+                    answers.append((await agent.run("which pid?")).output)
+        assert answers[0] == answers[1]
+        assert [p.pid for p in fixture_processes()] == [int(answers[0])]
+        assert pool.server_manager().state("fx").status == "connected"
+
+
+@pytest.mark.slow
+def test_an_approval_question_of_a_warm_command_is_asked_on_the_callers_terminal(
+    tmp_path: Path,
+) -> None:
+    # The terminal driver of the CLI's own tests (a sibling test package).
+    spec = importlib.util.spec_from_file_location(
+        "pool_terminal", MCP_FIXTURE.parents[1] / "cli" / "terminal.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    terminal = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(terminal)
+    terminal_command, run_on_terminal = terminal.pi_mcp, terminal.run_on_terminal
+
+    workbench = MCP_FIXTURE.parents[1] / "surface" / "workbench_server.py"
+    (tmp_path / "project").mkdir()
+    entry = {"command": sys.executable, "args": [str(workbench)], "approveTools": ["echo"]}
+    write_config(tmp_path / "agent" / "mcp.json", {"workbench": entry})
+    argv, env = terminal_command(tmp_path, "serve", "--background")
+    subprocess.run(argv, env=env, check=True, capture_output=True, timeout=120)
+    try:
+        argv, env = terminal_command(tmp_path, "call", "workbench_echo", '{"message": "tty"}')
+        result, shown = run_on_terminal(argv, env, [(b"Choose 1-4: ", b"1\n")])
+        assert b"Allow the MCP tool workbench_echo (server workbench)?" in shown
+        assert result.returncode == 0
+        assert "tty" in result.stdout
+        argv, env = terminal_command(tmp_path, "status", "--json")
+        status = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+        pool = json.loads(status.stdout)["pool"]
+        assert pool["servers"]["workbench"]["pid"] is not None  # the pool ran the server
+    finally:
+        argv, env = terminal_command(tmp_path, "serve", "--stop")
+        subprocess.run(argv, env=env, capture_output=True, timeout=60)
