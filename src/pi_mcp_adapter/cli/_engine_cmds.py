@@ -360,7 +360,7 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
 
 def _failed_recently(adapter: McpAdapter) -> bool:
     """Whether an enabled server's last connect failed (in this or another process)."""
-    from pi_mcp_adapter.servers._failures import FAILURES_FILE_NAME, FailureMemory
+    from pi_mcp_adapter.servers import FAILURES_FILE_NAME, FailureMemory
 
     path = adapter.agent_dir / FAILURES_FILE_NAME
     if not path.exists():
