@@ -351,6 +351,9 @@ class Settings(_Model):
     """``true`` or ``{"enabled": true, "file": ...}`` writes one JSON line per tool call."""
     approve_tools: bool | tuple[str, ...] = False
     tool_search_limit: int = 5
+    script_mode: bool | None = None
+    """The ``mcp_script`` tool beside the surface tool; ``None``: on when the ``script`` extra
+    (the sandbox) is installed."""
     tool_search_budget_tokens: int = 600
     search_ranking: SearchRanking | None = None
     """``None``: hybrid when the ``semantic`` extra is installed, lexical otherwise."""

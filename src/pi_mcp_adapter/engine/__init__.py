@@ -28,6 +28,7 @@ from __future__ import annotations
 from ._adapter import DEFAULT_SEARCH_LIMIT, McpAdapter, ProgressCallback
 from ._approval import (
     APPROVAL_OPTIONS,
+    ApprovalScope,
     Ask,
     AsksQuestions,
     Question,
@@ -70,6 +71,7 @@ from ._values import (
 __all__ = [
     "APPROVAL_OPTIONS",
     "DEFAULT_SEARCH_LIMIT",
+    "ApprovalScope",
     "Ask",
     "AsksQuestions",
     "AudioPart",

@@ -47,7 +47,7 @@ from pi_mcp_adapter.servers import ServerManager, ServerState
 from pi_mcp_adapter.servers._failures import FAILURES_FILE_NAME, FailureMemory
 from pi_mcp_adapter.servers._prompt_policy import allow_prompts
 
-from ._approval import Ask, AsksQuestions, ToolApprovals
+from ._approval import ApprovalScope, Ask, AsksQuestions, ToolApprovals
 from ._catalog_state import CatalogState
 from ._host import Host
 from ._notices import DEFAULT_STATUS_DEBOUNCE_S, Notices
@@ -859,16 +859,23 @@ class McpAdapter:
 
     # ------------------------------------------------------------------ calling
 
-    async def call(self, name: str, args: Mapping[str, Any] | None = None) -> CallOutcome:
+    async def call(
+        self,
+        name: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        approval_scope: ApprovalScope | None = None,
+    ) -> CallOutcome:
         """Call a tool by (any accepted form of) its name. Never raises for tool errors.
 
         Unknown and ambiguous names, invalid arguments, unavailable servers and JSON-RPC
         errors come back as outcomes with an ``error_kind``; a server's own error result
         comes back as its result. A name that misses while servers are being listed waits
-        for them first. Cancelling the calling task cancels the request upstream.
+        for them first. Cancelling the calling task cancels the request upstream. Calls that
+        share an ``approval_scope`` (a script's) ask the person once per tool.
         """
         await self._wait_until_open()
-        return await self.pipeline.call(name, args)
+        return await self.pipeline.call(name, args, approval_scope=approval_scope)
 
     def _tell_person(self, message: str) -> None:
         if self.host is None:
