@@ -23,6 +23,7 @@ _MODULES = (
     "_export_cmd",
     "_serve_cmd",
     "_auth_cmds",
+    "_script_cmd",
 )
 for _module in _MODULES:
     try:

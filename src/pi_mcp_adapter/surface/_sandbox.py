@@ -163,21 +163,21 @@ class _Run:
         self.scope.cancel()
 
     def charge_call(self, what: str) -> None:
-        self.calls += 1
-        if self.calls > self.limits.max_calls:
+        if self.calls >= self.limits.max_calls:
             self._exceed(
                 "calls",
-                f"the script made more than {self.limits.max_calls} calls (its call budget) "
-                f"at {what}",
+                f"the script went over its call budget of {self.limits.max_calls} calls "
+                f"with {what}",
             )
+        self.calls += 1
 
     def charge_bytes(self, size: int, what: str) -> None:
         self.bytes_moved += size
         if self.bytes_moved > self.limits.max_bytes:
             self._exceed(
                 "bytes",
-                f"the script moved more than {_size(self.limits.max_bytes)} between tools and "
-                f"script (its byte budget) at {what}",
+                f"the script went over its byte budget of {_size(self.limits.max_bytes)} "
+                f"moved between tools and script with {what}",
             )
 
     def _exceed(self, budget: str, message: str) -> None:
@@ -197,8 +197,8 @@ class _Run:
             self.output_bytes = self.limits.max_output_bytes
             exceeded = _BudgetExceeded(
                 "output",
-                f"the script printed more than {_size(self.limits.max_output_bytes)} "
-                "(its output budget)",
+                f"the script went over its output budget of "
+                f"{_size(self.limits.max_output_bytes)} printed",
             )
             self._on_loop(self.stop, exceeded)
             return
@@ -281,7 +281,7 @@ async def run_sandboxed(
                     value = await _feed(monty, code, lookup, run)
             except TimeoutError:
                 error_kind, budget = "budget", "time"
-                error = f"the script ran longer than {limits.timeout_s:g} s (its time budget)"
+                error = f"the script went over its time budget of {limits.timeout_s:g} s"
             except monty.MontySyntaxError as exc:
                 error_kind, error = "syntax", f"SyntaxError: {exc.display('type-msg')}"
             except monty.MontyCrashedError as exc:
@@ -348,14 +348,13 @@ def _runtime_error(exc: Any, limits: ScriptLimits) -> tuple[ScriptErrorKind, str
     if isinstance(inner, MemoryError) and "memory limit" in str(inner):
         return (
             "budget",
-            f"the script used more than {_size(limits.max_memory_bytes)} of memory "
-            "(its memory budget)",
+            f"the script went over its memory budget of {_size(limits.max_memory_bytes)}",
             "memory",
         )
     if isinstance(inner, TimeoutError) and "time limit" in str(inner):
         return (
             "budget",
-            f"the script ran longer than {limits.timeout_s:g} s (its time budget)",
+            f"the script went over its time budget of {limits.timeout_s:g} s",
             "time",
         )
     where = ""
