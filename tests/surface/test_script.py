@@ -346,12 +346,17 @@ async def test_the_script_tool_sits_beside_the_surface_tool_unless_turned_off(
 async def test_a_long_result_is_cut_by_the_output_guard(workspace: Workspace) -> None:
     workspace.write_config({}, settings={"outputGuard": {"maxLines": 20}})
     async with workspace.adapter() as adapter:
-        result = await ScriptTool(adapter).execute(
-            {"code": '"\\n".join(str(i) for i in range(500))'}
-        )
-    assert result.details["truncated"] is True
-    assert result.text_content.startswith("0\n1\n2\n")
-    assert "[Output truncated" in result.text_content
+        tool = ScriptTool(adapter)
+        result = await tool.execute({"code": '"\\n".join(str(i) for i in range(500))'})
+        assert result.details["truncated"] is True
+        assert result.text_content.startswith("0\n1\n2\n")
+        assert "[Output truncated" in result.text_content
+        # However much a script prints, its value (or its error) stays in view.
+        noisy = await tool.execute({"code": 'for i in range(500):\n    print(i)\n"the answer"'})
+        assert noisy.text_content.startswith("0\n1\n")
+        assert "[Output truncated" in noisy.text_content
+        assert noisy.text_content.endswith("\nthe answer")
+        assert len(noisy.text_content.splitlines()) <= 20
 
 
 @pytest.mark.parametrize(

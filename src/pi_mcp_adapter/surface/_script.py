@@ -134,21 +134,21 @@ class ScriptTool:
 
 
 def render_script_run(settings: Settings, run: ScriptRun) -> ToolResult:
-    """``run`` as a tool result, cut by the output guard."""
-    parts: list[str] = []
-    if run.output:
-        parts.append(run.output.rstrip("\n"))
+    """``run`` as a tool result: what the script printed, then its value or its error.
+
+    The output guard cuts what was printed first, so the value or the error after it stays
+    in view however much the script printed; a value too long on its own is cut in turn.
+    """
     if run.ok:
-        if run.value is not None or not run.output:
-            parts.append(render_value(run.value))
+        tail = render_value(run.value) if run.value is not None or not run.output else ""
     else:
         stats = f"{run.calls} call{'s' if run.calls != 1 else ''}"
         if run.budget is not None:
-            parts.append(f"Script stopped: {run.error}. It had made {stats}.")
+            tail = f"Script stopped: {run.error}. It had made {stats}."
         elif run.error_kind == "unavailable":
-            parts.append(run.error)
+            tail = run.error
         else:
-            parts.append(f"Script failed: {run.error}. It had made {stats}.")
+            tail = f"Script failed: {run.error}. It had made {stats}."
     details: dict[str, Any] = {
         "mode": "script",
         "calls": run.calls,
@@ -159,8 +159,21 @@ def render_script_run(settings: Settings, run: ScriptRun) -> ToolResult:
         details["error"] = run.error_kind
         if run.budget is not None:
             details["budget"] = run.budget
-    result = ToolResult.text("\n".join(parts), is_error=not run.ok, details=details)
     limits = output_guard_limits(settings)
+    parts: list[TextPart] = []
+    output = run.output.rstrip("\n")
+    if output:
+        printed = ToolResult.text(output)
+        if limits is not None and tail:
+            room_bytes = max(1, limits[0] - len(tail.encode("utf-8", "replace")) - 1)
+            room_lines = max(1, limits[1] - tail.count("\n") - 1)
+            printed = guard_output(printed, limit_bytes=room_bytes, limit_lines=room_lines)
+            details.update({k: v for k, v in printed.details.items() if k != "mode"})
+        parts += [p for p in printed.content if isinstance(p, TextPart)]
+    if tail or not parts:
+        parts.append(TextPart(tail))
+    text = "\n".join(p.text for p in parts)
+    result = ToolResult.text(text, is_error=not run.ok, details=details)
     if limits is not None:
         result = guard_output(result, limit_bytes=limits[0], limit_lines=limits[1])
     return result
