@@ -285,7 +285,12 @@ class _ScriptFunctions:
 
 
 def _call_value(result: Any) -> tuple[Any, bool]:
-    """What a script gets for a server's answer, and whether the server reported an error."""
+    """What a script gets for a server's answer, and whether the server reported an error.
+
+    Text that is JSON is the data; otherwise structured content is, unless it only wraps the
+    text (``{"result": text}``, how SDK servers type a tool that returns a string); otherwise
+    the text itself.
+    """
     import mcp_types
 
     if isinstance(result, mcp_types.ReadResourceResult):
@@ -293,11 +298,15 @@ def _call_value(result: Any) -> tuple[Any, bool]:
         return _texts_value(texts), False
     from ._content import convert_call_result
 
-    if result.structured_content is not None and not result.is_error:
-        return result.structured_content, False
     converted = convert_call_result(result, accepts_images=False)
     texts = [p.text for p in converted.content if isinstance(p, TextPart)]
-    return _texts_value(texts), bool(result.is_error)
+    structured = result.structured_content
+    if structured is None or result.is_error:
+        return _texts_value(texts), bool(result.is_error)
+    value = _texts_value(texts) if result.content else structured
+    if isinstance(value, str | list) and structured != {"result": value}:
+        return structured, False
+    return value, False
 
 
 def _texts_value(texts: list[str]) -> Any:
