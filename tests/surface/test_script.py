@@ -31,29 +31,14 @@ from pi_mcp_adapter.surface._tokens_report import definition_tokens
 
 from .conftest import Workspace, fixture_entry, time_entry
 
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
 pytestmark = [pytest.mark.slow]
 
 
 def make_git_repo(path: Path) -> Path:
-    """A repository with four commits, one a month in 2024, each touching the README."""
-    path.mkdir(parents=True)
-    env = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_SYSTEM": "/dev/null", "HOME": str(path)}
-
-    def git(*args: str, date: str | None = None) -> None:
-        extra = {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date} if date else {}
-        subprocess.run(
-            ["git", "-c", "user.name=T", "-c", "user.email=t@example.com", *args],
-            cwd=path,
-            env={**env, **extra, "PATH": "/usr/bin:/bin"},
-            check=True,
-            capture_output=True,
-        )
-
-    git("init", "-q")
-    for month in range(1, 5):
-        (path / "README.md").write_text(f"revision {month}\n")
-        git("add", "README.md")
-        git("commit", "-q", "-m", f"readme {month}", date=f"2024-0{month}-01T10:00:00+00:00")
+    """Four commits touching README.md (``tests/fixtures/git_repo.py``)."""
+    subprocess.run([sys.executable, str(FIXTURES / "git_repo.py"), str(path)], check=True)
     return path
 
 

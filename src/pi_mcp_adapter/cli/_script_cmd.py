@@ -8,6 +8,7 @@ to stdout (text as it is, anything else as JSON), or the whole run as one JSON d
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -48,14 +49,17 @@ def script(
     code = _read_source(source)
     if not sandbox_available():
         raise fail(SANDBOX_MISSING)
-    try:
-        limits = ScriptLimits()
-        if timeout is not None:
-            limits = replace(limits, timeout_s=timeout)
-        if max_calls is not None:
-            limits = replace(limits, max_calls=max_calls)
-    except ValueError as exc:
-        raise fail(str(exc).replace("ScriptLimits.", "--"), code=EXIT_USAGE) from None
+    limits = ScriptLimits()
+    if timeout is not None:
+        if not (timeout > 0 and math.isfinite(timeout)):
+            raise fail(
+                f"--timeout must be a positive number of seconds, got {timeout}", code=EXIT_USAGE
+            )
+        limits = replace(limits, timeout_s=timeout)
+    if max_calls is not None:
+        if max_calls < 1:
+            raise fail(f"--max-calls must be at least 1, got {max_calls}", code=EXIT_USAGE)
+        limits = replace(limits, max_calls=max_calls)
 
     def progress(text: str) -> None:
         sys.stderr.write(text)
