@@ -25,7 +25,7 @@ converted = [
                {"source_timezone": "UTC", "time": d[11:16], "target_timezone": "Asia/Tokyo"})
     for d in dates
 ]
-[c["target"]["datetime"][:16] for c in converted]
+[d[:10] + " " + c["target"]["datetime"][11:16] for d, c in zip(dates, converted)]
 """
 
 
@@ -64,9 +64,9 @@ def test_a_script_file_chains_two_servers_and_prints_its_value(home: Path) -> No
     done = pi_mcp(home, "script", str(home / "chain.py"))
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [
-        "2024-04-01T19:00",
-        "2024-03-01T19:00",
-        "2024-02-01T19:00",
+        "2024-04-01 19:00",
+        "2024-03-01 19:00",
+        "2024-02-01 19:00",
     ]
     # What the script printed is progress, on stderr.
     assert "converting 2024-04-01 10:00\nconverting 2024-03-01 10:00\n" in done.stderr
@@ -78,7 +78,7 @@ def test_a_script_from_stdin_reports_json(home: Path) -> None:
     report = json.loads(done.stdout)
     assert report["ok"] is True
     assert report["calls"] == 4
-    assert report["result"][0] == "2024-04-01T19:00"
+    assert report["result"][0] == "2024-04-01 19:00"
     assert report["output"].startswith("converting 2024-04-01 10:00\n")
 
 
