@@ -369,3 +369,15 @@ def test_the_script_tool_description_stays_small() -> None:
 
     definition = ToolDefinition(SCRIPT_TOOL_NAME, SCRIPT_DESCRIPTION, SCRIPT_PARAMETERS, nothing)
     assert definition_tokens(definition) < 200
+
+
+async def test_a_script_never_sees_a_secret_so_cannot_reshape_it(workspace: Workspace) -> None:
+    canary = "canary-5e1f-do-not-leak"
+    workspace.write_config({"fixture": fixture_entry(env={"API_TOKEN": "${PI_TEST_TOKEN}"})})
+    code = 'token = await call("fixture_env", {"name": "API_TOKEN"})\n[token, token[::-1]]'
+    async with workspace.adapter(environ={"PI_TEST_TOKEN": canary}) as adapter:
+        result = await ScriptTool(adapter).execute({"code": code})
+    assert not result.is_error, result.text_content
+    assert canary not in result.text_content
+    assert canary[::-1] not in result.text_content
+    assert json.loads(result.text_content)[0] == "${PI_TEST_TOKEN}"

@@ -36,7 +36,7 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
-from pi_mcp_adapter._secrets import redact
+from pi_mcp_adapter._secrets import redact, redact_data
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -296,7 +296,7 @@ async def run_sandboxed(
     elif scope.cancelled_caught and error_kind is None:
         error_kind, error = "error", "the script was stopped"
     return ScriptRun(
-        value=plain(value) if error_kind is None else None,
+        value=redact_data(plain(value)) if error_kind is None else None,
         output=redact("".join(run.output)),
         error_kind=error_kind,
         error=redact(error),

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pi_mcp_adapter._errors import McpAdapterError
+from pi_mcp_adapter._secrets import redact_data
 from pi_mcp_adapter.catalog._metadata import ToolInfo
 from pi_mcp_adapter.config._models import Settings
 from pi_mcp_adapter.config._validate import json_type
@@ -221,7 +222,10 @@ class _ScriptFunctions:
             result = render_outcome(adapter, outcome) if outcome.error_kind else None
             if result is not None:
                 raise ToolCallFailed(result.text_content)
+            # Redacted before the script sees it: a script could otherwise reshape a secret
+            # (reverse, encode) past the redaction of the result the model reads.
             value, error = _call_value(outcome.result)
+            value = redact_data(value)
             charge.bytes(json_size(value), f"the result of {name}")
             if error:
                 raise ToolCallFailed(f"{name} reported an error: {value}")
