@@ -137,3 +137,13 @@ async def test_cancelling_a_running_script_kills_its_worker(adapter: McpAdapter)
         while _workers():
             await anyio.sleep(0.05)
     assert (await tool.execute({"code": "'still here'"})).text_content == "still here"
+
+
+async def test_a_sandbox_that_cannot_start_is_a_clear_error(
+    adapter: McpAdapter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MONTY_BIN", "/nonexistent/monty")
+    result = await ScriptTool(adapter).execute({"code": "1 + 1"})
+    assert result.is_error
+    assert result.text_content.startswith("the sandbox could not start (")
+    assert "reinstall pi-mcp-adapter[script]" in result.text_content

@@ -23,6 +23,7 @@ function calls, wall time, and bytes printed. The message names the budget.
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.util
 import json
 import math
@@ -210,7 +211,9 @@ class _Run:
     def _on_loop(self, function: Callable[[Any], None], argument: Any) -> None:
         if threading.get_ident() == self.loop_thread:
             function(argument)
-        else:
+            return
+        # A late flush may come after the run (and its loop) ended: nothing is left to tell.
+        with contextlib.suppress(RuntimeError):
             anyio.from_thread.run_sync(function, argument, token=self.token)
 
     def host_function(self, name: str, function: HostFunction) -> HostFunction:
@@ -224,9 +227,7 @@ class _Run:
             async def run_it() -> None:
                 try:
                     box["value"] = await function(*args, **kwargs)
-                except _BudgetExceeded as exc:
-                    box["error"] = exc
-                except Exception as exc:
+                except Exception as exc:  # raised in the script, where it can be caught
                     box["error"] = exc
                 finally:
                     finished.set()
@@ -290,6 +291,9 @@ async def run_sandboxed(
                 error_kind, error, budget = _runtime_error(exc, limits)
             except monty.MontyError as exc:
                 error_kind, error = "error", str(exc)
+            except (OSError, RuntimeError) as exc:  # the worker binary is missing or broken
+                error_kind = "unavailable"
+                error = f"the sandbox could not start ({exc}); reinstall pi-mcp-adapter[script]"
         calls_group.cancel_scope.cancel()
     if run.stopped is not None:
         error_kind, budget, error = "budget", run.stopped.budget, run.stopped.message
