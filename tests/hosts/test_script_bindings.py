@@ -64,3 +64,31 @@ async def test_a_pydantic_ai_agent_chains_two_servers_in_one_script(
     assert returned.outcome == "success"
     assert json.loads(str(returned.content)) == ["2024-04-01 19:00", "2024-03-01 19:00"]
     assert script.offered[0] == ["mcp", "mcp_script"]
+
+
+async def test_an_openai_agents_runner_chains_two_servers_in_one_script(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    from agents import Agent as AgentsAgent
+    from agents import Runner, set_tracing_disabled
+    from agents.items import ToolCallOutputItem
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    from pi_mcp_adapter.hosts.openai_agents import McpTools
+
+    set_tracing_disabled(True)  # nothing leaves this machine
+    servers, repo = git_servers(tmp_path)
+    workspace.write_config(servers)
+    code = CHAIN.replace("REPO", json.dumps(str(repo)))
+    model = ScriptedModel(
+        [
+            [function_call("mcp_script", {"code": code}, call_id="call_1")],
+            [assistant_message("done")],
+        ]
+    )
+    async with McpTools.open(**workspace.adapter_kwargs()) as mcp:
+        agent = AgentsAgent(name="assistant", model=model, tools=mcp.tools)
+        result = await Runner.run(agent, "Tokyo times of the last two commits")
+    model.assert_complete()
+    (output,) = [i.output for i in result.new_items if isinstance(i, ToolCallOutputItem)]
+    assert json.loads(output) == ["2024-04-01 19:00", "2024-03-01 19:00"]
