@@ -381,3 +381,25 @@ async def test_a_script_never_sees_a_secret_so_cannot_reshape_it(workspace: Work
     assert canary not in result.text_content
     assert canary[::-1] not in result.text_content
     assert json.loads(result.text_content)[0] == "${PI_TEST_TOKEN}"
+
+
+async def test_call_takes_keywords_and_makes_script_values_json(adapter: McpAdapter) -> None:
+    code = """
+a = await call("fixture_echo", message="kw")
+try:
+    b = await call("fixture_echo", {"message": ("x", "y")})
+except Exception as exc:
+    b = str(exc)
+try:
+    await call()
+except TypeError as exc:
+    c = str(exc)
+[a, b, c]
+"""
+    result = await ScriptTool(adapter).execute({"code": code})
+    assert not result.is_error, result.text_content
+    a, b, c = json.loads(result.text_content)
+    assert a == "Echo: kw"
+    # The tuple arrived as a JSON array, which the schema check refuses (a string is wanted).
+    assert b.startswith("Invalid arguments for fixture_echo:\n- message: ['x', 'y']")
+    assert c == "call(tool, args): give the tool's name and one dict of arguments"

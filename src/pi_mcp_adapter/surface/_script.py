@@ -46,6 +46,7 @@ from ._sandbox import (
     ScriptLimits,
     ScriptRun,
     json_size,
+    plain,
     run_sandboxed,
     sandbox_available,
 )
@@ -207,7 +208,11 @@ class _ScriptFunctions:
     def call(self, charge: Charge) -> HostFunction:
         adapter = self._adapter
 
-        async def call(name: Any = None, args: Any = None, **kwargs: Any) -> Any:
+        # Positional only, so a tool parameter may be called ``name`` or ``tool`` as a keyword.
+        async def call(*positional: Any, **kwargs: Any) -> Any:
+            if not 1 <= len(positional) <= 2:
+                raise TypeError("call(tool, args): give the tool's name and one dict of arguments")
+            name, args = positional[0], (positional[1] if len(positional) == 2 else None)
             if not isinstance(name, str) or not name:
                 raise TypeError("call(tool, args): tool must be a tool name (a string)")
             if args is None:
@@ -216,7 +221,8 @@ class _ScriptFunctions:
                 raise TypeError("call(tool, args): pass the arguments as one dict, or as keywords")
             if not isinstance(args, Mapping):
                 raise TypeError(f"call({name!r}, args): args must be a dict, got {json_type(args)}")
-            arguments = {str(k): v for k, v in args.items()}
+            # Tuples, sets and dates a script builds become what JSON can carry.
+            arguments = {str(k): plain(v) for k, v in args.items()}
             charge.bytes(json_size(arguments), f"call({name!r})")
             outcome = await adapter.call(name, arguments, approval_scope=self._approvals)
             result = render_outcome(adapter, outcome) if outcome.error_kind else None
