@@ -51,8 +51,9 @@ from ._errors import (
 )
 
 if TYPE_CHECKING:
-    from .catalog._metadata import ToolInfo
-    from .config._models import ServerEntry, Settings
+    from pi_mcp_adapter.catalog import ToolInfo
+    from pi_mcp_adapter.config import ServerEntry, Settings
+
     from .engine import Host, McpAdapter, Question, ToolDefinition, ToolResult
 
 __version__ = "0.1.0"

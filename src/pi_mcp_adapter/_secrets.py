@@ -32,8 +32,13 @@ import logging
 import re
 import threading
 from collections.abc import Iterable, Mapping
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 from urllib.parse import quote
+
+_Model = TypeVar("_Model", bound="BaseModel")
 
 __all__ = [
     "MASK",
@@ -45,6 +50,7 @@ __all__ = [
     "redact",
     "redact_bytes",
     "redact_data",
+    "redact_model",
     "register_secret",
     "registered_count",
 ]
@@ -155,6 +161,18 @@ def redact_data(data: Any) -> Any:
     if isinstance(data, tuple):
         return tuple(redact_data(item) for item in data)
     return data
+
+
+def redact_model(model: _Model) -> _Model:
+    """A pydantic value (a server's result) with every registered value replaced in its
+    strings; the same object when it holds none (the common case costs one dump)."""
+    if _snapshot is None:
+        return model
+    dumped = model.model_dump(by_alias=True, exclude_unset=True)
+    redacted = redact_data(dumped)
+    if redacted == dumped:
+        return model
+    return type(model).model_validate(redacted)
 
 
 def redact_bytes(data: bytes) -> bytes:

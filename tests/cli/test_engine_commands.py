@@ -102,6 +102,12 @@ def test_tokens_compares_the_proxy_with_every_tool(home: Path) -> None:
     assert 0 < report["proxyTokens"] <= 250
     assert report["allToolsTokens"] > report["proxyTokens"]
     assert report["directTokens"] == 0
+    # What the model reads on mcp({}): bounded, equal to the full status for a few servers.
+    assert report["serverCount"] >= 1
+    assert 0 < report["statusTokens"] == report["statusUnboundedTokens"]
+    assert 0 < report["statusLineTokens"] < 20
+    text = pi_mcp(home, "tokens").stdout
+    assert f"mcp({{}}) status ({report['serverCount']} servers)" in text
 
 
 def test_prompt_renders_a_servers_prompt(home: Path) -> None:

@@ -31,7 +31,8 @@ from mcp.client.stdio import stdio_client
 from pi_mcp_adapter._secrets import MASK
 from reliability._gateway import start_gateway
 
-pytestmark = [pytest.mark.slow]
+# The module fixture runs every command once (about a minute on two idle cores).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
 ROOT = Path(__file__).resolve().parents[2]
 LEAKY = ROOT / "tests" / "fixtures" / "leaky_server.py"

@@ -206,6 +206,22 @@ def test_a_wrong_setting_is_dropped_and_the_others_kept(machine: Machine) -> Non
     assert config.settings.tool_prefix == "server"
 
 
+def test_namespace_proxy_tools_is_a_boolean_setting(machine: Machine) -> None:
+    machine.write_layer("agent", '{"settings": {"namespaceProxyTools": true}}')
+    assert machine.load().settings.namespace_proxy_tools is True
+    written = '{\n  "settings": {"namespaceProxyTools": "sometimes"}\n}\n'
+    path = machine.write_layer("agent", written)
+    config = machine.load()
+    (error,) = config.errors
+    assert (error.path, error.line, error.field) == (
+        str(path),
+        2,
+        "settings.namespaceProxyTools",
+    )
+    assert "namespaceProxyTools" in error.message
+    assert config.settings.namespace_proxy_tools is False
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -66,3 +67,50 @@ def test_lower_layers_never_import_a_higher_one(layer: str) -> None:
         for path in (SRC / layer).rglob("*.py")
     }
     assert {k: v for k, v in offending.items() if v} == {}
+
+
+def _private_imports(path: Path) -> list[tuple[str, str, list[str]]]:
+    """``(package, module, names)`` for each import of another package's private module."""
+    found: list[tuple[str, str, list[str]]] = []
+    package = path.relative_to(SRC).parts[:-1]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            base = list(package[: len(package) - node.level + 1])
+            parts = base + (node.module.split(".") if node.module else [])
+        elif node.module and node.module.startswith("pi_mcp_adapter."):
+            parts = node.module.split(".")[1:]
+        else:
+            continue
+        if len(parts) < 2 or not parts[1].startswith("_"):
+            continue
+        if package and parts[0] == package[0]:
+            continue  # a package's own modules
+        found.append((parts[0], ".".join(parts), [alias.name for alias in node.names]))
+    return found
+
+
+def test_no_module_reaches_into_a_private_module_for_a_name_the_face_exports() -> None:
+    faces = {
+        package: set(importlib.import_module(f"pi_mcp_adapter.{package}").__all__)
+        for package in ("config", "servers", "catalog", "engine", "surface", "hosts")
+    }
+    offending = {}
+    for path in SRC.rglob("*.py"):
+        for package, module, names in _private_imports(path):
+            exported = sorted(set(names) & faces.get(package, set()))
+            if exported:
+                offending[f"{path.relative_to(SRC)}: {module}"] = exported
+    assert offending == {}
+
+
+def test_hosts_and_the_cli_never_import_server_or_catalog_internals() -> None:
+    offending = {
+        f"{path.relative_to(SRC)}: {module}"
+        for layer in ("hosts", "cli")
+        for path in (SRC / layer).rglob("*.py")
+        for package, module, _ in _private_imports(path)
+        if package in ("servers", "catalog")
+    }
+    assert offending == set()

@@ -643,3 +643,32 @@ async def test_tool_approval_asks_the_calling_clients_user(
             "allow_always",
             "deny",
         ]
+
+
+APP_SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "app_server.py"
+
+
+@pytest.mark.parametrize("surface", ["direct", "toolsearch"])
+async def test_mcp_apps_views_pass_through_on_direct_and_activated_tools(
+    gw_workspace: GatewayWorkspace, surface: str
+) -> None:
+    entry: dict[str, Any] = {"command": sys.executable, "args": [str(APP_SERVER)]}
+    entry["lifecycle"] = "eager"
+    if surface == "direct":
+        entry["directTools"] = True
+    gw_workspace.write_config(
+        {"apps": entry}, settings={"surface": "toolsearch"} if surface == "toolsearch" else None
+    )
+    with run_http_gateway(gw_workspace) as gateway:
+        async with gateway.client() as client:
+            if surface == "toolsearch":
+                await client.call_tool("ToolSearch", {"query": "select:apps_show_chart"})
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert tools["apps_show_chart"].meta == {
+                "ui": {"resourceUri": "ui://charts/chart.html", "visibility": ["model", "app"]}
+            }
+            view = await client.read_resource("ui://charts/chart.html")
+            called = await client.call_tool("apps_show_chart", {"title": "Q3"})
+    assert view.contents[0].mime_type == "text/html;profile=mcp-app"
+    assert "chart view" in getattr(view.contents[0], "text", "")
+    assert called.structured_content == {"title": "Q3", "values": [3, 1, 4]}

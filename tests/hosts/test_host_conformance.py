@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -54,7 +55,36 @@ class Session(Protocol):
         ...
 
 
-Opener = Callable[[Workspace], AbstractAsyncContextManager[Session]]
+class Person:
+    """Someone at the host who answers: allows a tool once, fills a server's form."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    async def ask(self, question: Any) -> str | None:
+        self.asked.append("approval")
+        return "allow_once"
+
+    async def elicit(self, server: str, params: Any) -> Any:
+        import mcp_types as types
+
+        self.asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    async def client_elicitation(self, context: Any, params: Any) -> Any:
+        """The same person behind an MCP client: approvals arrive as a ``decision`` form."""
+        import mcp_types as types
+
+        if "decision" in params.requested_schema.get("properties", {}):
+            self.asked.append("approval")
+            return types.ElicitResult(action="accept", content={"decision": "allow_once"})
+        return await self.elicit("", params)
+
+
+class Opener(Protocol):
+    def __call__(
+        self, ws: Workspace, person: Person | None = None
+    ) -> AbstractAsyncContextManager[Session]: ...
 
 
 # ---------------------------------------------------------------------- the hosts
@@ -87,8 +117,8 @@ class _CliSession:
 
 
 @asynccontextmanager
-async def open_cli(ws: Workspace) -> AsyncIterator[Session]:
-    yield _CliSession(ws)
+async def open_cli(ws: Workspace, person: Person | None = None) -> AsyncIterator[Session]:
+    yield _CliSession(ws)  # no terminal: the person cannot be reached
 
 
 class _ClientSession:
@@ -105,6 +135,14 @@ class _ClientSession:
         return self._stderr()
 
 
+def _answering(person: Person | None) -> dict[str, Any]:
+    return {} if person is None else {"elicitation_callback": person.client_elicitation}
+
+
+def _person_options(person: Person | None) -> dict[str, Any]:
+    return {} if person is None else {"ask": person.ask, "elicit": person.elicit}
+
+
 def _serve_args(ws: Workspace, *extra: str) -> list[str]:
     return [
         "--agent-dir",
@@ -117,7 +155,7 @@ def _serve_args(ws: Workspace, *extra: str) -> list[str]:
 
 
 @asynccontextmanager
-async def open_gateway_stdio(ws: Workspace) -> AsyncIterator[Session]:
+async def open_gateway_stdio(ws: Workspace, person: Person | None = None) -> AsyncIterator[Session]:
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -130,12 +168,16 @@ async def open_gateway_stdio(ws: Workspace) -> AsyncIterator[Session]:
             env={"PI_CODING_AGENT_DIR": str(ws.agent_dir), "HOME": os.environ["HOME"]},
             cwd=ws.project_dir,
         )
-        async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:  # type: ignore[arg-type]
+        async with Client(
+            stdio_client(params, errlog=errlog),
+            mode="legacy",
+            **_answering(person),
+        ) as client:
             yield _ClientSession(client, lambda: errlog_path.read_text(errors="replace"))
 
 
 @asynccontextmanager
-async def open_gateway_http(ws: Workspace) -> AsyncIterator[Session]:
+async def open_gateway_http(ws: Workspace, person: Person | None = None) -> AsyncIterator[Session]:
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
@@ -150,7 +192,11 @@ async def open_gateway_http(ws: Workspace) -> AsyncIterator[Session]:
         assert process.stdout is not None
         line = await anyio.to_thread.run_sync(process.stdout.readline)
         url = line.decode().split("listening on ", 1)[1].strip()
-        async with Client(streamable_http_client(url), mode="legacy") as client:  # type: ignore[arg-type]
+        async with Client(
+            streamable_http_client(url),
+            mode="legacy",
+            **_answering(person),
+        ) as client:
             yield _ClientSession(client, lambda: stderr_path.read_text(errors="replace"))
     finally:
         process.terminate()
@@ -182,14 +228,17 @@ class _ExportSession:
 
 
 @asynccontextmanager
-async def open_export(ws: Workspace) -> AsyncIterator[Session]:
+async def open_export(ws: Workspace, person: Person | None = None) -> AsyncIterator[Session]:
     from pi_mcp_adapter import McpAdapter
     from pi_mcp_adapter.hosts import ExportHost
 
     notices = _NoticeList()
     host = ExportHost(on_notify=notices)
     adapter = McpAdapter(
-        agent_dir=ws.agent_dir, project_dir=ws.project_dir, background_listing=True
+        agent_dir=ws.agent_dir,
+        project_dir=ws.project_dir,
+        background_listing=True,
+        **_person_options(person),
     )
     async with adapter, anyio.create_task_group() as tg:
         surfaces = host.attach(adapter)
@@ -231,7 +280,10 @@ class _PydanticSession:
 
 @asynccontextmanager
 async def _open_binding(
-    binding: Any, session: Callable[[Any, _NoticeList], Session], ws: Workspace
+    binding: Any,
+    session: Callable[[Any, _NoticeList], Session],
+    ws: Workspace,
+    person: Person | None,
 ) -> AsyncIterator[Session]:
     """A Python runtime binding opened as its users open it, following config edits."""
     notices = _NoticeList()
@@ -241,14 +293,17 @@ async def _open_binding(
         agent_dir=ws.agent_dir,
         project_dir=ws.project_dir,
         background_listing=True,
+        **_person_options(person),
     ) as opened:
         yield session(opened, notices)
 
 
-def open_pydantic_ai(ws: Workspace) -> AbstractAsyncContextManager[Session]:
+def open_pydantic_ai(
+    ws: Workspace, person: Person | None = None
+) -> AbstractAsyncContextManager[Session]:
     from pi_mcp_adapter.hosts.pydantic_ai import McpCapability
 
-    return _open_binding(McpCapability, _PydanticSession, ws)
+    return _open_binding(McpCapability, _PydanticSession, ws, person)
 
 
 class _AgentsSession:
@@ -276,10 +331,12 @@ class _AgentsSession:
         return self._notices.text()
 
 
-def open_openai_agents(ws: Workspace) -> AbstractAsyncContextManager[Session]:
+def open_openai_agents(
+    ws: Workspace, person: Person | None = None
+) -> AbstractAsyncContextManager[Session]:
     from pi_mcp_adapter.hosts.openai_agents import McpTools
 
-    return _open_binding(McpTools, _AgentsSession, ws)
+    return _open_binding(McpTools, _AgentsSession, ws, person)
 
 
 class _PiSession:
@@ -311,7 +368,7 @@ class _PiSession:
 
 
 @asynccontextmanager
-async def open_pi(ws: Workspace) -> AsyncIterator[Session]:
+async def open_pi(ws: Workspace, person: Person | None = None) -> AsyncIterator[Session]:
     # A harness per call: each is a fresh session over the same agent dir and cache.
     yield _PiSession([])
 
@@ -428,3 +485,68 @@ async def test_shutdown_leaves_no_process(host: str, workspace: Workspace, tagge
     with anyio.fail_after(10):
         while _left_behind(tagged):
             await anyio.sleep(0.1)
+
+
+LEAKY = Path(__file__).resolve().parents[1] / "fixtures" / "leaky_server.py"
+
+
+async def test_no_secret_reaches_the_model_or_the_person(
+    host: str, workspace: Workspace, tagged: str
+) -> None:
+    literal, from_command = f"canary-literal-{uuid.uuid4().hex}", f"canary-cmd-{uuid.uuid4().hex}"
+    env = {"API_KEY": literal, "CMD_KEY": f"!echo {from_command}"}
+    workspace.write_config(
+        {
+            **servers(tagged),
+            # Quotes its environment in a tool's error text; dumps it on stderr and dies.
+            "leaky": {"command": sys.executable, "args": [str(LEAKY), "tool"], "env": env},
+            "dying": {"command": sys.executable, "args": [str(LEAKY), "stderr"], "env": env},
+        }
+    )
+    async with HOSTS[host](workspace) as session:
+        with anyio.fail_after(40):
+            dump, dump_error = await session.call("leaky_dump", {})
+            died, died_error = await session.call("dying_dump", {})
+            notices = session.notices()
+    assert dump_error
+    assert died_error
+    assert "API_KEY=" in dump, dump  # the server did quote its environment
+    for text in (dump, died, notices):
+        assert literal not in text
+        assert from_command not in text
+
+
+QUESTIONS = Path(__file__).resolve().parents[1] / "fixtures" / "questions_server.py"
+NO_ONE_TO_ASK = {
+    "cli": "without a terminal (tests/cli/test_approval_prompt.py answers at one)",
+    "pi-python": "pi-python's extension API has no input dialog",
+}
+
+
+async def test_an_approval_is_asked_and_an_elicitation_answered(
+    host: str, workspace: Workspace, tagged: str
+) -> None:
+    workspace.write_config(
+        {
+            **servers(tagged),
+            "fix": fixture_entry("--name", tagged, approveTools=["echo"]),
+            "ask": {"command": sys.executable, "args": [str(QUESTIONS)]},
+        }
+    )
+    person = Person()
+    async with HOSTS[host](workspace, person) as session:
+        with anyio.fail_after(40):
+            approved, approved_error = await session.call("fix_echo", {"message": "may I"})
+            booked, booked_error = await session.call("ask_book_table", {})
+    if host in NO_ONE_TO_ASK:
+        # No one can answer here: nothing runs unasked, and the model is told why.
+        assert approved_error
+        assert "needs the user's approval" in approved, approved
+        assert "action=decline" in booked, booked
+        return
+    assert not approved_error, approved
+    assert "Echo: may I" in approved
+    assert not booked_error, booked
+    assert '"name": "Ada"' in booked, booked
+    assert '"party": 2' in booked, booked  # the form's defaults fill what the person left out
+    assert person.asked == ["approval", "Book a table at Chez Fixture"]

@@ -25,6 +25,7 @@ from pi_mcp_adapter.config import load_config
 from pi_mcp_adapter.engine import McpAdapter, ToolResult
 from pi_mcp_adapter.hosts._export import ExportHost
 from pi_mcp_adapter.surface import ProxyTool, register_surfaces
+from pi_mcp_adapter.surface._namespace import call_in_namespace
 
 SERVERS = 10
 TOOLS_PER_SERVER = 200
@@ -157,6 +158,7 @@ _keys = st.sampled_from(
         "search",
         "regex",
         "server",
+        "servers",
         "includeSchemas",
         "limit",
         "offset",
@@ -177,6 +179,25 @@ async def test_any_mcp_parameters_get_a_result_or_a_clear_error_quickly(
 ) -> None:
     started = cpu_seconds()
     result = await ProxyTool(adapter).execute(params)
+    assert cpu_seconds() - started < ANSWER_BOUND_S
+    assert_clean(result)
+
+
+_namespace_keys = st.sampled_from(["tool", "args", "unknown"])
+
+
+@pytest.mark.timeout(300, method="thread")
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(params=st.dictionaries(_namespace_keys, _json, max_size=3) | _json)
+async def test_any_namespace_tool_parameters_get_a_result_or_a_clear_error_quickly(
+    adapter: McpAdapter, params: Any
+) -> None:
+    started = cpu_seconds()
+    result = await call_in_namespace(adapter, "srv0", params)
     assert cpu_seconds() - started < ANSWER_BOUND_S
     assert_clean(result)
 

@@ -317,11 +317,11 @@ async def test_an_eager_server_that_dropped_reconnects_at_the_end_of_the_turn(
     async with make_manager({"fx": fixture_entry(lifecycle="eager")}) as manager:
         manager.on_reconnect(lambda name, metadata: metadata_seen.append(metadata))
         assert await manager.start() == {"fx": None}
-        assert await manager.on_turn_end() == {}
+        assert await manager.end_turn() == {}
         with pytest.raises(ConnectionLostError):
             await manager.call_tool("fx", "crash")
         assert manager.state("fx").status == "failed"
-        assert await manager.on_turn_end() == {"fx": None}
+        assert await manager.end_turn() == {"fx": None}
         assert manager.state("fx").status == "connected"
     assert len(metadata_seen) == 1
     assert metadata_seen[0].tools[0]["name"] == "echo"

@@ -32,6 +32,8 @@ async def mcp(adapter: McpAdapter, **params: Any) -> ToolResult:
     [
         pytest.param({}, "status", id="nothing-is-status"),
         pytest.param({"server": "s"}, "list", id="server-alone-lists"),
+        pytest.param({"servers": "all"}, "servers", id="servers-alone-lists-servers"),
+        pytest.param({"server": "s", "servers": "all"}, "list", id="server-beats-servers"),
         pytest.param({"search": "x", "server": "s"}, "search", id="search-beats-server"),
         pytest.param(
             {"instructions": "s", "search": "x"}, "instructions", id="instructions-beats-search"

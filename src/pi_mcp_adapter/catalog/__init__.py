@@ -20,6 +20,8 @@ See the package docstring of :mod:`pi_mcp_adapter` for how this layer fits.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._cache import (
     CACHE_FILE_NAME,
     DefinitionChanges,
@@ -33,15 +35,35 @@ from ._catalog import Catalog, NameCollision
 from ._definition_diff import ToolDefinitionDiff, diff_definitions
 from ._filters import ToolFilter
 from ._metadata import ServerMetadata, ToolInfo
-from ._naming import build_tool_infos, format_tool_name, resource_tool_name, server_prefix
+from ._naming import (
+    build_tool_infos,
+    carries_prefix_of,
+    format_tool_name,
+    resource_tool_name,
+    server_prefix,
+)
 from ._prompts import PromptArgument, PromptCatalog, PromptInfo
 from ._schema import render_parameters, render_shape
+
+if TYPE_CHECKING:
+    from ._eval import EvalReport, evaluate, load_labelled_set, write_rankings
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded when asked for: measuring search is a command of its own.
+    if name in ("EvalReport", "evaluate", "load_labelled_set", "write_rankings"):
+        from . import _eval
+
+        return getattr(_eval, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CACHE_FILE_NAME",
     "Catalog",
     "DefinitionChanges",
     "EntryState",
+    "EvalReport",
     "LoadResult",
     "MetadataCache",
     "NameCollision",
@@ -54,11 +76,15 @@ __all__ = [
     "ToolFilter",
     "ToolInfo",
     "build_tool_infos",
+    "carries_prefix_of",
     "config_hash",
     "diff_definitions",
+    "evaluate",
     "format_tool_name",
+    "load_labelled_set",
     "render_parameters",
     "render_shape",
     "resource_tool_name",
     "server_prefix",
+    "write_rankings",
 ]

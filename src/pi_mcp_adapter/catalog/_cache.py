@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 from pi_mcp_adapter._errors import UsageError
 from pi_mcp_adapter._secrets import redact
-from pi_mcp_adapter.config._models import ServerEntry
+from pi_mcp_adapter.config import ServerEntry
 
 from ._metadata import JsonObject, ServerMetadata
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from pi_mcp_adapter._errors import AmbiguousToolError, ToolNotFoundError
-from pi_mcp_adapter.config._models import ServerEntry, Settings
+from pi_mcp_adapter.config import ServerEntry, Settings
 
 from ._metadata import ServerMetadata, ToolInfo
 from ._naming import MAX_TOOL_NAME_LENGTH, build_tool_infos, server_prefix

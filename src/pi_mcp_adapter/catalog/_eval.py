@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pi_mcp_adapter._errors import UsageError
-from pi_mcp_adapter.config._models import Settings
+from pi_mcp_adapter.config import Settings
 
 from ._metadata import JsonObject, ServerMetadata, ToolInfo
 from ._naming import build_tool_infos

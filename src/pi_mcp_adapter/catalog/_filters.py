@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from pi_mcp_adapter.config._models import ServerEntry
+from pi_mcp_adapter.config import ServerEntry
 
 __all__ = ["ToolFilter", "keywords_for"]
 

@@ -25,6 +25,8 @@ class ToolInfo:
     input_schema: JsonSchema = field(default_factory=lambda: {"type": "object", "properties": {}})
     output_schema: JsonSchema | None = None
     annotations: Mapping[str, Any] | None = None
+    meta: Mapping[str, Any] | None = None
+    """The server's ``_meta`` for the tool (MCP Apps' ``ui`` among others), passed on as is."""
     resource_uri: str | None = None
     keywords: tuple[str, ...] = ()
     """Extra words from the server's ``searchKeywords``: searched like the description, never

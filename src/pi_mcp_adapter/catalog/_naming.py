@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from pi_mcp_adapter.config._models import ServerEntry, Settings, ToolPrefixMode
+from pi_mcp_adapter.config import ServerEntry, Settings
+from pi_mcp_adapter.config._models import ToolPrefixMode
 
 from ._filters import ToolFilter, keywords_for
 from ._metadata import JsonObject, ServerMetadata, ToolInfo
@@ -90,6 +91,15 @@ def format_tool_name(
     )
 
 
+def carries_prefix_of(
+    name: str, server: str, *, mode: ToolPrefixMode = "server", separator: str = "_"
+) -> bool:
+    """Whether ``name`` is written as ``server``'s tools are (its prefix and separator): a
+    tool of ``git`` is ``git_x``, while ``github_x`` is not. Never under ``none``."""
+    prefix = separated_prefix(server_prefix(server, mode), separator)
+    return bool(prefix) and name.startswith(f"{prefix}{separator}")
+
+
 def separated_prefix(prefix: str, separator: str) -> str:
     """``prefix`` as written before ``separator``: with ``__``, hyphens become ``_``."""
     return prefix.replace("-", "_") if separator == "__" else prefix
@@ -135,6 +145,7 @@ def _tool_info(server: str, tool: JsonObject, prefix: str, separator: str) -> To
         description=_text(tool.get("description")) or _text(tool.get("title")),
         output_schema=_object_or_none(tool.get("outputSchema")),
         annotations=_object_or_none(tool.get("annotations")),
+        meta=_object_or_none(tool.get("_meta")),
         **kwargs,
     )
 

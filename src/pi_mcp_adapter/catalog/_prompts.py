@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pi_mcp_adapter._errors import ToolNotFoundError
-from pi_mcp_adapter.config._models import ServerEntry, Settings, ToolPrefixMode
+from pi_mcp_adapter.config import ServerEntry, Settings
+from pi_mcp_adapter.config._models import ToolPrefixMode
 
 from ._catalog import Catalog
 from ._metadata import ServerMetadata, ToolInfo

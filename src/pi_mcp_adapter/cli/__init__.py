@@ -23,14 +23,13 @@ _MODULES = (
     "_export_cmd",
     "_serve_cmd",
     "_auth_cmds",
+    "_manage_cmds",
+    "_token_cmds",
+    "_doctor_cmd",
     "_script_cmd",
 )
 for _module in _MODULES:
-    try:
-        importlib.import_module(f"{__name__}.{_module}")
-    except ModuleNotFoundError as exc:  # a command group not present in this build
-        if exc.name != f"{__name__}.{_module}":
-            raise
+    importlib.import_module(f"{__name__}.{_module}")
 
 
 class _PlainArgument(TyperArgument):

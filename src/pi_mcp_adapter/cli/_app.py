@@ -67,12 +67,6 @@ class CliContext:
 
         return Console(soft_wrap=True)
 
-    @property
-    def err_console(self) -> Console:
-        from rich.console import Console
-
-        return Console(stderr=True, soft_wrap=True)
-
 
 def _print_version(value: bool) -> None:
     if value:

@@ -20,7 +20,7 @@ from pi_mcp_adapter._errors import McpAdapterError
 if TYPE_CHECKING:
     # OAuth pulls in the MCP SDK: loaded when auth or logout runs, not for every --help.
     from pi_mcp_adapter.engine import McpAdapter
-    from pi_mcp_adapter.servers._oauth import OAuthState
+    from pi_mcp_adapter.servers import OAuthState
 
 from ._app import JsonOption, app, fail, get_context, print_json, report_config_problems
 
@@ -28,8 +28,7 @@ from ._app import JsonOption, app, fail, get_context, print_json, report_config_
 def _adapter_for(ctx: typer.Context, server: str) -> McpAdapter:
     from pi_mcp_adapter.config import load_config
     from pi_mcp_adapter.engine import McpAdapter
-    from pi_mcp_adapter.servers._oauth import OAuthProviders
-    from pi_mcp_adapter.servers._oauth_prompt import AuthorizationPrompt
+    from pi_mcp_adapter.servers import AuthorizationPrompt, OAuthProviders
 
     cli = get_context(ctx)
     loaded = load_config(
@@ -87,7 +86,7 @@ def auth(
     """
     import anyio
 
-    from pi_mcp_adapter.servers._oauth import allow_prompts
+    from pi_mcp_adapter.servers import allow_prompts
     from pi_mcp_adapter.surface._commands import auth_help
 
     adapter = _adapter_for(ctx, server)

@@ -240,40 +240,27 @@ def run_from_cache(
 
 
 def _servers_to_list(adapter: McpAdapter, progress: _Progress) -> list[str]:
-    """Enabled servers missing from the cache that are not backing off after a failure."""
     import time
 
-    from pi_mcp_adapter.servers._failures import (
-        FAILURES_FILE_NAME,
-        FailureMemory,
-        backoff_after_s,
-    )
-    from pi_mcp_adapter.servers._manager import DEFAULT_BACKOFF_S
-
+    """Enabled servers missing from the cache that are not backing off after a failure."""
     missing = [
         n for n in adapter.enabled_servers() if adapter.server_status(n).status == "not-cached"
     ]
-    if not missing:
-        return []
-    memory = FailureMemory(adapter.agent_dir / FAILURES_FILE_NAME)
     wanted = []
     for name in missing:
-        record = memory.get(name, adapter.servers[name])
-        if record is None:
+        waiting = adapter.backing_off(name)
+        if waiting is None:
             wanted.append(name)
             continue
-        ago_s = time.time() - record.failed_at
-        remaining_s = backoff_after_s(DEFAULT_BACKOFF_S, record.attempts) - ago_s
-        if remaining_s <= 0:
-            wanted.append(name)
-        else:
-            progress(
-                name,
-                "failed",
-                f"last failed {max(0.0, ago_s):.0f} s ago ({record.reason}); retried "
-                f"automatically after {remaining_s:.0f} s",
-            )
-    if not wanted:
+        record, remaining_s = waiting
+        ago_s = max(0.0, time.time() - record.failed_at)
+        progress(
+            name,
+            "failed",
+            f"last failed {ago_s:.0f} s ago ({record.reason}); retried "
+            f"automatically after {remaining_s:.0f} s",
+        )
+    if missing and not wanted:
         progress.report()
     return wanted
 
@@ -659,8 +646,16 @@ def tokens(ctx: typer.Context, as_json: JsonOption = False) -> None:
     table.add_row("mcp proxy tool", str(report.proxy_tokens), ratio(report.proxy_tokens))
     table.add_row("ToolSearch tool", str(report.toolsearch_tokens), ratio(report.toolsearch_tokens))
     table.add_row(f"direct tools ({report.direct_tool_count})", str(report.direct_tokens), "")
+    if report.namespace_tool_count:
+        label = f"namespace tools ({report.namespace_tool_count})"
+        table.add_row(label, str(report.namespace_tokens), "")
     table.add_row(f"every tool registered ({report.tool_count})", str(every), "1x")
     Console(soft_wrap=False).print(table)
+    servers = Table("what the model reads", "tokens", box=None, pad_edge=False)
+    servers.add_row(f"mcp({{}}) status ({report.server_count} servers)", str(report.status_tokens))
+    servers.add_row("  the same, every server listed", str(report.status_unbounded_tokens))
+    servers.add_row("status line", str(report.status_line_tokens))
+    Console(soft_wrap=False).print(servers)
 
 
 @app.command(short_help="Run the end-to-end demo with real servers.")

@@ -15,7 +15,7 @@ from ._wording import to_camel_keys
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from pi_mcp_adapter.catalog._eval import EvalReport
+    from pi_mcp_adapter.catalog import EvalReport
 
 RANKING_NAMES = ("bm25", "hybrid", "lexical", "seed004")
 """The named rankings ``--ranking`` accepts besides ``default``, written out so that ``--help``
@@ -97,7 +97,7 @@ def eval_search(
 ) -> None:
     """Measure tool search on a labelled set: hit@1, hit@5, MRR, gold sets in the top 5, and
     how often queries with no fitting tool are flagged as weak. No server is started."""
-    from pi_mcp_adapter.catalog._eval import evaluate, load_labelled_set, write_rankings
+    from pi_mcp_adapter.catalog import evaluate, load_labelled_set, write_rankings
 
     cli = get_context(ctx)
     if ranking != "default" and ranking not in RANKING_NAMES:

@@ -12,7 +12,7 @@ import typer
 from pi_mcp_adapter._errors import McpAdapterError
 
 if TYPE_CHECKING:
-    from pi_mcp_adapter.catalog._prompts import PromptInfo
+    from pi_mcp_adapter.catalog import PromptInfo
     from pi_mcp_adapter.engine import McpAdapter, ToolResult
 
 from ._app import JsonOption, app, fail, print_json, print_warning, require_known_server

@@ -8,18 +8,17 @@ plan says so). Writes are atomic: a temporary file in the same directory, then a
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from pi_mcp_adapter._errors import ConfigError
 
+from ._edit import ConfigFileChange, write_config_change
 from ._hosts import read_file_text, read_import
 from ._jsonc import JsoncDocument, JsoncSyntaxError, parse_jsonc
 from ._locations import IMPORT_KINDS, ImportKind, Where
@@ -150,41 +149,8 @@ def apply_imports_change(change: ImportsChange) -> None:
     """
     if not change.changed:
         return
-    try:
-        current = read_file_text(change.path)
-    except ConfigError:
-        current = None
-    if current != change.before:
-        raise ConfigError(
-            "the file changed after the change was planned; nothing was written, run init again",
-            path=str(change.path),
-        )
-    target = change.path.resolve() if change.path.is_symlink() else change.path
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        mode = target.stat().st_mode & 0o7777 if target.exists() else None
-        with tempfile.NamedTemporaryFile(
-            "w",
-            encoding="utf-8",
-            dir=target.parent,
-            prefix=f".{target.name}.",
-            suffix=".tmp",
-            delete=False,
-        ) as handle:
-            temp_path = Path(handle.name)
-            handle.write(change.after)
-            handle.flush()
-            os.fsync(handle.fileno())
-        try:
-            if mode is not None:
-                temp_path.chmod(mode)
-            os.replace(temp_path, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                temp_path.unlink()
-            raise
-    except OSError as exc:
-        raise ConfigError(f"cannot be written: {exc.strerror}", path=str(change.path)) from None
+    planned = ConfigFileChange(change.path, change.before, change.after)
+    write_config_change(planned, retry="run init again")
 
 
 def _parse_target(path: Path, text: str | None) -> JsoncDocument | None:

@@ -1,5 +1,9 @@
 """JSON with comments (JSONC), parsed so that every error keeps its real line and column.
 
+It is also edited in place: :func:`set_jsonc_value` and :func:`remove_jsonc_member` change one
+member of a document and leave every other character as it was (comments, key order, spacing,
+trailing commas), so a file a person wrote by hand still reads as theirs after ``pi-mcp add``.
+
 The approach: blank out comments and trailing commas with spaces (newlines stay), so the text
 keeps its shape character for character, then hand it to :func:`json.loads`. Syntax errors then
 point at the line the user sees in their editor, and a second pass over the same blanked text
@@ -14,7 +18,16 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["JsonPath", "JsoncDocument", "JsoncSyntaxError", "blank_jsonc", "parse_jsonc"]
+__all__ = [
+    "JsonPath",
+    "JsoncDocument",
+    "JsoncEditError",
+    "JsoncSyntaxError",
+    "blank_jsonc",
+    "parse_jsonc",
+    "remove_jsonc_member",
+    "set_jsonc_value",
+]
 
 JsonPath = tuple[str | int, ...]
 """A location inside a document: object keys and array indexes from the root."""
@@ -50,8 +63,10 @@ class JsoncDocument:
         return None
 
 
-def blank_jsonc(text: str) -> str:
+def blank_jsonc(text: str, *, keep_commas: bool = False) -> str:
     """Replace comments and trailing commas with spaces, keeping every other character in place.
+
+    ``keep_commas`` leaves trailing commas in place (an edit needs to see them).
 
     Raises:
         JsoncSyntaxError: a ``/*`` comment is never closed.
@@ -91,7 +106,7 @@ def blank_jsonc(text: str) -> str:
         if c == ",":
             pending_comma = i
         elif c in "]}":
-            if pending_comma is not None:
+            if pending_comma is not None and not keep_commas:
                 out[pending_comma] = " "
             pending_comma = None
         elif c not in " \t\r\n":
@@ -256,3 +271,208 @@ class _Scanner:
         while pos < len(text) and text[pos] not in " \t\r\n,]}":
             pos += 1
         self._pos = pos
+
+
+class JsoncEditError(ValueError):
+    """An edit cannot be made: a member on the path is not an object."""
+
+
+_ONE_LINE_WIDTH = 72
+"""Arrays of plain values at most this wide are written on one line (``"args": ["-y", "x"]``)."""
+
+
+def set_jsonc_value(text: str, path: tuple[str, ...], value: object) -> str:
+    """``text`` with the member at ``path`` (object keys from the root) set to ``value``.
+
+    An existing value is replaced where it stands; a new member is added after the last member
+    of its object, indented like its siblings; missing objects on the way are created. Every
+    other character of ``text`` is kept. A text with nothing but comments (or nothing) gets a
+    new document after them.
+
+    Raises:
+        JsoncSyntaxError: ``text`` is not valid JSONC.
+        JsoncEditError: the root, or a member on ``path``, is not an object.
+    """
+    if not path:
+        raise JsoncEditError("an edit needs a path of at least one key")
+    if "\r\n" in text:
+        # A Windows file keeps its line endings: edit it as LF, then write every break back.
+        edited = set_jsonc_value(text.replace("\r\n", "\n"), path, value)
+        return edited.replace("\n", "\r\n")
+    document = parse_jsonc(text)
+    if document is None:
+        step = "  "
+        body = _render(_nest(path, value), "", step)
+        lead = text.rstrip()
+        return (lead + "\n" if lead else "") + body + "\n"
+    node: object = document.data
+    depth = 0
+    while depth < len(path) and isinstance(node, dict) and path[depth] in node:
+        node = node[path[depth]]
+        depth += 1
+    step = _indent_step(text, document)
+    if depth == len(path):
+        start, end = document.value_spans[path]
+        rendered = _render(value, _line_indent(text, start), step)
+        return text[:start] + rendered + text[end:]
+    if not isinstance(node, dict):
+        where = ".".join(path[:depth]) or "the top level"
+        raise JsoncEditError(f"{where} is not an object")
+    return _insert_member(
+        text, document, path[:depth], path[depth], _nest(path[depth + 1 :], value), step
+    )
+
+
+def remove_jsonc_member(text: str, path: tuple[str, ...]) -> str:
+    """``text`` without the member at ``path``; unchanged when there is none.
+
+    The member's key, value and separating comma go; when the member had its lines to itself,
+    those whole lines go, with a comment written after it on its last line. Comments elsewhere
+    (including one on the line above, which may describe more than this member) stay.
+
+    Raises:
+        JsoncSyntaxError: ``text`` is not valid JSONC.
+    """
+    document = parse_jsonc(text)
+    if document is None or not path or path not in document.key_offsets:
+        return text
+    bare = blank_jsonc(text, keep_commas=True)
+    key_start = document.key_offsets[path]
+    _, value_end = document.value_spans[path]
+    after = _skip_space(bare, value_end)
+    comma_before: int | None = None
+    if after < len(bare) and bare[after] == ",":
+        end = after + 1
+    else:
+        end = value_end
+        before = _skip_space_back(bare, key_start)
+        if before >= 0 and bare[before] == ",":
+            comma_before = before
+    line_start = text.rfind("\n", 0, key_start) + 1
+    line_end = text.find("\n", end)
+    line_end = len(text) if line_end < 0 else line_end
+    if not text[line_start:key_start].strip() and not bare[end:line_end].strip():
+        cut_start, cut_end = line_start, min(line_end + 1, len(text))
+    else:
+        cut_start, cut_end = key_start, end
+        while cut_end < len(text) and text[cut_end] in " \t" and cut_end < line_end:
+            cut_end += 1
+    edited = text[:cut_start] + text[cut_end:]
+    if comma_before is not None:
+        edited = edited[:comma_before] + edited[comma_before + 1 :]
+    return edited
+
+
+def _insert_member(
+    text: str,
+    document: JsoncDocument,
+    parent: tuple[str, ...],
+    key: str,
+    value: object,
+    step: str,
+) -> str:
+    obj = _get(document.data, parent)
+    assert isinstance(obj, dict)
+    start, end = document.value_spans[parent]
+    base = _line_indent(text, document.key_offsets[parent] if parent else start)
+    if not obj:
+        indent = base + step
+        member = f"{json.dumps(key, ensure_ascii=False)}: {_render(value, indent, step)}"
+        return text[:start] + "{\n" + indent + member + "\n" + base + "}" + text[end:]
+    keys = list(obj)
+    first_key = document.key_offsets[(*parent, keys[0])]
+    last_key = document.key_offsets[(*parent, keys[-1])]
+    _, last_end = document.value_spans[(*parent, keys[-1])]
+    if "\n" not in text[start:first_key]:
+        member = f"{json.dumps(key, ensure_ascii=False)}: {_render(value, base, step)}"
+        return text[:last_end] + ", " + member + text[last_end:]
+    indent = _line_indent(text, last_key)
+    member = f"{json.dumps(key, ensure_ascii=False)}: {_render(value, indent, step)}"
+    bare = blank_jsonc(text, keep_commas=True)
+    line_end = text.find("\n", last_end)
+    line_end = len(text) if line_end < 0 else line_end
+    rest = bare[last_end:line_end].strip()
+    if rest in ("", ","):
+        # Keep a comment written after the last member on its line: the new member goes on
+        # the next line, and the comma right after the old value.
+        comma = "" if rest == "," else ","
+        return (
+            text[:last_end]
+            + comma
+            + text[last_end:line_end]
+            + "\n"
+            + indent
+            + member
+            + (text[line_end:])
+        )
+    return text[:last_end] + ",\n" + indent + member + text[last_end:]
+
+
+def _get(data: object, path: tuple[str, ...]) -> object:
+    for key in path:
+        assert isinstance(data, dict)
+        data = data[key]
+    return data
+
+
+def _nest(path: tuple[str, ...], value: object) -> object:
+    for key in reversed(path):
+        value = {key: value}
+    return value
+
+
+def _render(value: object, indent: str, step: str) -> str:
+    """``value`` as JSON whose continuation lines start at ``indent``."""
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        inner = indent + step
+        members = [
+            f"{inner}{json.dumps(k, ensure_ascii=False)}: {_render(v, inner, step)}"
+            for k, v in value.items()
+        ]
+        return "{\n" + ",\n".join(members) + "\n" + indent + "}"
+    if isinstance(value, list | tuple):
+        if not value:
+            return "[]"
+        if not any(isinstance(item, dict | list | tuple) for item in value):
+            one_line = "[" + ", ".join(json.dumps(v, ensure_ascii=False) for v in value) + "]"
+            if len(one_line) <= _ONE_LINE_WIDTH:
+                return one_line
+        inner = indent + step
+        items = [inner + _render(v, inner, step) for v in value]
+        return "[\n" + ",\n".join(items) + "\n" + indent + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _line_indent(text: str, offset: int) -> str:
+    line_start = text.rfind("\n", 0, offset) + 1
+    end = line_start
+    while end < len(text) and text[end] in " \t":
+        end += 1
+    return text[line_start:end]
+
+
+def _indent_step(text: str, document: JsoncDocument) -> str:
+    """The file's own indentation unit: that of its first top-level key, else two spaces."""
+    data = document.data
+    if isinstance(data, dict) and data:
+        first = document.key_offsets.get((next(iter(data)),))
+        if first is not None:
+            indent = _line_indent(text, first)
+            if indent and text[text.rfind("\n", 0, first) + 1 : first] == indent:
+                return indent
+    return "  "
+
+
+def _skip_space(text: str, offset: int) -> int:
+    while offset < len(text) and text[offset] in " \t\r\n":
+        offset += 1
+    return offset
+
+
+def _skip_space_back(text: str, offset: int) -> int:
+    offset -= 1
+    while offset >= 0 and text[offset] in " \t\r\n":
+        offset -= 1
+    return offset

@@ -148,6 +148,9 @@ class ServerEntry(_Model):
     auth: AuthKind | Literal[False] | None = None
     bearer_token: str | None = None
     bearer_token_env: str | None = None
+    bearer_token_store: bool = False
+    """With ``auth: "bearer"``: send the token stored by ``pi-mcp token set`` (when neither
+    ``bearerToken`` nor ``bearerTokenEnv`` is set)."""
     oauth: OAuthConfig | Literal[False] | None = None
     """OAuth client settings; ``false`` turns OAuth off even where it would be implied."""
     lifecycle: Lifecycle = "lazy"
@@ -355,6 +358,9 @@ class Settings(_Model):
     """The ``mcp_script`` tool beside the surface tool; ``None``: on when the ``script`` extra
     (the sandbox) is installed."""
     tool_search_budget_tokens: int = 600
+    namespace_proxy_tools: bool = False
+    """Register one ``mcp__<server>`` tool per server, taking ``{tool, args}``. Off by default
+    (the TypeScript adapter's default is on): each costs the model 95-120 tokens a turn."""
     search_ranking: SearchRanking | None = None
     """``None``: hybrid when the ``semantic`` extra is installed, lexical otherwise."""
     health_check_interval_ms: int = 30_000

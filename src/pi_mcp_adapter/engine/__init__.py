@@ -9,6 +9,7 @@
                  approval, the call, statistics and trace.
 - ``_notices``   what the person is told (failures, auth, changes, reloads), the status line.
 - ``_questions`` servers' elicitation and sampling routed to the person's answerer.
+- ``_routes``    which server answers a prompt, resource, completion or subscription.
 - ``_values``    what those operations return: server states, search results, call outcomes.
 - ``_host``      the host protocol a binding implements, and the tool definitions and results
                  that cross it.
@@ -24,6 +25,8 @@ The engine imports ``config``, ``servers`` and ``catalog``, never ``surface`` or
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from ._adapter import DEFAULT_SEARCH_LIMIT, McpAdapter, ProgressCallback
 from ._approval import (
@@ -57,6 +60,7 @@ from ._questions import (
     describe_question,
     form_defaults,
     form_fields,
+    with_form_defaults,
 )
 from ._values import (
     CallErrorKind,
@@ -67,6 +71,20 @@ from ._values import (
     ServerStatus,
     StatusReport,
 )
+
+if TYPE_CHECKING:
+    from ._routes import UnknownPromptError, UnknownResourceError, UpstreamRoutes
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded when asked for: routing speaks the MCP SDK's types, which commands answered from
+    # the cache never load.
+    if name in ("UnknownPromptError", "UnknownResourceError", "UpstreamRoutes"):
+        from . import _routes
+
+        return getattr(_routes, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "APPROVAL_OPTIONS",
@@ -101,8 +119,12 @@ __all__ = [
     "ToolDefinition",
     "ToolExecute",
     "ToolResult",
+    "UnknownPromptError",
+    "UnknownResourceError",
+    "UpstreamRoutes",
     "decline_elicitation",
     "describe_question",
     "form_defaults",
     "form_fields",
+    "with_form_defaults",
 ]

@@ -14,6 +14,7 @@ every child process. An adapter is single use.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -34,18 +35,30 @@ from pi_mcp_adapter._errors import (
     ToolNotFoundError,
     UsageError,
 )
-from pi_mcp_adapter.catalog import Catalog, DefinitionChanges, MetadataCache
-from pi_mcp_adapter.catalog._definition_diff import ToolDefinitionDiff, diff_definitions
-from pi_mcp_adapter.catalog._metadata import ServerMetadata, ToolInfo
-from pi_mcp_adapter.catalog._naming import format_tool_name
-from pi_mcp_adapter.catalog._prompts import PromptInfo
+from pi_mcp_adapter._secrets import redact_model
+from pi_mcp_adapter.catalog import (
+    Catalog,
+    DefinitionChanges,
+    MetadataCache,
+    PromptInfo,
+    ServerMetadata,
+    ToolDefinitionDiff,
+    ToolInfo,
+    carries_prefix_of,
+    diff_definitions,
+    format_tool_name,
+)
 from pi_mcp_adapter.catalog._search import SearchIndex
-from pi_mcp_adapter.config import LoadedConfig, load_config
+from pi_mcp_adapter.config import LoadedConfig, ServerEntry, Settings, load_config
 from pi_mcp_adapter.config._locations import default_agent_dir
-from pi_mcp_adapter.config._models import ServerEntry, Settings
-from pi_mcp_adapter.servers import ServerManager, ServerState
-from pi_mcp_adapter.servers._failures import FAILURES_FILE_NAME, FailureMemory
-from pi_mcp_adapter.servers._prompt_policy import allow_prompts
+from pi_mcp_adapter.servers import (
+    FAILURES_FILE_NAME,
+    FailureMemory,
+    FailureRecord,
+    ServerManager,
+    ServerState,
+    allow_prompts,
+)
 
 from ._approval import ApprovalScope, Ask, AsksQuestions, ToolApprovals
 from ._catalog_state import CatalogState
@@ -68,8 +81,9 @@ if TYPE_CHECKING:
     # commands answered from the cache never pay for it.
     import mcp_types as types
 
-    from pi_mcp_adapter.servers._oauth import OAuthProviders
+    from pi_mcp_adapter.servers import OAuthProviders
 
+    from ._routes import UpstreamRoutes
     from ._stats import CallStats
 
 ProgressCallback = Callable[[str, str, str | None], None]
@@ -219,6 +233,7 @@ class McpAdapter:
             explain_miss=self.explain_miss,
             questions_during=self._questions.asked_during,
         )
+        self._failures = FailureMemory(self.agent_dir / FAILURES_FILE_NAME)
 
     def _load_config(self) -> LoadedConfig:
         if self._config_loader is not None:
@@ -241,7 +256,7 @@ class McpAdapter:
     def oauth(self) -> OAuthProviders:
         """One OAuth provider per remote server, made on first use (it loads the SDK)."""
         if self._oauth is None:
-            from pi_mcp_adapter.servers._oauth import OAuthProviders
+            from pi_mcp_adapter.servers import OAuthProviders
 
             self._oauth = OAuthProviders(
                 self.servers,
@@ -305,7 +320,7 @@ class McpAdapter:
                 environ=self._environ,
                 relay_requests=self._relay_server_requests or self._questions.active,
                 relay_sampling=self._relay_server_requests or self._questions.samples,
-                failures=FailureMemory(self.agent_dir / FAILURES_FILE_NAME),
+                failures=self._failures,
             )
             self._manager = await stack.enter_async_context(manager)
             manager.on_tools_changed(self._server_listed)
@@ -368,7 +383,7 @@ class McpAdapter:
 
     def _follow_host_events(self, host: Host) -> None:
         host.on("session_start", self._on_session_start)
-        host.on("turn_end", self.on_turn_end)
+        host.on("turn_end", self.end_turn)
         host.on("shutdown", self.stop)
 
     @property
@@ -447,6 +462,18 @@ class McpAdapter:
         if state.status not in ("connecting", "closed"):
             self.state.end_listing(state.server)
 
+    @functools.cached_property
+    def routes(self) -> UpstreamRoutes:
+        """Which server answers a prompt, resource, completion or subscription."""
+        from ._routes import UpstreamRoutes
+
+        return UpstreamRoutes(self)
+
+    def backing_off(self, server: str) -> tuple[FailureRecord, float] | None:
+        """``server``'s last failed connect and the seconds until it is tried again, while it
+        waits (in this or any process: failures are remembered in the agent dir)."""
+        return self._failures.backing_off(server, self.require_server(server))
+
     def listing_timeout_s(self) -> float:
         """How long a request that misses waits for listings in progress: the start-up
         deadline, or the slowest start-up timeout of the servers being listed."""
@@ -475,18 +502,27 @@ class McpAdapter:
         with anyio.move_on_after(self._startup_bound_s(self.enabled_servers())):
             await self._opened.wait()
 
-    def explain_miss(self, name: str) -> str:
-        """Why a tool called ``name`` may be missing, and what to do: servers that failed or
-        were never listed, or tool lists read from the cache that may be stale. Empty when
-        there is nothing to add. Written in the proxy tool's syntax, as every engine hint
-        (the CLI rewords it into ``pi-mcp`` commands)."""
-        statuses = [self.server_status(n) for n in self.enabled_servers()]
-        wanted = [s for s in statuses if name.startswith(s.name)]
+    def explain_miss(self, name: str, server: str | None = None) -> str:
+        """Why a tool called ``name`` (of ``server``, when the caller named it) may be
+        missing, and what to do: servers that failed or were never listed, or tool lists read
+        from the cache that may be stale. Empty when there is nothing to add. Written in the
+        proxy tool's syntax, as every engine hint (the CLI rewords it into ``pi-mcp``
+        commands)."""
+        # Untrusted servers count as disabled, but a person trusting the file wants to know.
+        shown = [n for n, e in self.servers.items() if e.is_enabled or e.untrusted is not None]
+        statuses = [self.server_status(n) for n in shown]
+        if server is not None:
+            wanted = [s for s in statuses if s.name == server]
+        else:
+            wanted = [s for s in statuses if self._names_tool_of(name, s.name)]
         rows = wanted or statuses
         failed = [s for s in rows if s.status in ("failed", "needs-auth") and s.tool_count == 0]
         never = [s for s in rows if s.status in ("not-cached", "connecting")]
         cached = [s for s in rows if s.status == "cached"]
+        untrusted = [s for s in rows if s.status == "untrusted"]
         lines: list[str] = []
+        for row in untrusted:
+            lines.append(f"MCP server {row.name!r} {row.error}; its tools are unknown until then.")
         for row in failed:
             reason = (row.error or "unknown error").splitlines()[0]
             lines.append(
@@ -506,6 +542,15 @@ class McpAdapter:
                 f'with mcp({{connect: "{first}"}}).'
             )
         return "\n".join(lines)
+
+    def _names_tool_of(self, name: str, server: str) -> bool:
+        entry = self.servers[server]
+        return carries_prefix_of(
+            name,
+            server,
+            mode=entry.tool_prefix or self.settings.tool_prefix,
+            separator=self.settings.tool_separator,
+        )
 
     # ------------------------------------------------------------------ reload
 
@@ -619,10 +664,10 @@ class McpAdapter:
         """Call ``listener`` after each catalog rebuild; returns a function that unsubscribes."""
         return self.state.on_changed(listener)
 
-    async def on_turn_end(self) -> None:
+    async def end_turn(self) -> None:
         """Host hook: eager servers that dropped reconnect on the next turn."""
         if self._manager is not None:
-            await self._manager.on_turn_end()
+            await self._manager.end_turn()
 
     # ------------------------------------------------------------------ catalog views
 
@@ -864,9 +909,13 @@ class McpAdapter:
         name: str,
         args: Mapping[str, Any] | None = None,
         *,
+        server: str | None = None,
         approval_scope: ApprovalScope | None = None,
     ) -> CallOutcome:
         """Call a tool by (any accepted form of) its name. Never raises for tool errors.
+
+        With ``server``, only that server's tools answer to ``name`` (its catalog name or the
+        server's own name for it): how a per-server namespace tool calls.
 
         Unknown and ambiguous names, invalid arguments, unavailable servers and JSON-RPC
         errors come back as outcomes with an ``error_kind``; a server's own error result
@@ -875,7 +924,7 @@ class McpAdapter:
         share an ``approval_scope`` (a script's) ask the person once per tool.
         """
         await self._wait_until_open()
-        return await self.pipeline.call(name, args, approval_scope=approval_scope)
+        return await self.pipeline.call(name, args, server=server, approval_scope=approval_scope)
 
     def _tell_person(self, message: str) -> None:
         if self.host is None:
@@ -941,7 +990,8 @@ class McpAdapter:
             ServerReportedError: the server answered with an error (an unknown URI).
         """
         self.require_server(server)
-        return await self._require_manager().read_resource(server, uri)
+        # A server may quote what the adapter gave it (an injected key, a token).
+        return redact_model(await self._require_manager().read_resource(server, uri))
 
     async def get_prompt(
         self, server: str, name: str, arguments: Mapping[str, str] | None = None
@@ -954,7 +1004,7 @@ class McpAdapter:
             ServerReportedError: the server answered with an error (unknown prompt, bad args).
         """
         self.require_server(server)
-        result = await self._require_manager().get_prompt(server, name, arguments)
+        result = redact_model(await self._require_manager().get_prompt(server, name, arguments))
         return PromptMessages(server, name, result.description, tuple(result.messages))
 
     # ------------------------------------------------------------------ resources and prompts

@@ -32,10 +32,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import anyio
 
 from pi_mcp_adapter._files import write_atomically
-from pi_mcp_adapter.catalog._cache import config_hash
-from pi_mcp_adapter.catalog._filters import ToolFilter
-from pi_mcp_adapter.catalog._metadata import ToolInfo
-from pi_mcp_adapter.config._models import ServerEntry, Settings
+from pi_mcp_adapter.catalog import ToolFilter, ToolInfo, config_hash
+from pi_mcp_adapter.config import ServerEntry, Settings
 
 __all__ = [
     "APPROVALS_FILE_NAME",

@@ -17,12 +17,18 @@ from pathlib import Path
 
 import anyio
 
-from pi_mcp_adapter.catalog import Catalog, DefinitionChanges, MetadataCache
-from pi_mcp_adapter.catalog._metadata import ServerMetadata, ToolInfo
-from pi_mcp_adapter.catalog._prompts import PromptCatalog, PromptInfo
+from pi_mcp_adapter.catalog import (
+    Catalog,
+    DefinitionChanges,
+    MetadataCache,
+    PromptCatalog,
+    PromptInfo,
+    ServerMetadata,
+    ToolInfo,
+)
 from pi_mcp_adapter.catalog._search import SearchIndex
 from pi_mcp_adapter.catalog._search_semantic import search_vector_cache_path
-from pi_mcp_adapter.config._models import ServerEntry, Settings
+from pi_mcp_adapter.config import ServerEntry, Settings
 
 CatalogListener = Callable[[], None]
 

@@ -22,10 +22,10 @@ from pi_mcp_adapter._errors import (
     ServerUnavailableError,
     ToolNotFoundError,
 )
-from pi_mcp_adapter.catalog._metadata import ToolInfo
-from pi_mcp_adapter.config._models import ServerEntry, Settings
-from pi_mcp_adapter.servers import ServerManager
-from pi_mcp_adapter.servers._prompt_policy import allow_prompts
+from pi_mcp_adapter._secrets import redact_model
+from pi_mcp_adapter.catalog import ToolInfo
+from pi_mcp_adapter.config import ServerEntry, Settings
+from pi_mcp_adapter.servers import ServerManager, allow_prompts
 
 from ._approval import ApprovalScope, Ask, ToolApprovals
 from ._arguments import argument_problems
@@ -56,7 +56,7 @@ class CallPipeline:
         trace: CallTrace | None,
         may_prompt: Callable[[], bool],
         listing_timeout_s: Callable[[], float],
-        explain_miss: Callable[[str], str],
+        explain_miss: Callable[[str, str | None], str],
         questions_during: Callable[[str], AbstractContextManager[object]],
     ) -> None:
         self._state = state
@@ -72,9 +72,10 @@ class CallPipeline:
         self._explain_miss = explain_miss
         self._questions_during = questions_during
 
-    async def resolve(self, name: str) -> ToolInfo:
-        """``name`` by the catalog's rules; a miss while servers are being listed waits for
-        them (bounded), and a final miss says why tools may be missing.
+    async def resolve(self, name: str, *, server: str | None = None) -> ToolInfo:
+        """``name`` by the catalog's rules (among ``server``'s tools only, when given); a miss
+        while servers are being listed waits for them (bounded), and a final miss says why
+        tools may be missing.
 
         Raises:
             ToolNotFoundError: no such tool (with suggestions and the reason).
@@ -85,18 +86,18 @@ class CallPipeline:
         with anyio.move_on_after(self._listing_timeout_s()):
             while True:
                 try:
-                    return self._state.catalog.lookup(name)
+                    return self._state.catalog.lookup(name, server=server)
                 except ToolNotFoundError:
                     if not await self._state.wait_for_any_listing():
                         break
-        return self.lookup_explained(name)
+        return self.lookup_explained(name, server=server)
 
-    def lookup_explained(self, name: str) -> ToolInfo:
+    def lookup_explained(self, name: str, *, server: str | None = None) -> ToolInfo:
         """``name`` from what is known now; a miss says why the tool may be missing."""
         try:
-            return self._state.catalog.lookup(name)
+            return self._state.catalog.lookup(name, server=server)
         except ToolNotFoundError as exc:
-            why = self._explain_miss(name)
+            why = self._explain_miss(name, server)
             if not why:
                 raise
             raise ToolNotFoundError(
@@ -108,14 +109,16 @@ class CallPipeline:
         name: str,
         args: Mapping[str, Any] | None = None,
         *,
+        server: str | None = None,
         approval_scope: ApprovalScope | None = None,
     ) -> CallOutcome:
-        """Call a tool by (any accepted form of) its name. Never raises for tool errors.
+        """Call a tool by (any accepted form of) its name, among ``server``'s tools only when
+        given. Never raises for tool errors.
 
         Calls that share an ``approval_scope`` (one script's) ask the person once per tool."""
         arguments = dict(args or {})
         try:
-            tool = await self.resolve(name)
+            tool = await self.resolve(name, server=server)
         except ToolNotFoundError as exc:
             return CallOutcome(
                 name, error_kind="unknown_tool", message=str(exc), suggestions=exc.suggestions
@@ -228,7 +231,12 @@ class CallPipeline:
                 connect_ms=connect_ms,
             )
         return CallOutcome(
-            requested, tool, result, latency_ms=_elapsed_ms(called), connect_ms=connect_ms
+            requested,
+            tool,
+            # A server may quote what the adapter gave it (an injected key, a token).
+            redact_model(result),
+            latency_ms=_elapsed_ms(called),
+            connect_ms=connect_ms,
         )
 
     def refused_for_change(self, requested: str, tool: ToolInfo) -> CallOutcome | None:

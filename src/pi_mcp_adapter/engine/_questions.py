@@ -45,6 +45,7 @@ __all__ = [
     "describe_question",
     "form_defaults",
     "form_fields",
+    "with_form_defaults",
 ]
 
 logger = logging.getLogger("pi_mcp_adapter.questions")
@@ -97,7 +98,10 @@ def form_defaults(params: types.ElicitRequestFormParams) -> dict[str, FormValue]
     }
 
 
-def _with_defaults(params: types.ElicitRequestParams, result: types.ElicitResult) -> Any:
+def with_form_defaults(
+    params: types.ElicitRequestParams, result: types.ElicitResult
+) -> types.ElicitResult:
+    """``result`` with the defaults of the form fields an accepted answer left out."""
     if params.mode != "form" or result.action != "accept":
         return result
     defaults = form_defaults(params)
@@ -184,7 +188,7 @@ class ServerQuestions:
             return types.ErrorData(
                 code=types.INTERNAL_ERROR, message=f"The client failed to ask its user: {exc}"
             )
-        completed: types.ElicitResult = _with_defaults(params, result)
+        completed: types.ElicitResult = with_form_defaults(params, result)
         return completed
 
     async def sample(

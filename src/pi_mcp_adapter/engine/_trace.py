@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Literal
 
 from pi_mcp_adapter._secrets import redact
-from pi_mcp_adapter.config._models import ServerEntry, Settings, TraceSettings
+from pi_mcp_adapter.config import ServerEntry, Settings
+from pi_mcp_adapter.config._models import TraceSettings
 
 __all__ = ["CallTrace", "open_call_trace"]
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from pi_mcp_adapter.catalog._definition_diff import ToolDefinitionDiff
-from pi_mcp_adapter.catalog._metadata import ToolInfo
+from pi_mcp_adapter.catalog import ToolDefinitionDiff, ToolInfo
 from pi_mcp_adapter.catalog._search import SearchPage
 
 if TYPE_CHECKING:

@@ -99,4 +99,4 @@ class AdapterBinding:
 
     async def turn_end(self) -> None:
         """The engine's turn hook (eager servers that dropped reconnect); call after a run."""
-        await self.adapter.on_turn_end()
+        await self.adapter.end_turn()

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pi_mcp_adapter._errors import McpAdapterError, UsageError
+from pi_mcp_adapter._errors import UsageError
 from pi_mcp_adapter.engine import (
     CommandHandler,
     EventHandler,
@@ -176,19 +176,10 @@ class ExportHost:
 
 
 async def run_tool(tool: ToolDefinition, arguments: Mapping[str, Any]) -> ToolResult:
-    """``tool.execute``, with an unexpected exception turned into an error result.
-
-    The surfaces never raise for tool errors; this is the last guard, so that a binding's
-    runtime never sees an exception from an MCP tool.
-    """
-    try:
-        return await tool.execute(arguments if isinstance(arguments, Mapping) else {})
-    except McpAdapterError as exc:
-        return ToolResult.text(str(exc), is_error=True)
-    except Exception as exc:
-        return ToolResult.text(
-            f"Tool {tool.name!r} failed unexpectedly: {type(exc).__name__}", is_error=True
-        )
+    """``tool.execute`` with whatever arguments the runtime decoded (a non-object becomes
+    ``{}``). Every tool a surface registers is guarded already (``surface/_guard.py``): an
+    error comes back as an error result, never as an exception."""
+    return await tool.execute(arguments if isinstance(arguments, Mapping) else {})
 
 
 def to_provider_shape(tool: ToolDefinition, format: ExportFormat | ToolFormat) -> dict[str, Any]:

@@ -36,11 +36,9 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import warnings
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from importlib import metadata as importlib_metadata
 from typing import Any
 
@@ -66,7 +64,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from pi_mcp_adapter._errors import McpAdapterError, ServerReportedError
 from pi_mcp_adapter._secrets import redact
-from pi_mcp_adapter.catalog._metadata import ToolInfo
+from pi_mcp_adapter.catalog import ToolInfo
 from pi_mcp_adapter.engine import (
     AudioPart,
     CommandHandler,
@@ -79,6 +77,9 @@ from pi_mcp_adapter.engine import (
     TextPart,
     ToolDefinition,
     ToolResult,
+    UnknownPromptError,
+    UnknownResourceError,
+    with_form_defaults,
 )
 from pi_mcp_adapter.servers import CallRelay, current_relay, relay_calls
 from pi_mcp_adapter.surface import SurfaceKind, Surfaces, register_surfaces, render_outcome
@@ -135,8 +136,6 @@ class GatewayHost:
         self.handlers: dict[HostEvent, list[EventHandler]] = {}
         self.surfaces: Surfaces | None = None
         self.log_level: types.LoggingLevel = "debug"
-        self.subscriptions: set[str] = set()
-        """Resource URIs this client subscribed to."""
         self._on_tools_changed = on_tools_changed
         self._on_notice = on_notice
 
@@ -197,12 +196,6 @@ class GatewayHost:
             self.surfaces = None
 
 
-@dataclass(frozen=True, slots=True)
-class _PromptRoute:
-    server: str
-    name: str
-
-
 class _GatewayServer(Server[Any]):
     """The SDK's low-level server, advertising ``listChanged`` in the handshake era too.
 
@@ -254,13 +247,7 @@ class McpGateway:
         self._hosts: dict[GatewayHost, Connection | None] = {}
         self._pending: set[GatewayHost] = set()
         self._registering: set[GatewayHost] = set()
-        self._resource_servers: dict[str, str] = {}
-        self._templates: dict[str, list[types.ResourceTemplate]] = {}
-        self._prompt_routes: dict[str, _PromptRoute] = {}
         self._listing_signature: tuple[Any, ...] = ()
-        self._upstream_subscriptions: dict[tuple[str, str], int] = {}
-        """(server, uri): how many clients are subscribed; the upstream subscription is held
-        while any is."""
         self.server = self._build_server()
         # The engine's notices (a server failed, needs auth, changed its tools, a reload)
         # go to the gateway's log and to every connected client as a log message.
@@ -306,7 +293,7 @@ class McpGateway:
         """Follow catalog changes and send notifications while the block runs."""
         async with anyio.create_task_group() as tg:
             self._tg = tg
-            self._listing_signature = self._signature()
+            self._listing_signature = self.adapter.routes.listing_signature()
             unsubscribe = self.adapter.on_catalog_changed(self._catalog_changed)
             stop_updates = self.adapter.on_resource_updated(self._resource_updated)
             self.adapter.bind_host(self._notice_host)
@@ -363,10 +350,8 @@ class McpGateway:
         host.close()
         self._hosts.pop(host, None)
         self._pending.discard(host)
-        if host.subscriptions and self._tg is not None:
-            for uri in host.subscriptions:
-                self._tg.start_soon(self._release_upstream, uri)
-            host.subscriptions = set()
+        if self._tg is not None:
+            self._tg.start_soon(self.adapter.routes.forget, host)
 
     def _tools_changed(self, host: GatewayHost) -> None:
         tg = self._tg
@@ -407,11 +392,11 @@ class McpGateway:
 
     def _catalog_changed(self) -> None:
         """Resources or prompts may have changed: tell every client when they did."""
-        if self._upstream_subscriptions and self._tg is not None:
+        if self.adapter.routes.has_subscriptions and self._tg is not None:
             # A rebuild follows every (re)connect, and a reconnected server has forgotten
             # its subscriptions; subscribing again is harmless where it has not.
-            self._tg.start_soon(self._resubscribe)
-        signature = self._signature()
+            self._tg.start_soon(self.adapter.routes.resubscribe)
+        signature = self.adapter.routes.listing_signature()
         if signature == self._listing_signature or self._tg is None:
             return
         old, self._listing_signature = self._listing_signature, signature
@@ -428,17 +413,6 @@ class McpGateway:
         await self.bus.publish(
             ResourcesListChanged() if resources_changed else PromptsListChanged()
         )
-
-    def _signature(self) -> tuple[Any, ...]:
-        resources: list[Any] = []
-        prompts: list[Any] = []
-        for server in self.adapter.enabled_servers():
-            meta = self.adapter.metadata(server)
-            if meta is None:
-                continue
-            resources.extend((server, r.get("uri"), r.get("name")) for r in meta.resources)
-            prompts.extend((server, p.get("name")) for p in meta.prompts)
-        return (tuple(resources), tuple(prompts))
 
     # ------------------------------------------------------------------ tools
 
@@ -463,6 +437,9 @@ class McpGateway:
                 if info and info.annotations
                 else None
             ),
+            # MCP Apps (``_meta.ui.resourceUri``) and other extensions: clients that render
+            # them need the server's own ``_meta``; its ``ui://`` resources pass through too.
+            _meta=dict(info.meta) if info and info.meta else None,
         )
 
     def _catalog_info(self, host: GatewayHost, name: str) -> ToolInfo | None:
@@ -541,9 +518,11 @@ class McpGateway:
             params: types.ElicitRequestParams,
         ) -> types.ElicitResult | types.ErrorData:
             try:
-                return await session.send_request(
+                answer = await session.send_request(
                     types.ElicitRequest(params=params), types.ElicitResult, metadata=related
                 )
+                # The engine's rule for every host: an accepted form gets its defaults.
+                return with_form_defaults(params, answer)
             except MCPError as exc:
                 return types.ErrorData(code=exc.code, message=exc.message, data=exc.data)
 
@@ -583,229 +562,78 @@ class McpGateway:
     async def _list_resources(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        await self.adapter.ready()  # servers being listed may add to the list
-        resources: list[types.Resource] = []
-        owners: dict[str, str] = {}
-        for server in self.adapter.enabled_servers():
-            meta = self.adapter.metadata(server)
-            if meta is None:
-                continue
-            for raw in meta.resources:
-                uri = raw.get("uri")
-                if not isinstance(uri, str) or uri in owners:
-                    continue  # the first configured server owns a URI two servers share
-                owners[uri] = server
-                data = dict(raw)
-                data["name"] = self.adapter.public_name(server, str(raw.get("name") or uri))
-                try:
-                    resources.append(types.Resource.model_validate(data))
-                except ValueError:
-                    logger.warning("server %r: skipping malformed resource %r", server, uri)
-        self._resource_servers = owners
-        return types.ListResourcesResult(resources=resources)
+        return types.ListResourcesResult(resources=await self.adapter.routes.list_resources())
 
     async def _list_resource_templates(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
-        await self.adapter.ready()  # servers being listed may add to the list
-        templates: list[types.ResourceTemplate] = []
-        for server in self._resource_capable_servers():
-            try:
-                found = await self.adapter.list_resource_templates(server)
-            except McpAdapterError as exc:
-                logger.warning("server %r: listing resource templates failed: %s", server, exc)
-                continue
-            self._templates[server] = found
-            for template in found:
-                name = self.adapter.public_name(server, template.name)
-                templates.append(template.model_copy(update={"name": name}))
+        templates = await self.adapter.routes.list_resource_templates()
         return types.ListResourceTemplatesResult(resource_templates=templates)
-
-    def _resource_capable_servers(self) -> list[str]:
-        servers = []
-        for server in self.adapter.enabled_servers():
-            meta = self.adapter.metadata(server)
-            connected = self.adapter.server_status(server).status == "connected"
-            if (meta is not None and meta.resources) or server in self._templates or connected:
-                servers.append(server)
-        return servers
 
     async def _read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        uri = str(params.uri)
-        # A client may read a template's URI without listing templates first.
-        server = await self._owner_or_raise(ctx, uri)
-        try:
-            with relay_calls(self._relay(ctx, self.host_for(ctx))):
-                return await self.adapter.read_resource(server, uri)
-        except ServerReportedError as exc:
-            raise MCPError(code=exc.code or types.INTERNAL_ERROR, message=exc.message) from exc
-        except McpAdapterError as exc:
-            raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from exc
-
-    def _resource_owner(self, uri: str) -> str | None:
-        if not self._resource_servers:
-            for server in self.adapter.enabled_servers():
-                meta = self.adapter.metadata(server)
-                for raw in meta.resources if meta is not None else ():
-                    self._resource_servers.setdefault(str(raw.get("uri")), server)
-        owner = self._resource_servers.get(uri)
-        if owner is not None:
-            return owner
-        for server, templates in self._templates.items():
-            if any(_template_matches(t.uri_template, uri) for t in templates):
-                return server
-        return None
+        with _as_mcp_error(), relay_calls(self._relay(ctx, self.host_for(ctx))):
+            return await self.adapter.routes.read_resource(str(params.uri))
 
     # ------------------------------------------------------------------ subscriptions
 
     async def _subscribe(
         self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
     ) -> types.EmptyResult:
-        uri = str(params.uri)
-        host = self.host_for(ctx)
-        if uri in host.subscriptions:
-            return types.EmptyResult()
-        server = await self._owner_or_raise(ctx, uri)
-        key = (server, uri)
-        if self._upstream_subscriptions.get(key, 0) == 0:
-            try:
-                await self.adapter.subscribe_resource(server, uri)
-            except ServerReportedError as exc:
-                raise MCPError(code=exc.code or types.INTERNAL_ERROR, message=exc.message) from exc
-            except McpAdapterError as exc:
-                raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from exc
-        self._upstream_subscriptions[key] = self._upstream_subscriptions.get(key, 0) + 1
-        host.subscriptions.add(uri)
+        with _as_mcp_error():
+            await self.adapter.routes.subscribe(self.host_for(ctx), str(params.uri))
         return types.EmptyResult()
 
     async def _unsubscribe(
         self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
     ) -> types.EmptyResult:
-        uri = str(params.uri)
-        host = self.host_for(ctx)
-        if uri in host.subscriptions:
-            host.subscriptions.discard(uri)
-            await self._release_upstream(uri)
+        await self.adapter.routes.unsubscribe(self.host_for(ctx), str(params.uri))
         return types.EmptyResult()
 
-    async def _release_upstream(self, uri: str) -> None:
-        for key, count in list(self._upstream_subscriptions.items()):
-            if key[1] != uri:
-                continue
-            if count > 1:
-                self._upstream_subscriptions[key] = count - 1
-                continue
-            del self._upstream_subscriptions[key]
-            try:
-                await self.adapter.subscribe_resource(key[0], uri, subscribe=False)
-            except McpAdapterError as exc:
-                logger.info("server %r: unsubscribing from %s failed: %s", key[0], uri, exc)
-
-    async def _resubscribe(self) -> None:
-        for server, uri in list(self._upstream_subscriptions):
-            try:
-                await self.adapter.subscribe_resource(server, uri)
-            except McpAdapterError as exc:
-                logger.info("server %r: subscribing again to %s failed: %s", server, uri, exc)
-
     async def _resource_updated(self, server: str, uri: str) -> None:
-        for host, connection in list(self._hosts.items()):
-            if uri not in host.subscriptions:
-                continue
+        for host in self.adapter.routes.subscribers(uri):
+            connection = self._hosts.get(host) if isinstance(host, GatewayHost) else None
             if connection is not None:
                 await connection.send_resource_updated(uri)
-        if self._shared is not None and uri in self._shared.subscriptions:
-            await self.bus.publish(ResourceUpdated(uri=uri))
-
-    async def _owner_or_raise(self, ctx: ServerRequestContext[Any, Any], uri: str) -> str:
-        server = self._resource_owner(uri)
-        if server is None:
-            await self._list_resource_templates(ctx, None)
-            server = self._resource_owner(uri)
-        if server is None:
-            # A URI no listing names (a server may serve more than it lists): unambiguous only
-            # when a single server offers resources.
-            candidates = self._resource_capable_servers()
-            if len(candidates) == 1:
-                return candidates[0]
-            raise MCPError(
-                code=types.INVALID_PARAMS,
-                message=f"Unknown resource {uri!r}: no configured server lists it",
-            )
-        return server
+            elif host is self._shared:
+                await self.bus.publish(ResourceUpdated(uri=uri))
 
     # ------------------------------------------------------------------ completions
 
     async def _complete(
         self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
     ) -> types.CompleteResult:
-        target = _completion_target(self, params.ref)
-        if target is None:
-            # The reference may name something this client has not listed yet.
-            await self._list_prompts(ctx, None)
-            await self._list_resource_templates(ctx, None)
-            target = _completion_target(self, params.ref)
-        if target is None:
-            return types.CompleteResult(completion=types.Completion(values=[]))
-        server, ref = target
-        try:
-            return await self.adapter.complete(server, params.model_copy(update={"ref": ref}))
-        except ServerReportedError as exc:
-            if exc.code == types.METHOD_NOT_FOUND:  # the server offers no completions
-                return types.CompleteResult(completion=types.Completion(values=[]))
-            raise MCPError(code=exc.code or types.INTERNAL_ERROR, message=exc.message) from exc
-        except McpAdapterError as exc:
-            raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from exc
+        with _as_mcp_error():
+            return await self.adapter.routes.complete(params)
 
     # ------------------------------------------------------------------ prompts
 
     async def _list_prompts(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
-        await self.adapter.ready()  # servers being listed may add to the list
-        prompts: list[types.Prompt] = []
-        routes: dict[str, _PromptRoute] = {}
-        for server in self.adapter.enabled_servers():
-            meta = self.adapter.metadata(server)
-            if meta is None:
-                continue
-            for raw in meta.prompts:
-                original = raw.get("name")
-                if not isinstance(original, str):
-                    continue
-                name = self.adapter.public_name(server, original)
-                if name in routes:
-                    continue
-                routes[name] = _PromptRoute(server, original)
-                try:
-                    prompts.append(types.Prompt.model_validate({**raw, "name": name}))
-                except ValueError:
-                    logger.warning("server %r: skipping malformed prompt %r", server, original)
-        self._prompt_routes = routes
-        return types.ListPromptsResult(prompts=prompts)
+        return types.ListPromptsResult(prompts=await self.adapter.routes.list_prompts())
 
     async def _get_prompt(
         self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
-        if not self._prompt_routes:
-            await self._list_prompts(ctx, None)
-        route = self._prompt_routes.get(params.name)
-        if route is None:
-            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown prompt {params.name!r}")
-        try:
-            with relay_calls(self._relay(ctx, self.host_for(ctx))):
-                rendered = await self.adapter.get_prompt(
-                    route.server, route.name, params.arguments or {}
-                )
-        except ServerReportedError as exc:
-            raise MCPError(code=exc.code or types.INTERNAL_ERROR, message=exc.message) from exc
-        except McpAdapterError as exc:
-            raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from exc
-        return types.GetPromptResult(
-            description=rendered.description, messages=list(rendered.messages)
-        )
+        with _as_mcp_error(), relay_calls(self._relay(ctx, self.host_for(ctx))):
+            return await self.adapter.routes.get_prompt(params.name, params.arguments or {})
+
+
+@contextmanager
+def _as_mcp_error() -> Iterator[None]:
+    """The engine's errors as the MCP errors a client expects: a request naming something
+    unknown is invalid params; a server's own error keeps its code."""
+    try:
+        yield
+    except (UnknownPromptError, UnknownResourceError) as exc:
+        raise MCPError(code=types.INVALID_PARAMS, message=redact(str(exc))) from exc
+    except ServerReportedError as exc:
+        code = exc.code or types.INTERNAL_ERROR
+        raise MCPError(code=code, message=redact(exc.message)) from exc
+    except McpAdapterError as exc:
+        raise MCPError(code=types.INTERNAL_ERROR, message=redact(str(exc))) from exc
 
 
 _STATELESS_REFUSAL = "a stateless gateway has no channel for requests to its clients"
@@ -862,21 +690,6 @@ async def ask_calling_client(question: Question) -> str | None:
     return None
 
 
-def _completion_target(
-    gateway: McpGateway, ref: types.PromptReference | types.ResourceTemplateReference
-) -> tuple[str, types.PromptReference | types.ResourceTemplateReference] | None:
-    """The server a completion reference belongs to, and the reference in its own names."""
-    if isinstance(ref, types.PromptReference):
-        route = gateway._prompt_routes.get(ref.name)
-        if route is None:
-            return None
-        return route.server, ref.model_copy(update={"name": route.name})
-    for server, templates in gateway._templates.items():
-        if any(t.uri_template == ref.uri for t in templates):
-            return server, ref
-    return None
-
-
 def _is_otel(middleware: object) -> bool:
     return type(middleware).__name__ == "OpenTelemetryMiddleware"
 
@@ -892,16 +705,6 @@ async def _send_log(connection: Connection, level: types.LoggingLevel, message: 
 
 def _at_least(level: types.LoggingLevel, threshold: types.LoggingLevel) -> bool:
     return _LOG_LEVELS.index(level) >= _LOG_LEVELS.index(threshold)
-
-
-def _template_matches(template: str, uri: str) -> bool:
-    """Whether ``uri`` is an instance of the RFC 6570 level-1 ``template``."""
-    pattern = "".join(
-        "[^/]+" if part.startswith("{") else re.escape(part)
-        for part in re.split(r"(\{[^}]*\})", template)
-        if part
-    )
-    return re.fullmatch(pattern, uri) is not None
 
 
 def _error_result(text: str) -> types.CallToolResult:

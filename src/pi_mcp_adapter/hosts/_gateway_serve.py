@@ -38,8 +38,7 @@ from mcp_types import INVALID_REQUEST, PARSE_ERROR, jsonrpc_message_adapter
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pi_mcp_adapter._errors import UsageError
-from pi_mcp_adapter.config import LoadedConfig
-from pi_mcp_adapter.config._models import ServerEntry
+from pi_mcp_adapter.config import LoadedConfig, ServerEntry
 from pi_mcp_adapter.engine import McpAdapter
 from pi_mcp_adapter.surface import SurfaceKind
 

@@ -159,7 +159,7 @@ class McpCapability(AdapterBinding, AbstractCapability[Any]):
     async def after_run(
         self, ctx: RunContext[Any], *, result: AgentRunResult[Any]
     ) -> AgentRunResult[Any]:
-        await self.adapter.on_turn_end()
+        await self.adapter.end_turn()
         return result
 
 

@@ -25,13 +25,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._failures import DEFAULT_BACKOFF_S, FAILURES_FILE_NAME, FailureMemory, FailureRecord
 from ._manager import MetadataListener, ServerManager, ServerSetChange, StateListener
+from ._prompt_policy import allow_prompts
 from ._state import ConnectionStatus, ServerState, TransportKind
 
 if TYPE_CHECKING:
     from ._connection import ServerConnection
     from ._npx import ResolvedCommand, resolve_npx_command
+    from ._oauth import OAuthProviders, OAuthState
+    from ._oauth_prompt import AuthorizationPrompt
+    from ._packages import resolve_package_command, split_package_target
+    from ._probe import ProbeReport, ProbeStep, probe_server
     from ._relay import CallRelay, current_relay, relay_calls
+    from ._token_store import BearerRecord, BearerStore, create_bearer_store
 
 
 def __getattr__(name: str) -> Any:
@@ -45,17 +52,48 @@ def __getattr__(name: str) -> Any:
         from . import _npx
 
         return getattr(_npx, name)
+    if name in ("OAuthProviders", "OAuthState"):
+        from . import _oauth
+
+        return getattr(_oauth, name)
+    if name == "AuthorizationPrompt":
+        from ._oauth_prompt import AuthorizationPrompt
+
+        return AuthorizationPrompt
     if name in ("CallRelay", "current_relay", "relay_calls"):
         from . import _relay
 
         return getattr(_relay, name)
+    if name in ("BearerRecord", "BearerStore", "create_bearer_store"):
+        from . import _token_store
+
+        return getattr(_token_store, name)
+    if name in ("ProbeReport", "ProbeStep", "probe_server"):
+        from . import _probe
+
+        return getattr(_probe, name)
+    if name in ("resolve_package_command", "split_package_target"):
+        from . import _packages
+
+        return getattr(_packages, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
+    "DEFAULT_BACKOFF_S",
+    "FAILURES_FILE_NAME",
+    "AuthorizationPrompt",
+    "BearerRecord",
+    "BearerStore",
     "CallRelay",
     "ConnectionStatus",
+    "FailureMemory",
+    "FailureRecord",
     "MetadataListener",
+    "OAuthProviders",
+    "OAuthState",
+    "ProbeReport",
+    "ProbeStep",
     "ResolvedCommand",
     "ServerConnection",
     "ServerManager",
@@ -63,7 +101,12 @@ __all__ = [
     "ServerState",
     "StateListener",
     "TransportKind",
+    "allow_prompts",
+    "create_bearer_store",
     "current_relay",
+    "probe_server",
     "relay_calls",
     "resolve_npx_command",
+    "resolve_package_command",
+    "split_package_target",
 ]

@@ -31,8 +31,8 @@ from mcp.shared.dispatcher import ProgressFnT
 from pydantic import BaseModel, ValidationError
 
 from pi_mcp_adapter._errors import ConnectionLostError, ServerUnavailableError
-from pi_mcp_adapter.catalog._metadata import ServerMetadata
-from pi_mcp_adapter.config._models import ServerEntry
+from pi_mcp_adapter.catalog import ServerMetadata
+from pi_mcp_adapter.config import ServerEntry
 
 from ._http_extras import open_unix_socket
 from ._oauth import take_auth_denial

@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     import filelock
 
 from pi_mcp_adapter._secrets import redact
+from pi_mcp_adapter.config import ServerEntry
 from pi_mcp_adapter.config._masking import mask_text
-from pi_mcp_adapter.config._models import ServerEntry
 
 __all__ = [
     "FAILURES_FILE_NAME",
@@ -54,6 +54,8 @@ logger = logging.getLogger("pi_mcp_adapter.servers")
 
 FAILURES_FILE_NAME = "mcp-failures.json"
 FAILURES_VERSION = 1
+DEFAULT_BACKOFF_S = 60.0
+"""How long after a first failed connect further attempts fail at once."""
 MAX_BACKOFF_S = 600.0
 """Backoff doubles with each consecutive failure up to ten minutes, so a server that is down
 for the day costs one connect attempt per ten minutes, not one per command."""
@@ -123,6 +125,16 @@ class FailureMemory:
         return FailureRecord(
             server, failed_at_ms / 1000, reason if isinstance(reason, str) else "", attempts
         )
+
+    def backing_off(
+        self, server: str, entry: ServerEntry, *, base_s: float = DEFAULT_BACKOFF_S
+    ) -> tuple[FailureRecord, float] | None:
+        """``server``'s last failure and the seconds until it is retried, while it waits."""
+        record = self.get(server, entry)
+        if record is None:
+            return None
+        remaining_s = backoff_after_s(base_s, record.attempts) - (self._clock() - record.failed_at)
+        return (record, remaining_s) if remaining_s > 0 else None
 
     def record(self, server: str, entry: ServerEntry, reason: str) -> FailureRecord:
         """Count one more failed connect of ``server`` and return the updated record."""

@@ -19,7 +19,7 @@ them. Keeping them here lets the policy be read (and tested) in one place.
 
 from __future__ import annotations
 
-from pi_mcp_adapter.config._models import ServerEntry, Settings
+from pi_mcp_adapter.config import ServerEntry, Settings
 
 KEEP_ALIVE_RETRY_BASE_S = 30.0
 KEEP_ALIVE_RETRY_MAX_S = 300.0

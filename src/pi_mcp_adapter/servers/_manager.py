@@ -39,10 +39,10 @@ from pi_mcp_adapter._errors import (
     ServerUntrustedError,
     UsageError,
 )
-from pi_mcp_adapter.catalog._metadata import ServerMetadata
-from pi_mcp_adapter.config._models import ServerEntry, Settings
+from pi_mcp_adapter.catalog import ServerMetadata
+from pi_mcp_adapter.config import ServerEntry, Settings
 
-from ._failures import FailureMemory, backoff_after_s
+from ._failures import DEFAULT_BACKOFF_S, FailureMemory, backoff_after_s
 from ._lifecycle import (
     HEALTH_PING_TIMEOUT_S,
     SHUTDOWN_TIMEOUT_S,
@@ -65,7 +65,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("pi_mcp_adapter.servers")
 
-DEFAULT_BACKOFF_S = 60.0
 
 MetadataListener = Callable[[str, ServerMetadata], Awaitable[None] | None]
 """``(server_name, metadata)``; may be a plain function or a coroutine function."""
@@ -409,7 +408,7 @@ class ServerManager(AsyncContextManagerMixin):
             results[name] = error
         return {name: results[name] for name in names}
 
-    async def on_turn_end(self) -> dict[str, ServerUnavailableError | None]:
+    async def end_turn(self) -> dict[str, ServerUnavailableError | None]:
         """Reconnect eager and keep-alive servers that dropped; call at the end of each turn.
 
         Failed servers stay in backoff (eager) or on their retry schedule (keep-alive). Returns

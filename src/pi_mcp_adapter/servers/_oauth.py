@@ -44,7 +44,7 @@ from mcp.client.auth.utils import extract_field_from_www_auth, extract_scope_fro
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata
 
 from pi_mcp_adapter._errors import NeedsAuthError, ServerStartError, UsageError
-from pi_mcp_adapter.config._models import ServerEntry, Settings
+from pi_mcp_adapter.config import ServerEntry, Settings
 
 from ._oauth_prompt import (
     CALLBACK_PATH,
@@ -55,7 +55,13 @@ from ._oauth_prompt import (
     parse_pasted_redirect,
 )
 from ._prompt_policy import allow_prompts, prompts_allowed
-from ._token_store import AuthRecord, ServerTokenStorage, TokenStore, create_token_store
+from ._token_store import (
+    AuthRecord,
+    ServerTokenStorage,
+    TokenStore,
+    create_bearer_store,
+    create_token_store,
+)
 
 __all__ = [
     "DEFAULT_CALLBACK_PORT",
@@ -667,6 +673,8 @@ class OAuthProviders:
         if provider is not None:
             return provider
         entry = self._entry(server)
+        if entry is not None and uses_stored_bearer(entry):
+            return _stored_bearer_auth(server, entry, self._settings, self._agent_dir)
         if entry is None or entry.oauth_mode is None:
             return None
         try:
@@ -737,3 +745,58 @@ class OAuthProviders:
         removed = self.storage(server).forget()
         self._storages.pop(server, None)
         return removed
+
+
+def uses_stored_bearer(entry: ServerEntry) -> bool:
+    """``auth: "bearer"`` with ``bearerTokenStore: true`` and no token written in the config
+    (``bearerToken`` and ``bearerTokenEnv`` take precedence, as in the reference)."""
+    return (
+        entry.url is not None
+        and entry.auth == "bearer"
+        and entry.bearer_token_store
+        and entry.bearer_token is None
+        and entry.bearer_token_env is None
+    )
+
+
+class _BearerAuth(httpx2.Auth):
+    """Adds ``Authorization: Bearer <token>`` to every request of one server's client."""
+
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    def auth_flow(self, request: httpx2.Request) -> Any:
+        request.headers["Authorization"] = f"Bearer {self._token}"
+        yield request
+
+
+def _stored_bearer_auth(
+    server: str, entry: ServerEntry, settings: Settings, agent_dir: Path
+) -> httpx2.Auth:
+    """The stored bearer token of ``server`` as an auth, read at each connect (so a token set
+    while the process runs is used on the next start).
+
+    Raises:
+        ServerStartError: no token is stored, it was stored for another URL, or the store
+            cannot be read; the message says which command fixes it.
+    """
+    assert entry.url is not None
+    try:
+        record = create_bearer_store(settings.oauth_store, agent_dir).load(server)
+    except (UsageError, OSError) as exc:
+        raise ServerStartError(
+            server, f"server {server!r}: the token store cannot be read: {exc}"
+        ) from exc
+    if record is None:
+        raise ServerStartError(
+            server,
+            f"server {server!r} authenticates with a stored token (bearerTokenStore) and none "
+            f"is stored: run `pi-mcp token set {server}`",
+        )
+    if record.server_url != entry.url:
+        raise ServerStartError(
+            server,
+            f"server {server!r}: its stored token was stored for another URL; run "
+            f"`pi-mcp token set {server}` to store one for the current URL",
+        )
+    return _BearerAuth(record.token)

@@ -14,6 +14,13 @@ per process (some keyrings ask the user on every read) unless a caller asks for 
 Records are bound to the server URL they were obtained for: :class:`ServerTokenStorage` drops a
 record whose ``serverUrl`` differs from the configured one, so a token never travels to another
 server. Records written by the reference's v1.1 carry no URL and are accepted as they are.
+
+Static bearer tokens (``auth: "bearer"`` with ``bearerTokenStore: true``, set with ``pi-mcp
+token set``) live in the same backend as OAuth tokens: ``bearer.json`` (``{token, serverUrl}``,
+0600) beside ``tokens.json``, or in the keyring under the reference's service
+``pi-mcp-adapter.bearer``, account ``sha256-<hex>``, with its chunk manifest for long records, so
+both adapters read one stored token. A token is used only while the server's URL equals the
+one it was stored for.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -41,11 +48,14 @@ from ._translate import redact_url
 
 __all__ = [
     "AuthRecord",
+    "BearerRecord",
+    "BearerStore",
     "FileTokenStore",
     "KeyringTokenStore",
     "ServerTokenStorage",
     "TokenStore",
     "bound_url",
+    "create_bearer_store",
     "create_token_store",
     "oauth_dir",
 ]
@@ -527,3 +537,177 @@ def _registered(record: AuthRecord) -> AuthRecord:
     if record.client_info is not None:
         register_secret(record.client_info.client_secret)
     return record
+
+
+BEARER_KEYRING_SERVICE = "pi-mcp-adapter.bearer"
+_BEARER_CHUNK_CHARS = 1000
+_BEARER_MANIFEST_KEY = "__piMcpAdapterBearerChunked"
+
+
+@dataclass(frozen=True, slots=True)
+class BearerRecord:
+    """A stored bearer token and the exact server URL it was stored for."""
+
+    token: str = field(repr=False)
+    server_url: str
+
+
+class BearerStore:
+    """Static bearer tokens, one per server, in the backend ``settings.oauthStore`` names.
+
+    Every token read or written is registered as a secret, so no output shows it.
+    """
+
+    def __init__(self, kind: Literal["file", "keyring"], agent_dir: Path) -> None:
+        self.kind = kind
+        self._root = oauth_dir(agent_dir)
+        self._keyring: Any = None
+        if kind == "keyring":
+            try:
+                import keyring
+            except ModuleNotFoundError as exc:
+                raise UsageError(
+                    'settings.oauthStore is "keyring", but the keyring package is not '
+                    "installed: pip install 'pi-mcp-adapter[keyring]'"
+                ) from exc
+            self._keyring = keyring
+
+    def _path(self, server: str) -> Path:
+        return self._root / server_dir_name(server) / "bearer.json"
+
+    def location(self, server: str) -> str:
+        """Where ``server``'s token lives, for messages (never the token)."""
+        if self.kind == "keyring":
+            return f"the OS keyring (service {BEARER_KEYRING_SERVICE}, account {_account(server)})"
+        return str(self._path(server))
+
+    def load(self, server: str) -> BearerRecord | None:
+        """The stored record, or None when there is none (or it cannot be read).
+
+        Raises:
+            OSError: the keyring backend failed (locked, no backend).
+        """
+        raw = self._read_keyring(server) if self.kind == "keyring" else self._read_file(server)
+        if raw is None:
+            return None
+        token, url = raw.get("token"), raw.get("serverUrl")
+        if not isinstance(token, str) or not token or not isinstance(url, str):
+            return None
+        register_secret(token)
+        return BearerRecord(token, url)
+
+    def save(self, server: str, record: BearerRecord) -> None:
+        """Store ``record``, replacing what was there.
+
+        Raises:
+            OSError: the file or the keyring could not be written.
+        """
+        register_secret(record.token)
+        data = {"token": record.token, "serverUrl": record.server_url}
+        if self.kind == "keyring":
+            self._write_keyring(server, json.dumps(data, separators=(",", ":")))
+            return
+        _ensure_private_dir(self._root)
+        _ensure_private_dir(self._path(server).parent)
+        _write_private(self._path(server), data)
+
+    def delete(self, server: str) -> bool:
+        """Forget ``server``'s token; whether one was stored.
+
+        Raises:
+            OSError: the keyring backend failed.
+        """
+        if self.kind == "keyring":
+            return self._delete_keyring(server)
+        try:
+            self._path(server).unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def _read_file(self, server: str) -> dict[str, Any] | None:
+        return _read_json(self._path(server))
+
+    def _keyring_call(self, method: str, *args: str) -> Any:
+        try:
+            return getattr(self._keyring, method)(BEARER_KEYRING_SERVICE, *args)
+        except Exception as exc:  # keyring backends raise their own errors
+            if method == "delete_password" and type(exc).__name__ == "PasswordDeleteError":
+                return None
+            raise OSError(
+                f"the OS keyring is unavailable ({type(exc).__name__}); unlock or configure "
+                'it, or set settings.oauthStore to "file"'
+            ) from exc
+
+    def _manifest(self, head: str | None) -> tuple[int, str] | None:
+        if head is None:
+            return None
+        try:
+            data = json.loads(head)
+        except ValueError:
+            return None
+        if not isinstance(data, dict) or data.get(_BEARER_MANIFEST_KEY) != 1:
+            return None
+        count, digest = data.get("chunkCount"), data.get("chunkDigest")
+        if isinstance(count, int) and count > 0 and isinstance(digest, str):
+            return count, digest
+        return None
+
+    def _read_keyring(self, server: str) -> dict[str, Any] | None:
+        account = _account(server)
+        head = self._keyring_call("get_password", account)
+        manifest = self._manifest(head)
+        if manifest is not None:
+            count, digest = manifest
+            parts = [
+                self._keyring_call("get_password", f"{account}.chunk.{digest}.{index}")
+                for index in range(count)
+            ]
+            if any(part is None for part in parts):
+                return None
+            head = "".join(parts)
+        if head is None:
+            return None
+        try:
+            data = json.loads(head)
+        except ValueError:
+            return None
+        return data if isinstance(data, dict) else None
+
+    def _write_keyring(self, server: str, payload: str) -> None:
+        account = _account(server)
+        self._delete_keyring(server)
+        if len(payload) <= _BEARER_CHUNK_CHARS:
+            self._keyring_call("set_password", account, payload)
+            return
+        digest = hashlib.sha256(payload.encode()).hexdigest()[:16]
+        chunks = [
+            payload[i : i + _BEARER_CHUNK_CHARS]
+            for i in range(0, len(payload), _BEARER_CHUNK_CHARS)
+        ]
+        for index, chunk in enumerate(chunks):
+            self._keyring_call("set_password", f"{account}.chunk.{digest}.{index}", chunk)
+        manifest = {_BEARER_MANIFEST_KEY: 1, "chunkCount": len(chunks), "chunkDigest": digest}
+        self._keyring_call("set_password", account, json.dumps(manifest))
+
+    def _delete_keyring(self, server: str) -> bool:
+        account = _account(server)
+        head = self._keyring_call("get_password", account)
+        if head is None:
+            return False
+        manifest = self._manifest(head)
+        if manifest is not None:
+            count, digest = manifest
+            for index in range(count):
+                self._keyring_call("delete_password", f"{account}.chunk.{digest}.{index}")
+        self._keyring_call("delete_password", account)
+        return True
+
+
+def create_bearer_store(kind: Literal["file", "keyring"], agent_dir: Path) -> BearerStore:
+    """The bearer store in the backend ``settings.oauthStore`` names.
+
+    Raises:
+        UsageError: ``keyring`` was asked for and the extra is not installed.
+    """
+    return BearerStore(kind, agent_dir)

@@ -28,7 +28,7 @@ from mcp.shared.message import SessionMessage
 
 from pi_mcp_adapter._errors import ServerStartError
 from pi_mcp_adapter._secrets import register_secret
-from pi_mcp_adapter.config._models import ServerEntry
+from pi_mcp_adapter.config import ServerEntry
 
 from ._http_extras import (
     HeadersCommandTransport,

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pi_mcp_adapter.catalog._metadata import ToolInfo
-from pi_mcp_adapter.catalog._schema import NO_PARAMETERS, render_parameters
+from pi_mcp_adapter.catalog import ToolInfo, render_parameters
+from pi_mcp_adapter.catalog._schema import NO_PARAMETERS
 from pi_mcp_adapter.engine import CallOutcome, ContentPart, McpAdapter, TextPart, ToolResult
 
 from ._content import convert_call_result, convert_read_resource_result
@@ -26,13 +26,14 @@ async def call_tool(
     arguments: Mapping[str, Any] | None,
     *,
     host_tools: Sequence[str] = (),
+    server: str | None = None,
 ) -> ToolResult:
     """Call ``name`` through the engine and render the outcome; never raises for tool errors.
 
     ``host_tools`` are the host's own tool names: a model that calls one of them through the
-    proxy is told to call it directly.
+    proxy is told to call it directly. ``server`` restricts ``name`` to that server's tools.
     """
-    outcome = await adapter.call(name, arguments)
+    outcome = await adapter.call(name, arguments, server=server)
     return render_outcome(adapter, outcome, host_tools=host_tools)
 
 

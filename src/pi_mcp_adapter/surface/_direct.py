@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pi_mcp_adapter.catalog._metadata import ToolInfo
-from pi_mcp_adapter.config._models import ServerEntry
+from pi_mcp_adapter.catalog import ToolInfo
+from pi_mcp_adapter.config import ServerEntry
 from pi_mcp_adapter.engine import Host, McpAdapter, ToolDefinition, ToolResult
 
 from ._calls import call_tool

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from pi_mcp_adapter._secrets import redact_bytes
-from pi_mcp_adapter.config._models import OutputGuardSettings, Settings
+from pi_mcp_adapter.config import Settings
+from pi_mcp_adapter.config._models import OutputGuardSettings
 from pi_mcp_adapter.engine import ContentPart, TextPart, ToolResult
 
 __all__ = [

@@ -12,7 +12,7 @@ from pi_mcp_adapter._errors import (
     ToolNotFoundError,
     UsageError,
 )
-from pi_mcp_adapter.catalog._prompts import PromptInfo
+from pi_mcp_adapter.catalog import PromptInfo
 from pi_mcp_adapter.engine import ContentPart, McpAdapter, PromptMessages, TextPart, ToolResult
 
 from ._content import convert_call_result

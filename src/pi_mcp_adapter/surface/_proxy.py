@@ -2,7 +2,7 @@
 
 Mode is chosen by which parameter is present, in this priority order (a promise to users):
 ``tool`` > ``prompt`` > ``connect`` > ``describe`` > ``instructions`` > ``search`` > ``server``
-> status.
+> ``servers`` > status.
 Every outcome, including bad input, is a :class:`ToolResult`; nothing here raises to the host.
 """
 
@@ -25,10 +25,12 @@ from ._calls import call_tool, render_outcome
 from ._guard import guard_execute
 from ._prompts import render_prompt_line, run_prompt
 from ._render import (
+    STATUS_BUDGET_CHARS,
     describe_server,
     render_describe,
     render_list,
     render_search_hits,
+    render_servers,
     render_status,
 )
 
@@ -56,13 +58,14 @@ PROXY_PARAMETERS: Mapping[str, Any] = {
         "search": {"type": "string", "description": "Words (OR'd, ranked)"},
         "regex": {"type": "boolean", "description": "Treat search as a regex"},
         "server": {"type": "string", "description": "List this server, or filter search"},
+        "servers": {"type": "string", "description": "List servers: all or a state"},
         "includeSchemas": {"type": "boolean", "description": "Default true"},
-        "limit": {"type": "integer", "description": "Max results"},
-        "offset": {"type": "integer", "description": "Paging offset"},
+        "limit": {"type": "integer"},
+        "offset": {"type": "integer"},
     },
 }
 
-_MODES = ("tool", "prompt", "connect", "describe", "instructions", "search", "server")
+_MODES = ("tool", "prompt", "connect", "describe", "instructions", "search", "server", "servers")
 
 
 def select_mode(params: Mapping[str, Any]) -> str:
@@ -204,14 +207,22 @@ class ProxyTool:
             return self._with_activated(found)
         if mode == "list":
             return self.list_result(_opt_str(params, "server") or "")
+        if mode == "servers":
+            which = "all" if params.get("servers") is True else _opt_str(params, "servers")
+            return self.servers_result(
+                which or "all",
+                offset=_opt_int(params, "offset", minimum=0) or 0,
+                limit=_opt_int(params, "limit", minimum=1),
+            )
         return self.status_result()
 
     # ------------------------------------------------------------------ mode results
 
     def status_result(self) -> ToolResult:
+        """``mcp({})``: within :data:`STATUS_BUDGET_CHARS` whatever the number of servers."""
         report = self._adapter.status()
         return ToolResult.text(
-            render_status(report),
+            render_status(report, max_chars=STATUS_BUDGET_CHARS),
             details={
                 "mode": "status",
                 "servers": [
@@ -225,6 +236,14 @@ class ProxyTool:
                 ],
             },
         )
+
+    def servers_result(
+        self, which: str, *, offset: int = 0, limit: int | None = None
+    ) -> ToolResult:
+        """``mcp({servers})``: one page of servers (all, unavailable, changed or one state),
+        largest first, in the order the status's "and N more" line counts from."""
+        text = render_servers(self._adapter.status(), which, offset=offset, limit=limit)
+        return ToolResult.text(text, details={"mode": "servers", "servers": which})
 
     def list_result(self, server: str) -> ToolResult:
         adapter = self._adapter

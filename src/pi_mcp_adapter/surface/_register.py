@@ -4,8 +4,9 @@ A host binding calls :func:`register_surfaces` once the adapter has started. Fro
 listener follows every catalog rebuild (a lazy server connecting, a server's tools changing, a
 reconnect) and updates the host in a fixed order: direct tools first, then the deferred tools
 and ``ToolSearch`` (or nothing more for the proxy tool, whose definition never changes), then
-the active set, once. One owner for the order matters: a tool that turns direct must never be
-unregistered by the deferred-tool bookkeeping after the direct tools registered it.
+the ``mcp__<server>`` namespace tools, then the active set, once. One owner for the order
+matters: a tool that turns direct must never be unregistered by the deferred-tool bookkeeping
+after the direct tools registered it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pi_mcp_adapter.engine import Host, McpAdapter, ToolDefinition
 
 from ._commands import COMMAND_USAGE, MCP_AUTH_COMMAND, MCP_COMMAND, McpCommands
 from ._direct import DirectTools
+from ._namespace import NamespaceTools
 from ._proxy import PROXY_TOOL_NAME, ProxyTool
 from ._script import SCRIPT_TOOL_NAME, ScriptTool, script_enabled
 from ._toolsearch import TOOL_SEARCH_NAME, ToolSearchSurface, search_activated_servers
@@ -44,6 +46,8 @@ class Surfaces:
     """Under the proxy: the inactive tools of ``directTools: "search"`` servers."""
     script: ScriptTool | None = None
     """``mcp_script``, beside the surface tool when ``settings.scriptMode`` is on."""
+    namespace: NamespaceTools | None = None
+    """The ``mcp__<server>`` tools (none unless ``settings.namespaceProxyTools``)."""
     _unsubscribe: Callable[[], None] | None = field(default=None, repr=False)
 
     @property
@@ -62,6 +66,10 @@ class Surfaces:
             self.toolsearch.sync()
         if self.search_activated is not None:
             self.search_activated.sync()
+        if self.namespace is not None:
+            namespace_added, namespace_removed = self.namespace.sync()
+            added = [*added, *namespace_added]
+            removed = [*removed, *namespace_removed]
         known = self._known()
         # Registering may auto-activate in some hosts: keep the active set as it was, minus
         # what disappeared, plus new direct tools.
@@ -82,6 +90,15 @@ class Surfaces:
             names.add(SCRIPT_TOOL_NAME)
         if self.search_activated is not None:
             names |= set(self.search_activated.deferred)
+        if self.namespace is not None:
+            names |= set(self.namespace.names)
+        return names
+
+    def _taken_by_others(self) -> set[str]:
+        """Names registered by everything but the namespace tools."""
+        names = self._known()
+        if self.namespace is not None:
+            names -= set(self.namespace.names)
         return names
 
     def close(self) -> None:
@@ -149,7 +166,10 @@ def register_surfaces(
         surfaces.script = ScriptTool(adapter)
         host.register_tool(surfaces.script.definition())
         surface_names.append(SCRIPT_TOOL_NAME)
-    host.set_active_tools([*builtin_active, *surface_names, *direct.names])
+    namespace = NamespaceTools(adapter, host, taken=surfaces._taken_by_others)
+    surfaces.namespace = namespace
+    namespace.sync()
+    host.set_active_tools([*builtin_active, *surface_names, *direct.names, *namespace.names])
     if commands:
         host.register_command(
             MCP_COMMAND,

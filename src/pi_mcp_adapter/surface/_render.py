@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pi_mcp_adapter.catalog._definition_diff import ToolDefinitionDiff
-from pi_mcp_adapter.catalog._metadata import ToolInfo
-from pi_mcp_adapter.catalog._schema import render_parameters, render_shape
+from pi_mcp_adapter._errors import UsageError
+from pi_mcp_adapter._secrets import redact
+from pi_mcp_adapter.catalog import ToolDefinitionDiff, ToolInfo, render_parameters, render_shape
 from pi_mcp_adapter.catalog._search import SearchPage
 from pi_mcp_adapter.engine import ServerStatus, StatusReport
 
@@ -53,12 +53,57 @@ def describe_server(row: ServerStatus) -> str:
     return f"{icon} {row.name} ({detail})"
 
 
-def render_status(report: StatusReport) -> str:
-    """The status view: a summary line, one line per server, changes and config errors."""
-    lines = [
-        f"MCP: {report.connected}/{report.enabled} servers connected, {report.tool_count} tools",
-        "",
-    ]
+UNAVAILABLE_STATES = ("failed", "needs-auth", "untrusted", "invalid")
+"""States in which a server's tools cannot be called until something is done about it."""
+
+SERVER_FILTERS = ("all", "unavailable", "changed", *STATUS_ICONS)
+"""What ``mcp({servers})`` accepts: every server, the unavailable ones, those whose tool
+definitions changed, or one state."""
+
+STATUS_BUDGET_CHARS = 3000
+"""The most characters ``mcp({})`` returns, whatever the number of servers (about 600-750
+o200k tokens of English; ``pi-mcp tokens`` measures it). Without a bound the status of a
+500-server catalog costs more than registering dozens of tools."""
+STATUS_SERVER_LINES = 12
+"""Up to this many servers the status lists each one; beyond, it gives counts per state, the
+unavailable servers and the largest ones, and the call that lists the rest."""
+STATUS_LARGEST_SERVERS = 10
+STATUS_UNAVAILABLE_LINES = 8
+"""Unavailable servers shown with their reason; the next ones are named on one line."""
+STATUS_LINE_CHARS = 140
+STATUS_NAMES_CHARS = 400
+STATUS_CHANGED_SERVERS = 2
+STATUS_CHANGED_TOOLS = 5
+STATUS_CONFIG_ERRORS = 3
+SERVERS_PAGE_SIZE = 50
+"""Servers per page of ``mcp({servers})``."""
+CHANGED_SERVERS_PAGE_SIZE = 5
+"""Per page of ``mcp({servers: "changed"})``, which shows each server's changes too."""
+
+
+def render_status(report: StatusReport, *, max_chars: int | None = None) -> str:
+    """The status view: a summary line, the servers, changes and config errors.
+
+    Without ``max_chars`` (the CLI's ``status`` and ``/mcp``, read by a person) every server
+    has its line. With it (``mcp({})``, read by a model) the view stays within ``max_chars``
+    whatever the number of servers: past :data:`STATUS_SERVER_LINES` servers it gives the
+    count per state, every unavailable server (the first ones with their reason, then names,
+    bounded), the largest servers, and ``mcp({servers: ...})`` calls that list the rest.
+    """
+    if max_chars is None:
+        return _full_status(report)
+    return _bounded_status(report, max_chars)
+
+
+def _status_header(report: StatusReport) -> str:
+    return f"MCP: {report.connected}/{report.enabled} servers connected, {report.tool_count} tools"
+
+
+_STATUS_FOOTER = 'mcp({server: "name"}) lists tools; mcp({search: "words"}) finds tools.'
+
+
+def _full_status(report: StatusReport) -> str:
+    lines = [_status_header(report), ""]
     lines += [describe_server(row) for row in report.servers]
     for row in report.servers:
         if row.changed_tools:
@@ -70,14 +115,176 @@ def render_status(report: StatusReport) -> str:
         lines.append("No MCP servers configured.")
     else:
         lines.append("")
-        lines.append('mcp({server: "name"}) lists tools; mcp({search: "words"}) finds tools.')
+        lines.append(_STATUS_FOOTER)
+    return "\n".join(lines)
+
+
+def _bounded_status(report: StatusReport, max_chars: int) -> str:
+    # Most urgent first, so that a cut to ``max_chars`` drops the largest servers (which
+    # mcp({servers}) lists) before changed definitions or config errors.
+    rows = report.servers
+    many = len(rows) > STATUS_SERVER_LINES
+    lines = [_status_header(report)]
+    if many:
+        lines.append(render_state_counts(rows))
+    lines.append("")
+    if not many:
+        lines += [cap_line(describe_server(row)) for row in rows]
+    else:
+        unavailable = [row for row in rows if row.status in UNAVAILABLE_STATES]
+        if unavailable:
+            lines += [cap_line(describe_server(r)) for r in unavailable[:STATUS_UNAVAILABLE_LINES]]
+            rest = unavailable[STATUS_UNAVAILABLE_LINES:]
+            if rest:
+                lines.append(_named_rest(rest))
+    changed = [row for row in rows if row.changed_tools]
+    for row in changed[:STATUS_CHANGED_SERVERS]:
+        diff = render_definition_changes(row, max_tools=STATUS_CHANGED_TOOLS)
+        lines += ["", *(cap_line(line) for line in diff)]
+    if len(changed) > STATUS_CHANGED_SERVERS:
+        more = len(changed) - STATUS_CHANGED_SERVERS
+        lines.append(
+            f"… and {more} more server{'s' if more != 1 else ''} with changed tool "
+            'definitions: mcp({servers: "changed"})'
+        )
+    if report.config_errors:
+        lines.append("")
+        errors = report.config_errors
+        lines += [cap_line(f"config error: {e}") for e in errors[:STATUS_CONFIG_ERRORS]]
+        if len(errors) > STATUS_CONFIG_ERRORS:
+            more = len(errors) - STATUS_CONFIG_ERRORS
+            lines.append(f"… and {more} more config error{'s' if more != 1 else ''}")
+    if many:
+        ordered = servers_in_order(rows, "all")
+        shown = ordered[:STATUS_LARGEST_SERVERS]
+        if lines[-1]:
+            lines.append("")
+        lines.append("Largest servers:")
+        lines += [cap_line(describe_server(row)) for row in shown]
+        hidden = ordered[len(shown) :]
+        if hidden:
+            tools = sum(r.tool_count for r in hidden)
+            lines.append(
+                f"… and {len(hidden)} more server{'s' if len(hidden) != 1 else ''} "
+                f"({tools} tool{'s' if tools != 1 else ''}): "
+                f'mcp({{servers: "all", offset: {len(shown)}}}) lists them, largest first'
+            )
+    if not rows:
+        lines.append("No MCP servers configured.")
+    else:
+        lines += ["", _STATUS_FOOTER]
+    return _fit(lines, max_chars)
+
+
+def render_state_counts(rows: Sequence[ServerStatus]) -> str:
+    """``Servers by state: 3 connected, 480 cached, 2 failed (...)``, states in a fixed order."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row.status] = counts.get(row.status, 0) + 1
+    order = [s for s in STATUS_ICONS if s in counts] + [s for s in counts if s not in STATUS_ICONS]
+    named = ", ".join(f"{counts[s]} {s}" for s in order)
+    return f"{len(rows)} servers by state: {named} (mcp({{servers: STATE}}) lists one state)"
+
+
+def _named_rest(rows: Sequence[ServerStatus]) -> str:
+    """The unavailable servers past the detailed lines, named within STATUS_NAMES_CHARS."""
+    call = 'mcp({servers: "unavailable"}) shows why'
+    head = "Also unavailable: "
+    names: list[str] = []
+    used = len(head)
+    for i, row in enumerate(rows):
+        item = cap_line(f"{row.name} ({row.status})", 80)
+        if names and used + len(item) + 2 > STATUS_NAMES_CHARS:
+            return f"{head}{', '.join(names)}, … and {len(rows) - i} more: {call}"
+        names.append(item)
+        used += len(item) + 2
+    return f"{head}{', '.join(names)} ({call})"
+
+
+def _fit(lines: Sequence[str], max_chars: int) -> str:
+    """Join ``lines``; if they exceed ``max_chars`` (long names, many sections), cut whole
+    lines and say how to see everything."""
+    lines = [redact(line) for line in lines]  # before any cut, as in cap_line
+    text = "\n".join(lines)
+    if len(text) <= max_chars:
+        return text
+    tail = '… (status cut; mcp({servers: "all"}) lists every server)'
+    kept: list[str] = []
+    used = len(tail) + 1
+    for line in lines:
+        if used + len(line) + 1 > max_chars:
+            break
+        kept.append(line)
+        used += len(line) + 1
+    return "\n".join([*kept, tail])[:max_chars]
+
+
+def cap_line(text: str, limit: int = STATUS_LINE_CHARS) -> str:
+    """``text`` on one line, cut to at most ``limit`` characters (an error may quote pages).
+
+    Secrets are replaced before the cut: half a secret no longer matches its value, so the
+    result's own redaction could not find it.
+    """
+    flat = " ".join(redact(text).split("\n"))
+    if len(flat) <= limit:
+        return flat
+    return flat[: limit - 1].rstrip() + "…"
+
+
+def servers_in_order(rows: Sequence[ServerStatus], which: str) -> list[ServerStatus]:
+    """The servers ``mcp({servers: which})`` lists, largest first (ties in config order).
+
+    Raises:
+        UsageError: ``which`` is not one of :data:`SERVER_FILTERS`.
+    """
+    if which == "all":
+        chosen = list(rows)
+    elif which == "unavailable":
+        chosen = [r for r in rows if r.status in UNAVAILABLE_STATES]
+    elif which == "changed":
+        chosen = [r for r in rows if r.changed_tools]
+    elif which in STATUS_ICONS:
+        chosen = [r for r in rows if r.status == which]
+    else:
+        choices = ", ".join(f'"{f}"' for f in SERVER_FILTERS)
+        raise UsageError(f"servers must be one of {choices}; got {which!r}")
+    return sorted(chosen, key=lambda r: -r.tool_count)
+
+
+def render_servers(
+    report: StatusReport, which: str, *, offset: int = 0, limit: int | None = None
+) -> str:
+    """One page of ``mcp({servers: which})``: a line per server, largest first.
+
+    Raises:
+        UsageError: ``which`` is not one of :data:`SERVER_FILTERS`.
+    """
+    chosen = servers_in_order(report.servers, which)
+    label = "Servers" if which == "all" else f"Servers ({which})"
+    if not chosen:
+        return f"{label}: none."
+    if offset >= len(chosen):
+        return f"{label}: none at offset {offset}; there are {len(chosen)}."
+    size = limit or (CHANGED_SERVERS_PAGE_SIZE if which == "changed" else SERVERS_PAGE_SIZE)
+    page = chosen[offset : offset + size]
+    end = offset + len(page)
+    lines = [f"{label} {offset + 1}-{end} of {len(chosen)}, largest first:"]
+    for row in page:
+        lines.append(cap_line(describe_server(row)))
+        if which == "changed":
+            diff = render_definition_changes(row, max_tools=STATUS_CHANGED_TOOLS)
+            lines += ["  " + cap_line(line) for line in diff]
+    if end < len(chosen):
+        lines.append(f"offset: {end} for more")
     return "\n".join(lines)
 
 
 MAX_CHANGED_TOOLS_SHOWN = 10
 
 
-def render_definition_changes(row: ServerStatus) -> list[str]:
+def render_definition_changes(
+    row: ServerStatus, *, max_tools: int = MAX_CHANGED_TOOLS_SHOWN
+) -> list[str]:
     """What changed in ``row``'s tools since they were trusted, one line per tool::
 
     ! github: tool definitions changed since last trusted (review, then `pi-mcp trust github`):
@@ -92,10 +299,10 @@ def render_definition_changes(row: ServerStatus) -> list[str]:
     diffs = row.definition_changes or tuple(
         ToolDefinitionDiff(name, "changed") for name in row.changed_tools
     )
-    for diff in diffs[:MAX_CHANGED_TOOLS_SHOWN]:
+    for diff in diffs[:max_tools]:
         lines.append("  " + render_definition_diff(diff))
-    if len(diffs) > MAX_CHANGED_TOOLS_SHOWN:
-        lines.append(f"  … and {len(diffs) - MAX_CHANGED_TOOLS_SHOWN} more")
+    if len(diffs) > max_tools:
+        lines.append(f"  … and {len(diffs) - max_tools} more")
     return lines
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from pi_mcp_adapter._errors import McpAdapterError
-from pi_mcp_adapter.catalog._metadata import ToolInfo
+from pi_mcp_adapter.catalog import ToolInfo
 from pi_mcp_adapter.engine import Host, McpAdapter, ToolDefinition, ToolExecute, ToolResult
 
 from ._direct import DIRECT_TOOLS_ENV, tool_definition
