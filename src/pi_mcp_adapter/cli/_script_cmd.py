@@ -19,7 +19,7 @@ from ._app import EXIT_FAILED, EXIT_USAGE, JsonOption, app, fail, print_error, p
 
 if TYPE_CHECKING:
     from pi_mcp_adapter.engine import McpAdapter
-    from pi_mcp_adapter.surface._sandbox import ScriptRun
+    from pi_mcp_adapter.surface import ScriptRun
 
 
 @app.command(short_help="Run a Python script that calls MCP tools, in a sandbox.")
@@ -42,7 +42,8 @@ def script(
     describe(tool); print its value (exit 1 when it fails or goes over a budget)."""
     from dataclasses import replace
 
-    from pi_mcp_adapter.surface._sandbox import SANDBOX_MISSING, ScriptLimits, sandbox_available
+    from pi_mcp_adapter.surface import ScriptLimits
+    from pi_mcp_adapter.surface._sandbox import SANDBOX_MISSING, sandbox_available
 
     from ._engine_cmds import run
 
@@ -66,7 +67,7 @@ def script(
         sys.stderr.flush()
 
     async def body(adapter: McpAdapter) -> ScriptRun:
-        from pi_mcp_adapter.surface._script import ScriptTool
+        from pi_mcp_adapter.surface import ScriptTool
 
         return await ScriptTool(adapter, limits=limits).run(
             code, on_print=None if as_json else progress

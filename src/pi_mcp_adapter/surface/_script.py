@@ -26,8 +26,8 @@ from typing import Any
 
 from pi_mcp_adapter._errors import McpAdapterError
 from pi_mcp_adapter._secrets import redact_data
-from pi_mcp_adapter.catalog._metadata import ToolInfo
-from pi_mcp_adapter.config._models import Settings
+from pi_mcp_adapter.catalog import ToolInfo
+from pi_mcp_adapter.config import Settings
 from pi_mcp_adapter.config._validate import json_type
 from pi_mcp_adapter.engine import (
     ApprovalScope,
