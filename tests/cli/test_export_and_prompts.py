@@ -83,7 +83,7 @@ def test_export_prints_the_proxy_and_direct_tools_as_json(
     out = pi_mcp(home, "export", "--format", format).stdout
     assert CANARY not in out
     tools = json.loads(out)
-    assert _names(tools, format) == ["mcp", "everything_echo"]
+    assert _names(tools, format) == ["mcp", "mcp_script", "everything_echo"]
     first = tools[0]["function"] if format == "openai-chat" else tools[0]
     assert first[schema_key]["type"] == "object"
     assert "tool" in first[schema_key]["properties"]
@@ -93,7 +93,7 @@ def test_export_prints_the_proxy_and_direct_tools_as_json(
 
 def test_export_toolsearch_surface_offers_toolsearch(home: Path) -> None:
     tools = json.loads(pi_mcp(home, "export", "--surface", "toolsearch").stdout)
-    assert _names(tools, "openai-chat") == ["ToolSearch", "everything_echo"]
+    assert _names(tools, "openai-chat") == ["ToolSearch", "mcp_script", "everything_echo"]
 
 
 def test_export_defer_hands_the_catalog_to_the_providers_search(home: Path) -> None:

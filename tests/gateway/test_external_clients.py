@@ -187,7 +187,7 @@ def _echo_args() -> list[str]:
 def _assert_listed_and_called(listed: dict[str, object], called: dict[str, object]) -> None:
     tools = listed["tools"]
     assert isinstance(tools, list)
-    assert [t["name"] for t in tools] == ["mcp"]
+    assert [t["name"] for t in tools] == ["mcp", "mcp_script"]
     assert called["content"] == [{"type": "text", "text": "Echo: from the inspector"}]
     assert called.get("isError") is False
 

@@ -85,7 +85,7 @@ async def test_toolsearch_activation_is_announced_and_listed(
     listener = ListChanged()
     with run_http_gateway(gw_workspace, "--surface", "toolsearch") as gateway:
         async with gateway.client(mode, message_handler=listener) as client:
-            assert await _tool_names(client) == ["ToolSearch"]
+            assert await _tool_names(client) == ["ToolSearch", "mcp_script"]
 
             async def activate() -> None:
                 result = await client.call_tool("ToolSearch", {"query": "select:fixture_echo"})
@@ -102,7 +102,7 @@ async def test_each_connection_keeps_its_own_activations(gw_workspace: GatewayWo
         async with gateway.client() as first, gateway.client() as second:
             await first.call_tool("ToolSearch", {"query": "select:fixture_echo"})
             assert "fixture_echo" in await _tool_names(first)
-            assert await _tool_names(second) == ["ToolSearch"]
+            assert await _tool_names(second) == ["ToolSearch", "mcp_script"]
             refused = await second.call_tool("fixture_echo", {"message": "hi"})
             assert refused.is_error
             assert "ToolSearch" in text_of(refused)
@@ -300,7 +300,7 @@ async def test_http_requires_the_token_when_one_is_set(gw_workspace: GatewayWork
         assert wrong.status_code == 401
         assert right.status_code == 200
         async with gateway.client() as client:
-            assert await _tool_names(client) == ["mcp"]
+            assert await _tool_names(client) == ["mcp", "mcp_script"]
         assert token not in gateway.stderr()
 
 

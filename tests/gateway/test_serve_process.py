@@ -216,7 +216,7 @@ async def test_the_stdio_gateway_answers_a_line_it_cannot_parse_and_carries_on(
         await wire.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
         listed = await wire.receive()
         assert listed["id"] == 2
-        assert [tool["name"] for tool in listed["result"]["tools"]] == ["mcp"]
+        assert [tool["name"] for tool in listed["result"]["tools"]] == ["mcp", "mcp_script"]
         await process.stdin.aclose()  # type: ignore[union-attr]
         with anyio.fail_after(20):
             assert await process.wait() == 0

@@ -143,7 +143,7 @@ async def test_toolsearch_deferral_hands_search_to_the_provider(workspace: Works
     async with McpAdapter(host=host, **workspace.adapter_kwargs()) as adapter:
         host.attach(adapter)
         plain = host.tool_definitions("anthropic")
-        assert [t["name"] for t in plain] == ["ToolSearch"]
+        assert [t["name"] for t in plain] == ["ToolSearch", "mcp_script"]
         # Before the provider searches, a deferred tool is refused and says how to load it.
         refused = await host.execute("time_get_current_time", {"timezone": "UTC"})
         assert refused.is_error
@@ -153,8 +153,10 @@ async def test_toolsearch_deferral_hands_search_to_the_provider(workspace: Works
         assert deferred[0] == provider_search_tool("anthropic")
         names = [t["name"] for t in deferred[1:]]
         assert "ToolSearch" not in names
-        assert set(names) == {"time_get_current_time", "time_convert_time"}
-        assert all(t["defer_loading"] is True for t in deferred[1:])
+        assert names[0] == "mcp_script"  # active: offered as it is, not deferred
+        assert "defer_loading" not in deferred[1]
+        assert set(names[1:]) == {"time_get_current_time", "time_convert_time"}
+        assert all(t["defer_loading"] is True for t in deferred[2:])
 
         # The provider loaded the tool and the model called it: it runs, and is active now.
         ran = await host.execute("time_get_current_time", {"timezone": "UTC"})
@@ -166,6 +168,7 @@ async def test_toolsearch_deferral_hands_search_to_the_provider(workspace: Works
         # The old export keeps working.
         assert [t["function"]["name"] for t in host.export("openai")] == [
             "ToolSearch",
+            "mcp_script",
             "time_get_current_time",
         ]
         assert host.export("anthropic")[1]["input_schema"]["type"] == "object"

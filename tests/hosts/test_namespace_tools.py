@@ -50,7 +50,7 @@ def test_cli_export_offers_the_wrapper(cached_workspace: Workspace) -> None:
         timeout=60,
     )
     tools = {t["name"]: t for t in json.loads(done.stdout)}
-    assert set(tools) == {"mcp", "mcp__time"}
+    assert set(tools) == {"mcp", "mcp_script", "mcp__time"}
     assert tools["mcp__time"]["input_schema"]["required"] == ["tool"]
 
 
@@ -68,7 +68,7 @@ async def test_the_gateway_lists_and_calls_the_wrapper(cached_workspace: Workspa
     with (ws.root / "gateway.stderr").open("w") as errlog:
         async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:  # type: ignore[arg-type]
             listed = await client.list_tools()
-            assert {t.name for t in listed.tools} == {"mcp", "mcp__time"}
+            assert {t.name for t in listed.tools} == {"mcp", "mcp_script", "mcp__time"}
             result = await client.call_tool("mcp__time", CALL)
             assert not result.is_error
             assert_utc("".join(getattr(c, "text", "") for c in result.content))
@@ -82,7 +82,7 @@ async def test_export_host_offers_and_runs_the_wrapper(cached_workspace: Workspa
     async with McpAdapter(**cached_workspace.adapter_kwargs()) as adapter:
         host.attach(adapter)
         names = [d["function"]["name"] for d in host.tool_definitions("openai-chat")]
-        assert names == ["mcp", "mcp__time"]
+        assert names == ["mcp", "mcp_script", "mcp__time"]
         result = await host.execute("mcp__time", CALL)
         assert not result.is_error
         assert_utc(result.text_content)
@@ -112,7 +112,7 @@ async def test_pydantic_ai_offers_and_runs_the_wrapper(cached_workspace: Workspa
 
     async with McpCapability.open(**cached_workspace.adapter_kwargs()) as mcp:
         result = await Agent(FunctionModel(model), capabilities=[mcp]).run("time?")
-    assert offered[0] == ["mcp", "mcp__time"]
+    assert offered[0] == ["mcp", "mcp__time", "mcp_script"]
     (returned,) = [
         part
         for message in result.all_messages()
@@ -137,7 +137,7 @@ async def test_openai_agents_offers_and_runs_the_wrapper(cached_workspace: Works
     async with McpTools.open(**cached_workspace.adapter_kwargs()) as mcp:
         result = await Runner.run(Agent(name="a", model=model, tools=mcp.tools), "time?")
     first = sorted(t.name for t in model.calls[0].tools if isinstance(t, FunctionTool))
-    assert first == ["mcp", "mcp__time"]
+    assert first == ["mcp", "mcp__time", "mcp_script"]
     (output,) = [i.output for i in result.new_items if isinstance(i, ToolCallOutputItem)]
     assert_utc(str(output))
 

@@ -65,7 +65,7 @@ async def test_proxy_surface_search_then_call_through_the_runner(workspace: Work
     search, now = outputs(result)
     assert "time_get_current_time" in search
     assert json.loads(now)["timezone"] == "UTC"
-    assert offered(model) == [["mcp"], ["mcp"], ["mcp"]]
+    assert offered(model) == [["mcp", "mcp_script"]] * 3
     assert result.final_output == "done"
 
 
@@ -97,7 +97,7 @@ async def test_toolsearch_enables_the_tool_for_the_next_model_call(workspace: Wo
         agent = Agent(name="assistant", model=model, tools=mcp.tools)
         result = await Runner.run(agent, "echo, then time")
     first, second, _, fourth, _ = offered(model)
-    assert first == ["ToolSearch", "shell"]
+    assert first == ["ToolSearch", "mcp_script", "shell"]
     assert "everything_echo" in second
     assert "time_get_current_time" not in second
     assert "time_get_current_time" in fourth

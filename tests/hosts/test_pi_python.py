@@ -103,7 +103,7 @@ async def test_toolsearch_activates_a_tool_for_the_next_request_of_the_same_run(
     finally:
         await harness.close()
     first, second, _, fourth, _ = stream.offered
-    assert first == ["ToolSearch"]  # every MCP tool is deferred at first
+    assert first == ["ToolSearch", "mcp_script"]  # every MCP tool is deferred at first
     assert "everything_echo" in second  # activated by the search, same run
     assert "time_get_current_time" not in second
     assert "time_get_current_time" in fourth
@@ -233,7 +233,8 @@ async def test_auto_discovery_finds_the_extension_through_its_entry_point(
         await harness.close()
     assert not failed
     assert commands["mcp"].extension_name == "pi_mcp_adapter.hosts.pi_python"
-    assert stream.offered == [["mcp"]]  # the barrier held the turn until the tool was there
+    # The barrier held the turn until the tools were there.
+    assert stream.offered == [["mcp", "mcp_script"]]
 
 
 async def test_secrets_never_reach_the_model_or_the_user(workspace: Workspace) -> None:
@@ -418,7 +419,7 @@ async def test_first_turn_waits_for_eager_servers_but_not_past_their_deadline(
         await harness.close()
     # The first request already had the proxy tool; the slow server was connected by then and
     # the hung one had been given up at its startup timeout.
-    assert stream.offered[0] == ["mcp"]
+    assert stream.offered[0] == ["mcp", "mcp_script"]
     (status,) = statuses
     assert "✓ slow" in status
     assert "✓ hung" not in status

@@ -96,7 +96,7 @@ async def test_proxy_surface_search_then_call_in_one_run(workspace: Workspace) -
     assert "time_get_current_time" in str(search.content)
     assert call.outcome == "success"
     assert json.loads(str(call.content))["timezone"] == "Asia/Tokyo"
-    assert script.offered == [["mcp"], ["mcp"], ["mcp"]]
+    assert script.offered == [["mcp", "mcp_script"]] * 3
 
 
 @pytest.mark.slow
@@ -125,7 +125,7 @@ async def test_toolsearch_offers_the_activated_tool_on_the_next_request(
         agent = Agent(FunctionModel(script), capabilities=[mcp])
         result = await agent.run("add, then convert")
     first, second, _, fourth, _ = script.offered
-    assert first == ["ToolSearch"]
+    assert first == ["ToolSearch", "mcp_script"]
     assert "everything_get-sum" in second
     assert "time_convert_time" not in second
     assert "time_convert_time" in fourth
@@ -222,7 +222,7 @@ async def test_direct_tools_are_plain_tools_next_to_the_proxy(workspace: Workspa
     async with McpCapability.open(**workspace.adapter_kwargs()) as mcp:
         agent = Agent(FunctionModel(script), capabilities=[mcp])
         result = await agent.run("time in Berlin")
-    assert script.offered[0] == ["mcp", "time_get_current_time"]
+    assert script.offered[0] == ["mcp", "mcp_script", "time_get_current_time"]
     (called,) = tool_returns(result.all_messages())
     assert json.loads(str(called.content))["timezone"] == "Europe/Berlin"
 

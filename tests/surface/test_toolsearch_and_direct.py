@@ -12,6 +12,7 @@ from pi_mcp_adapter.config._models import ServerEntry
 from pi_mcp_adapter.hosts import ExportHost
 from pi_mcp_adapter.surface._direct import resolve_direct_selection
 from pi_mcp_adapter.surface._render import WEAK_MATCH_HEADER
+from pi_mcp_adapter.surface._script import SCRIPT_TOOL_NAME
 from pi_mcp_adapter.surface._tokens_report import definition_tokens
 from pi_mcp_adapter.surface._toolsearch import TOOL_SEARCH_NAME, parse_select
 
@@ -80,7 +81,7 @@ async def test_toolsearch_activates_matches_for_the_next_turn(workspace: Workspa
         # Every MCP tool is registered, but only the builtins and ToolSearch are active.
         assert "workbench_echo" in host.tools
         assert "time_get_current_time" in host.tools
-        assert host.get_active_tools() == ["read", "bash", TOOL_SEARCH_NAME]
+        assert host.get_active_tools() == ["read", "bash", TOOL_SEARCH_NAME, SCRIPT_TOOL_NAME]
         definition = host.tools[TOOL_SEARCH_NAME]
         description = definition.description
         assert "workbench (8 tools):" in description
@@ -127,7 +128,12 @@ async def test_toolsearch_select_loads_exact_names_in_order(workspace: Workspace
         )
         assert result.details["loaded"] == ["workbench_add", "workbench_echo"]
         assert result.details["missing"] == ["nope"]
-        assert host.get_active_tools() == [TOOL_SEARCH_NAME, "workbench_add", "workbench_echo"]
+        assert host.get_active_tools() == [
+            TOOL_SEARCH_NAME,
+            SCRIPT_TOOL_NAME,
+            "workbench_add",
+            "workbench_echo",
+        ]
         again = await host.execute(TOOL_SEARCH_NAME, {"query": "select:workbench_add"})
         assert again.details["loaded"] == []
         assert "already loaded" in again.text_content
@@ -163,7 +169,13 @@ async def test_direct_tools_register_from_cache_before_any_connection(
         pass
     host = ExportHost(builtin_tools=["read"])
     async with workspace.attached(host, connect_missing=False) as adapter:
-        assert host.get_active_tools() == ["read", "mcp", "workbench_echo", "workbench_add"]
+        assert host.get_active_tools() == [
+            "read",
+            "mcp",
+            SCRIPT_TOOL_NAME,
+            "workbench_echo",
+            "workbench_add",
+        ]
         assert adapter.server_status("workbench").status == "cached"
         with anyio.fail_after(30):
             result = await host.execute("workbench_echo", {"message": "lazy"})
@@ -192,7 +204,7 @@ async def test_direct_tools_survive_toolsearch_rebuilds_across_connects_and_reco
     host = ExportHost(builtin_tools=["read"])
     # Nothing cached and nothing connected at start: every tool arrives through a rebuild.
     async with workspace.attached(host, connect_missing=False) as adapter:
-        assert host.get_active_tools() == ["read", TOOL_SEARCH_NAME]
+        assert host.get_active_tools() == ["read", TOOL_SEARCH_NAME, SCRIPT_TOOL_NAME]
         with anyio.fail_after(30):
             await adapter.connect("workbench")
         assert "workbench_echo" in host.get_active_tools()
@@ -210,7 +222,12 @@ async def test_direct_tools_survive_toolsearch_rebuilds_across_connects_and_reco
     # From the cache, then a lazy connect on the first call: the same.
     host = ExportHost(builtin_tools=["read"])
     async with workspace.attached(host, connect_missing=False) as adapter:
-        assert host.get_active_tools() == ["read", TOOL_SEARCH_NAME, "workbench_echo"]
+        assert host.get_active_tools() == [
+            "read",
+            TOOL_SEARCH_NAME,
+            SCRIPT_TOOL_NAME,
+            "workbench_echo",
+        ]
         description = host.tools[TOOL_SEARCH_NAME].description
         assert "- workbench_add:" in description
         assert "- workbench_echo:" not in description  # direct: already visible
@@ -218,7 +235,12 @@ async def test_direct_tools_survive_toolsearch_rebuilds_across_connects_and_reco
             first = await host.execute("workbench_echo", {"message": "lazy"})
             await adapter.connect("time")
         assert first.text_content == "Echo: lazy"
-        assert host.get_active_tools() == ["read", TOOL_SEARCH_NAME, "workbench_echo"]
+        assert host.get_active_tools() == [
+            "read",
+            TOOL_SEARCH_NAME,
+            SCRIPT_TOOL_NAME,
+            "workbench_echo",
+        ]
         loaded = await host.execute(TOOL_SEARCH_NAME, {"query": "select:time_get_current_time"})
         assert loaded.details["loaded"] == ["time_get_current_time"]
         assert "workbench_echo" in host.get_active_tools()
@@ -237,7 +259,7 @@ async def test_direct_tools_search_registers_a_servers_tools_inactive_for_mcp_se
     async with workspace.attached(host):
         assert "time_get_current_time" in host.tools
         assert "workbench_echo" not in host.tools  # not a "search" server: proxy only
-        assert host.get_active_tools() == ["read", "mcp"]
+        assert host.get_active_tools() == ["read", "mcp", SCRIPT_TOOL_NAME]
 
         found = await host.execute("mcp", {"search": "current time timezone"})
         assert "time_get_current_time" in found.details["loaded"]

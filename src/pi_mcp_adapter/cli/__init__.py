@@ -29,6 +29,7 @@ _MODULES = (
     "_manage_cmds",
     "_token_cmds",
     "_doctor_cmd",
+    "_script_cmd",
 )
 for _module in _MODULES:
     importlib.import_module(f"{__name__}.{_module}")

@@ -365,6 +365,9 @@ class Settings(_Model):
     """``true`` or ``{"enabled": true, "file": ...}`` writes one JSON line per tool call."""
     approve_tools: bool | tuple[str, ...] = False
     tool_search_limit: int = 5
+    script_mode: bool | None = None
+    """The ``mcp_script`` tool beside the surface tool; ``None``: on when the ``script`` extra
+    (the sandbox) is installed."""
     tool_search_budget_tokens: int = 600
     namespace_proxy_tools: bool = False
     """Register one ``mcp__<server>`` tool per server, taking ``{tool, args}``. Off by default

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from ._adapter import DEFAULT_SEARCH_LIMIT, McpAdapter, ProgressCallback
 from ._approval import (
     APPROVAL_OPTIONS,
+    ApprovalScope,
     Ask,
     AsksQuestions,
     Question,
@@ -88,6 +89,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "APPROVAL_OPTIONS",
     "DEFAULT_SEARCH_LIMIT",
+    "ApprovalScope",
     "Ask",
     "AsksQuestions",
     "AudioPart",

@@ -60,7 +60,7 @@ from pi_mcp_adapter.servers import (
     allow_prompts,
 )
 
-from ._approval import Ask, AsksQuestions, ToolApprovals
+from ._approval import ApprovalScope, Ask, AsksQuestions, ToolApprovals
 from ._catalog_state import CatalogState
 from ._host import Host
 from ._notices import DEFAULT_STATUS_DEBOUNCE_S, Notices
@@ -926,7 +926,12 @@ class McpAdapter:
     # ------------------------------------------------------------------ calling
 
     async def call(
-        self, name: str, args: Mapping[str, Any] | None = None, *, server: str | None = None
+        self,
+        name: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        server: str | None = None,
+        approval_scope: ApprovalScope | None = None,
     ) -> CallOutcome:
         """Call a tool by (any accepted form of) its name. Never raises for tool errors.
 
@@ -936,10 +941,11 @@ class McpAdapter:
         Unknown and ambiguous names, invalid arguments, unavailable servers and JSON-RPC
         errors come back as outcomes with an ``error_kind``; a server's own error result
         comes back as its result. A name that misses while servers are being listed waits
-        for them first. Cancelling the calling task cancels the request upstream.
+        for them first. Cancelling the calling task cancels the request upstream. Calls that
+        share an ``approval_scope`` (a script's) ask the person once per tool.
         """
         await self._wait_until_open()
-        return await self.pipeline.call(name, args, server=server)
+        return await self.pipeline.call(name, args, server=server, approval_scope=approval_scope)
 
     def _tell_person(self, message: str) -> None:
         if self.host is None:

@@ -14,6 +14,9 @@ with a message naming the setting that would let it through.
 "Always" answers are kept in ``<agent dir>/mcp-approvals.json``, each bound to the server's
 ``configHash``: pointing the server somewhere else (another url, command or token) asks again.
 The question shows the arguments, shortened; answers are never written with arguments.
+
+A script that calls one tool many times is asked about once: its calls share an
+:class:`ApprovalScope`, which remembers every answer (allow once included) until the script ends.
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
+
+import anyio
 
 from pi_mcp_adapter._files import write_atomically
 from pi_mcp_adapter.catalog import ToolFilter, ToolInfo, config_hash
@@ -34,6 +39,7 @@ __all__ = [
     "APPROVALS_FILE_NAME",
     "APPROVAL_OPTIONS",
     "ApprovalChoice",
+    "ApprovalScope",
     "Ask",
     "AsksQuestions",
     "Question",
@@ -105,6 +111,18 @@ APPROVAL_OPTIONS = (
 )
 
 
+@dataclass(slots=True)
+class ApprovalScope:
+    """Answers that hold for a group of calls (one script): the person is asked once per
+    tool, and "allow once" covers every call of that tool in the group. A refusal is kept too,
+    so a script that retries a denied tool is refused without asking again."""
+
+    granted: set[tuple[str, str]] = field(default_factory=set)
+    refused: dict[tuple[str, str], str] = field(default_factory=dict)
+    # Concurrent calls of one tool (asyncio.gather in a script) must share one question.
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+
+
 def _selects(patterns: bool | tuple[str, ...] | None, tool: ToolInfo) -> bool:
     if patterns is True:
         return True
@@ -161,13 +179,39 @@ class ToolApprovals:
         entry: ServerEntry | None,
         settings: Settings,
         ask: Ask | None,
+        scope: ApprovalScope | None = None,
     ) -> str | None:
-        """None when the call may go ahead, else the refusal message for the model."""
+        """None when the call may go ahead, else the refusal message for the model.
+
+        Within ``scope`` the first answer about a tool stands for the scope's other calls."""
         if not requires_approval(entry, settings, tool):
             return None
         key = (tool.server, tool.original_name)
         if key in self._session:
             return None
+        if scope is None:
+            return await self._decide(tool, arguments, entry=entry, ask=ask)
+        async with scope.lock:
+            if key in scope.granted:
+                return None
+            if key in scope.refused:
+                return scope.refused[key]
+            refusal = await self._decide(tool, arguments, entry=entry, ask=ask)
+            if refusal is None:
+                scope.granted.add(key)
+            else:
+                scope.refused[key] = refusal
+            return refusal
+
+    async def _decide(
+        self,
+        tool: ToolInfo,
+        arguments: Mapping[str, Any],
+        *,
+        entry: ServerEntry | None,
+        ask: Ask | None,
+    ) -> str | None:
+        key = (tool.server, tool.original_name)
         fingerprint = config_hash(entry) if entry is not None else ""
         if self._always(tool.server, tool.original_name) == fingerprint:
             return None

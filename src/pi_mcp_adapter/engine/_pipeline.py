@@ -27,7 +27,7 @@ from pi_mcp_adapter.catalog import ToolInfo
 from pi_mcp_adapter.config import ServerEntry, Settings
 from pi_mcp_adapter.servers import ServerManager, allow_prompts
 
-from ._approval import Ask, ToolApprovals
+from ._approval import ApprovalScope, Ask, ToolApprovals
 from ._arguments import argument_problems
 from ._catalog_state import CatalogState
 from ._trace import CallTrace
@@ -105,10 +105,17 @@ class CallPipeline:
             ) from None
 
     async def call(
-        self, name: str, args: Mapping[str, Any] | None = None, *, server: str | None = None
+        self,
+        name: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        server: str | None = None,
+        approval_scope: ApprovalScope | None = None,
     ) -> CallOutcome:
         """Call a tool by (any accepted form of) its name, among ``server``'s tools only when
-        given. Never raises for tool errors."""
+        given. Never raises for tool errors.
+
+        Calls that share an ``approval_scope`` (one script's) ask the person once per tool."""
         arguments = dict(args or {})
         try:
             tool = await self.resolve(name, server=server)
@@ -143,6 +150,7 @@ class CallPipeline:
             entry=self._entries().get(tool.server),
             settings=settings,
             ask=self._asker(),
+            scope=approval_scope,
         )
         if refusal is not None:
             return CallOutcome(name, tool, error_kind="approval_denied", message=refusal)

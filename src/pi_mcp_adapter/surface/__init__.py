@@ -9,6 +9,8 @@ way; :func:`register_surfaces` is how a host binding installs them.
 - ``_commands``     ``/mcp`` and ``/mcp-auth``.
 - ``_register``     registering surfaces with a host and following catalog changes.
 - ``_calls``        a call outcome rendered as a tool result (content, TOON, output guard).
+- ``_script``       ``mcp_script``: a script's ``call``/``search``/``describe``, its result.
+- ``_sandbox``      running a script in the ``pydantic-monty`` sandbox within its budgets.
 - ``_content``, ``_output_guard``, ``_toon``, ``_tokens``, ``_render``: the pieces.
 """
 
@@ -29,10 +31,13 @@ from ._commands import McpCommands
 from ._direct import DirectTools, tool_definition
 from ._proxy import PROXY_TOOL_NAME, ProxyTool
 from ._register import SurfaceKind, Surfaces, register_surfaces
+from ._sandbox import ScriptLimits, ScriptRun
+from ._script import SCRIPT_TOOL_NAME, ScriptTool
 from ._toolsearch import TOOL_SEARCH_NAME, ToolSearchSurface
 
 __all__ = [
     "PROXY_TOOL_NAME",
+    "SCRIPT_TOOL_NAME",
     "TOOL_SEARCH_NAME",
     "AudioPart",
     "DirectTools",
@@ -41,6 +46,9 @@ __all__ = [
     "McpAdapter",
     "McpCommands",
     "ProxyTool",
+    "ScriptLimits",
+    "ScriptRun",
+    "ScriptTool",
     "SurfaceKind",
     "Surfaces",
     "TextPart",

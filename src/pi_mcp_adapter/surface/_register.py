@@ -21,6 +21,7 @@ from ._commands import COMMAND_USAGE, MCP_AUTH_COMMAND, MCP_COMMAND, McpCommands
 from ._direct import DirectTools
 from ._namespace import NamespaceTools
 from ._proxy import PROXY_TOOL_NAME, ProxyTool
+from ._script import SCRIPT_TOOL_NAME, ScriptTool, script_enabled
 from ._toolsearch import TOOL_SEARCH_NAME, ToolSearchSurface, search_activated_servers
 
 SurfaceKind = Literal["proxy", "toolsearch"]
@@ -43,6 +44,8 @@ class Surfaces:
     toolsearch: ToolSearchSurface | None = None
     search_activated: ToolSearchSurface | None = None
     """Under the proxy: the inactive tools of ``directTools: "search"`` servers."""
+    script: ScriptTool | None = None
+    """``mcp_script``, beside the surface tool when ``settings.scriptMode`` is on."""
     namespace: NamespaceTools | None = None
     """The ``mcp__<server>`` tools (none unless ``settings.namespaceProxyTools``)."""
     _unsubscribe: Callable[[], None] | None = field(default=None, repr=False)
@@ -83,6 +86,8 @@ class Surfaces:
             names |= set(self.toolsearch.deferred) | {TOOL_SEARCH_NAME}
         else:
             names.add(PROXY_TOOL_NAME)
+        if self.script is not None:
+            names.add(SCRIPT_TOOL_NAME)
         if self.search_activated is not None:
             names |= set(self.search_activated.deferred)
         if self.namespace is not None:
@@ -121,7 +126,8 @@ def register_surfaces(
     host_tools = list(host.host_tool_names())
     builtin_active = list(host.get_active_tools())
     proxy = ProxyTool(adapter, host_tools=host_tools)
-    direct = DirectTools(adapter, host, reserved=[*host_tools, PROXY_TOOL_NAME, TOOL_SEARCH_NAME])
+    reserved = [*host_tools, PROXY_TOOL_NAME, TOOL_SEARCH_NAME, SCRIPT_TOOL_NAME]
+    direct = DirectTools(adapter, host, reserved=reserved)
     surfaces = Surfaces(
         adapter=adapter,
         host=host,
@@ -135,7 +141,7 @@ def register_surfaces(
         toolsearch = ToolSearchSurface(
             adapter,
             host,
-            reserved=[*host_tools, PROXY_TOOL_NAME, TOOL_SEARCH_NAME],
+            reserved=reserved,
             exclude=lambda: direct.names,
         )
         surfaces.toolsearch = toolsearch
@@ -148,17 +154,22 @@ def register_surfaces(
             search_activated = ToolSearchSurface(
                 adapter,
                 host,
-                reserved=[*host_tools, PROXY_TOOL_NAME, TOOL_SEARCH_NAME],
+                reserved=reserved,
                 exclude=lambda: direct.names,
                 only_servers=lambda: search_activated_servers(adapter),
             )
             surfaces.search_activated = search_activated
             proxy.activate = search_activated.activate
             search_activated.sync()
+    surface_names = [surface_name]
+    if script_enabled(adapter.settings):
+        surfaces.script = ScriptTool(adapter)
+        host.register_tool(surfaces.script.definition())
+        surface_names.append(SCRIPT_TOOL_NAME)
     namespace = NamespaceTools(adapter, host, taken=surfaces._taken_by_others)
     surfaces.namespace = namespace
     namespace.sync()
-    host.set_active_tools([*builtin_active, surface_name, *direct.names, *namespace.names])
+    host.set_active_tools([*builtin_active, *surface_names, *direct.names, *namespace.names])
     if commands:
         host.register_command(
             MCP_COMMAND,

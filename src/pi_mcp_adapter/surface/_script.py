@@ -1,0 +1,431 @@
+"""The ``mcp_script`` tool: one Python script that calls many tools, in a sandbox.
+
+Multi-call work through ``mcp`` costs one model turn per call, and every intermediate result
+passes through the model's context. A script does the chaining itself and only its result
+comes back. Inside a script (the sandbox of :mod:`._sandbox`) three host functions exist:
+
+- ``await call(name, args)``: a catalog tool, through the engine's one call pipeline
+  (readiness, argument checks, definition-change block, approval, statistics, trace). It
+  returns the tool's structured content, else its text parsed as JSON when it is JSON, else
+  the text; a failure raises an exception whose message says what went wrong.
+- ``await search(words, server=None, limit=None)``: ranked tools, as a list of dicts.
+- ``await describe(name)``: a tool's description, its JSON schema and ``signature``, its
+  parameters as a Python ``TypedDict``.
+
+The person is asked about a tool that needs approval once per script, not once per call. The
+value of the last expression (or of a variable named ``result``) is the tool's result, shown
+after what the script printed and cut by the output guard like any result.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pi_mcp_adapter._errors import McpAdapterError
+from pi_mcp_adapter._secrets import redact_data
+from pi_mcp_adapter.catalog import ToolInfo
+from pi_mcp_adapter.config import Settings
+from pi_mcp_adapter.config._validate import json_type
+from pi_mcp_adapter.engine import (
+    ApprovalScope,
+    McpAdapter,
+    TextPart,
+    ToolDefinition,
+    ToolResult,
+)
+
+from ._calls import render_outcome
+from ._guard import guard_execute
+from ._output_guard import guard_output, output_guard_limits
+from ._sandbox import (
+    Charge,
+    HostFunction,
+    ScriptLimits,
+    ScriptRun,
+    json_size,
+    plain,
+    run_sandboxed,
+    sandbox_available,
+)
+
+__all__ = [
+    "SCRIPT_TOOL_NAME",
+    "ScriptTool",
+    "ToolCallFailed",
+    "render_signature",
+    "script_enabled",
+]
+
+SCRIPT_TOOL_NAME = "mcp_script"
+
+# Paid for on every turn, like the proxy's description: what a model needs to write a correct
+# script the first time, and no more. The test suite holds it under 200 o200k tokens.
+SCRIPT_DESCRIPTION = (
+    "Run a Python script that calls MCP tools and returns only its result: chain, loop and "
+    "filter many calls in one turn. In the script: r = await call(tool, {args}) returns the "
+    "tool's JSON data or text (raises on failure); await search('words') lists tools; "
+    "await describe(tool)['signature'] shows parameters; print() reports progress; the last "
+    "expression is the result. Sandboxed Python subset: json, re, math, datetime, asyncio "
+    "(gather); no files, network, env or other imports."
+)
+
+SCRIPT_PARAMETERS: Mapping[str, Any] = {
+    "type": "object",
+    "properties": {"code": {"type": "string", "description": "Python source"}},
+    "required": ["code"],
+}
+
+
+def script_enabled(settings: Settings) -> bool:
+    """``settings.scriptMode``, which defaults to on when the sandbox is installed."""
+    if settings.script_mode is None:
+        return sandbox_available()
+    return settings.script_mode
+
+
+class ToolCallFailed(Exception):
+    """A tool called from a script failed; the script sees it as ``Exception(message)``."""
+
+
+class ScriptTool:
+    """Runs scripts for one adapter and renders their ends as tool results."""
+
+    def __init__(self, adapter: McpAdapter, *, limits: ScriptLimits | None = None) -> None:
+        self._adapter = adapter
+        self.limits = limits or ScriptLimits()
+
+    def definition(self) -> ToolDefinition:
+        return ToolDefinition(
+            name=SCRIPT_TOOL_NAME,
+            description=SCRIPT_DESCRIPTION,
+            parameters=SCRIPT_PARAMETERS,
+            execute=guard_execute(SCRIPT_TOOL_NAME, self.execute),
+        )
+
+    async def execute(self, params: object) -> ToolResult:
+        if not isinstance(params, Mapping):
+            return _usage_error(f"expected an object, got {json_type(params)}")
+        code = params.get("code")
+        if not isinstance(code, str) or not code.strip():
+            got = "nothing" if code is None else json_type(code)
+            return _usage_error(f'"code" must be the script\'s Python source, got {got}')
+        return self.render(await self.run(code))
+
+    async def run(
+        self,
+        code: str,
+        *,
+        on_print: Callable[[str], None] | None = None,
+        limits: ScriptLimits | None = None,
+    ) -> ScriptRun:
+        """Run ``code`` with ``call``, ``search`` and ``describe`` bound to this adapter."""
+        functions = _ScriptFunctions(self._adapter, ApprovalScope())
+        return await run_sandboxed(
+            code,
+            {"call": functions.call, "search": functions.search, "describe": functions.describe},
+            limits=limits or self.limits,
+            on_print=on_print,
+        )
+
+    def render(self, run: ScriptRun) -> ToolResult:
+        """The result a model reads: what the script printed, then its value or its error."""
+        return render_script_run(self._adapter.settings, run)
+
+
+def render_script_run(settings: Settings, run: ScriptRun) -> ToolResult:
+    """``run`` as a tool result: what the script printed, then its value or its error.
+
+    The output guard cuts what was printed first, so the value or the error after it stays
+    in view however much the script printed; a value too long on its own is cut in turn.
+    """
+    if run.ok:
+        tail = render_value(run.value) if run.value is not None or not run.output else ""
+    else:
+        stats = f"{run.calls} call{'s' if run.calls != 1 else ''}"
+        if run.budget is not None:
+            tail = f"Script stopped: {run.error}. It had made {stats}."
+        elif run.error_kind == "unavailable":
+            tail = run.error
+        else:
+            tail = f"Script failed: {run.error}. It had made {stats}."
+    details: dict[str, Any] = {
+        "mode": "script",
+        "calls": run.calls,
+        "bytesMoved": run.bytes_moved,
+        "durationMs": round(run.duration_ms, 1),
+    }
+    if not run.ok:
+        details["error"] = run.error_kind
+        if run.budget is not None:
+            details["budget"] = run.budget
+    limits = output_guard_limits(settings)
+    parts: list[TextPart] = []
+    output = run.output.rstrip("\n")
+    if output:
+        printed = ToolResult.text(output)
+        if limits is not None and tail:
+            room_bytes = max(1, limits[0] - len(tail.encode("utf-8", "replace")) - 1)
+            room_lines = max(1, limits[1] - tail.count("\n") - 1)
+            printed = guard_output(printed, limit_bytes=room_bytes, limit_lines=room_lines)
+            details.update({k: v for k, v in printed.details.items() if k != "mode"})
+        parts += [p for p in printed.content if isinstance(p, TextPart)]
+    if tail or not parts:
+        parts.append(TextPart(tail))
+    text = "\n".join(p.text for p in parts)
+    result = ToolResult.text(text, is_error=not run.ok, details=details)
+    if limits is not None:
+        result = guard_output(result, limit_bytes=limits[0], limit_lines=limits[1])
+    return result
+
+
+def render_value(value: Any) -> str:
+    """A script's value as text: a string as it is, anything else as JSON."""
+    if value is None:
+        return "(no result)"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _usage_error(message: str) -> ToolResult:
+    return ToolResult.text(
+        f"Invalid parameters: {message}. Pass {{code: '...'}}.",
+        is_error=True,
+        details={"mode": "script", "error": "usage"},
+    )
+
+
+class _ScriptFunctions:
+    """``call``, ``search`` and ``describe`` for one script run."""
+
+    def __init__(self, adapter: McpAdapter, approvals: ApprovalScope) -> None:
+        self._adapter = adapter
+        self._approvals = approvals
+
+    def call(self, charge: Charge) -> HostFunction:
+        adapter = self._adapter
+
+        # Positional only, so a tool parameter may be called ``name`` or ``tool`` as a keyword.
+        async def call(*positional: Any, **kwargs: Any) -> Any:
+            if not 1 <= len(positional) <= 2:
+                raise TypeError("call(tool, args): give the tool's name and one dict of arguments")
+            name, args = positional[0], (positional[1] if len(positional) == 2 else None)
+            if not isinstance(name, str) or not name:
+                raise TypeError("call(tool, args): tool must be a tool name (a string)")
+            if args is None:
+                args = kwargs
+            elif kwargs:
+                raise TypeError("call(tool, args): pass the arguments as one dict, or as keywords")
+            if not isinstance(args, Mapping):
+                raise TypeError(f"call({name!r}, args): args must be a dict, got {json_type(args)}")
+            # Tuples, sets and dates a script builds become what JSON can carry.
+            arguments = {str(k): plain(v) for k, v in args.items()}
+            charge.bytes(json_size(arguments), f"call({name!r})")
+            outcome = await adapter.call(name, arguments, approval_scope=self._approvals)
+            result = render_outcome(adapter, outcome) if outcome.error_kind else None
+            if result is not None:
+                raise ToolCallFailed(result.text_content)
+            # Redacted before the script sees it: a script could otherwise reshape a secret
+            # (reverse, encode) past the redaction of the result the model reads.
+            value, error = _call_value(outcome.result)
+            value = redact_data(value)
+            charge.bytes(json_size(value), f"the result of {name}")
+            if error:
+                raise ToolCallFailed(f"{name} reported an error: {value}")
+            return value
+
+        return call
+
+    def search(self, charge: Charge) -> HostFunction:
+        adapter = self._adapter
+
+        async def search(
+            words: Any = None, server: Any = None, limit: Any = None, regex: Any = False
+        ) -> Any:
+            if not isinstance(words, str):
+                raise TypeError("search(words): words must be a string")
+            if server is not None and not isinstance(server, str):
+                raise TypeError("search(words, server=...): server must be a string")
+            if limit is not None and (not isinstance(limit, int) or limit < 1):
+                raise TypeError("search(words, limit=...): limit must be a positive integer")
+            await adapter.ready()
+            try:
+                results = adapter.search(words, server=server, limit=limit, regex=bool(regex))
+            except McpAdapterError as exc:
+                raise ToolCallFailed(str(exc)) from None
+            hits = [
+                {
+                    "name": hit.tool.name,
+                    "server": hit.tool.server,
+                    "description": hit.tool.description,
+                    "score": round(hit.score, 3),
+                }
+                for hit in results.page.hits
+            ]
+            charge.bytes(json_size(hits), f"search({words!r})")
+            return hits
+
+        return search
+
+    def describe(self, charge: Charge) -> HostFunction:
+        adapter = self._adapter
+
+        async def describe(name: Any = None) -> Any:
+            if not isinstance(name, str) or not name:
+                raise TypeError("describe(tool): tool must be a tool name (a string)")
+            await adapter.ready()
+            try:
+                tool = adapter.lookup_explained(name)
+            except McpAdapterError as exc:
+                raise ToolCallFailed(str(exc)) from None
+            described = {
+                "name": tool.name,
+                "server": tool.server,
+                "description": tool.description,
+                "parameters": dict(tool.input_schema),
+                "signature": render_signature(tool),
+            }
+            charge.bytes(json_size(described), f"describe({name!r})")
+            return described
+
+        return describe
+
+
+def _call_value(result: Any) -> tuple[Any, bool]:
+    """What a script gets for a server's answer, and whether the server reported an error.
+
+    Text that is JSON is the data; otherwise structured content is, unless it only wraps the
+    text (``{"result": text}``, how SDK servers type a tool that returns a string); otherwise
+    the text itself.
+    """
+    import mcp_types
+
+    if isinstance(result, mcp_types.ReadResourceResult):
+        texts = [c.text for c in result.contents if isinstance(c, mcp_types.TextResourceContents)]
+        return _texts_value(texts), False
+    from ._content import convert_call_result
+
+    converted = convert_call_result(result, accepts_images=False)
+    texts = [p.text for p in converted.content if isinstance(p, TextPart)]
+    structured = result.structured_content
+    if structured is None or result.is_error:
+        return _texts_value(texts), bool(result.is_error)
+    value = _texts_value(texts) if result.content else structured
+    if isinstance(value, str | list) and structured != {"result": value}:
+        return structured, False
+    return value, False
+
+
+def _texts_value(texts: list[str]) -> Any:
+    values = [_json_or_text(t) for t in texts]
+    if len(values) == 1:
+        return values[0]
+    return values
+
+
+def _json_or_text(text: str) -> Any:
+    stripped = text.strip()
+    if stripped[:1] in ("{", "[") or stripped in ("true", "false", "null"):
+        try:
+            return json.loads(stripped)
+        except (ValueError, RecursionError):
+            return text
+    return text
+
+
+# ---------------------------------------------------------------------- signatures
+
+_PY_TYPES = {
+    "string": "str",
+    "integer": "int",
+    "number": "float",
+    "boolean": "bool",
+    "null": "None",
+    "object": "dict[str, Any]",
+    "array": "list[Any]",
+}
+_MAX_TYPE_DEPTH = 4
+_NOT_IDENTIFIER = re.compile(r"[^0-9A-Za-z]+")
+
+
+def render_signature(tool: ToolInfo) -> str:
+    """``tool``'s parameters as a Python ``TypedDict`` and the call that uses it.
+
+    Required keys are plain, optional ones ``NotRequired[...]``; defaults and descriptions
+    follow as comments. Never raises, whatever the schema holds.
+    """
+    schema = tool.input_schema if isinstance(tool.input_schema, Mapping) else {}
+    properties = schema.get("properties")
+    properties = properties if isinstance(properties, Mapping) else {}
+    required = schema.get("required")
+    required_names = {r for r in required or () if isinstance(r, str)}
+    class_name = "".join(w[:1].upper() + w[1:] for w in _NOT_IDENTIFIER.split(tool.name) if w)
+    class_name = (class_name or "Tool") + "Args"
+    lines = [f"class {class_name}(TypedDict):"]
+    if tool.description:
+        lines.append(f'    """{_one_line(tool.description, 200)}"""')
+    if not properties:
+        lines.append("    pass")
+    for key, prop in properties.items():
+        prop_schema = prop if isinstance(prop, Mapping) else {}
+        kind = _py_type(prop_schema, schema, 0)
+        if key not in required_names:
+            kind = f"NotRequired[{kind}]"
+        notes = []
+        if "default" in prop_schema:
+            notes.append(f"default {json.dumps(prop_schema['default'], default=str)}")
+        description = prop_schema.get("description")
+        if isinstance(description, str) and description.strip():
+            notes.append(_one_line(description, 120))
+        comment = f"  # {'; '.join(notes)}" if notes else ""
+        shown = str(key) if str(key).isidentifier() else repr(str(key))
+        lines.append(f"    {shown}: {kind}{comment}")
+    lines.append(f"# await call({tool.name!r}, {{...}})")
+    return "\n".join(lines)
+
+
+def _py_type(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> str:
+    if depth > _MAX_TYPE_DEPTH:
+        return "Any"
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, Mapping) else None
+        if isinstance(target, Mapping):
+            return _py_type(target, root, depth + 1)
+        return "Any"
+    if "const" in schema:
+        return f"Literal[{json.dumps(schema['const'], default=str)}]"
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        return "Literal[" + ", ".join(json.dumps(v, default=str) for v in enum[:20]) + "]"
+    for combinator in ("anyOf", "oneOf"):
+        options = schema.get(combinator)
+        if isinstance(options, list) and options:
+            kinds = [_py_type(o, root, depth + 1) for o in options if isinstance(o, Mapping)]
+            return " | ".join(dict.fromkeys(kinds)) or "Any"
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kinds = [_py_type({**schema, "type": k}, root, depth + 1) for k in kind]
+        return " | ".join(dict.fromkeys(kinds)) or "Any"
+    if kind == "array":
+        items = schema.get("items")
+        inner = _py_type(items, root, depth + 1) if isinstance(items, Mapping) else "Any"
+        return f"list[{inner}]"
+    if kind == "object":
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, Mapping) and not schema.get("properties"):
+            return f"dict[str, {_py_type(extra, root, depth + 1)}]"
+        return "dict[str, Any]"
+    if isinstance(kind, str):
+        return _PY_TYPES.get(kind, "Any")
+    return "Any"
+
+
+def _one_line(text: str, limit: int) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
