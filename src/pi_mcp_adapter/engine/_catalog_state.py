@@ -12,6 +12,7 @@ same answer whether or not it asked before the listing ended (see :meth:`wait_fo
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,6 +36,11 @@ if TYPE_CHECKING:
     from pi_mcp_adapter.catalog._search import SearchIndex
 
 CatalogListener = Callable[[], None]
+
+NOTIFY_INTERVAL_S = 0.25
+"""While several servers are being listed, listeners hear of new listings at most this often
+(and once more when the last listing ends): each hearing rebuilds the catalog, and a pass over
+hundreds of servers would otherwise rebuild it once per server."""
 
 
 class CatalogState:
@@ -68,6 +74,8 @@ class CatalogState:
         self._prompt_catalog: PromptCatalog | None = None
         self._index: SearchIndex | None = None
         self._listeners: list[CatalogListener] = []
+        self._notify_pending = False
+        self._notified_at = -float("inf")
 
     # ------------------------------------------------------------------ what is known
 
@@ -109,7 +117,12 @@ class CatalogState:
         changes = self.cache.store(server, entry, metadata)
         self._metadata[server] = metadata
         self._changes[server] = self.cache.definition_changes(server)
-        self.rebuild()
+        self._invalidate()
+        others_listing = any(name != server for name in self._listing)
+        if others_listing and time.monotonic() - self._notified_at < NOTIFY_INTERVAL_S:
+            self._notify_pending = True  # told when the pass ends, or with the next listing
+        else:
+            self._notify()
         return changes
 
     def follow_reload(
@@ -162,6 +175,8 @@ class CatalogState:
         event = self._listing.pop(name, None)
         if event is not None:
             event.set()
+        if not self._listing and self._notify_pending:
+            self._notify()
 
     def is_listing(self, name: str) -> bool:
         return name in self._listing
@@ -212,19 +227,27 @@ class CatalogState:
         return unsubscribe
 
     def rebuild(self) -> None:
-        enabled = self.enabled()
-        metadata = {n: m for n, m in self._metadata.items() if n in enabled}
-        self._catalog = Catalog.build(metadata, enabled, self._settings())
+        """Views are built again when next read; listeners are told now."""
+        self._invalidate()
+        self._notify()
+
+    def _invalidate(self) -> None:
+        self._catalog = None
         self._prompt_catalog = None
         self._index = None
+
+    def _notify(self) -> None:
+        self._notify_pending = False
+        self._notified_at = time.monotonic()
         for listener in list(self._listeners):
             listener()
 
     @property
     def catalog(self) -> Catalog:
         if self._catalog is None:
-            self.rebuild()
-        assert self._catalog is not None
+            enabled = self.enabled()
+            metadata = {n: m for n, m in self._metadata.items() if n in enabled}
+            self._catalog = Catalog.build(metadata, enabled, self._settings())
         return self._catalog
 
     @property
