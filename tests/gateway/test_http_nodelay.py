@@ -91,7 +91,7 @@ async def test_every_accepted_http_connection_sends_without_nagle_delay(
                     if mode == "auto":
                         assert client.protocol_version in MODERN_PROTOCOL_VERSIONS
                     names = [t.name for t in (await client.list_tools()).tools]
-                    assert names == ["mcp"]
+                    assert "mcp" in names
                     port = int(urls[0].rsplit(":", 1)[1].split("/", 1)[0])
                     # The client keeps its connection alive between requests (2026-07-28
                     # always does), so the server end is still there to inspect.

@@ -669,7 +669,11 @@ async def run_chaos(
     config_path = write_config(agent_dir, flaky_url)
     report = ChaosReport(duration_s)
     rng = random.Random(seed)
-    adapter = McpAdapter(agent_dir=agent_dir, project_dir=agent_dir, config_path=config_path)
+    # The adapter owns its servers, as the gateway owns its own: the scenario kills each
+    # owner's processes and watches that owner recover (not the pool's sharing).
+    adapter = McpAdapter(
+        agent_dir=agent_dir, project_dir=agent_dir, config_path=config_path, use_pool=False
+    )
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     gateway = start_gateway(agent_dir, agent_dir) if gateway_callers else None
     gateway_tree: list[psutil.Process] = []

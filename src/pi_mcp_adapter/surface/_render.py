@@ -74,6 +74,9 @@ STATUS_LARGEST_SERVERS = 10
 STATUS_UNAVAILABLE_LINES = 8
 """Unavailable servers shown with their reason; the next ones are named on one line."""
 STATUS_LINE_CHARS = 140
+STATUS_UNAVAILABLE_LINE_CHARS = 260
+"""Among a few servers (one line each), an unavailable server's line ends with what to do (a
+trust or connect command with a path): it gets more room than a healthy server's."""
 STATUS_NAMES_CHARS = 400
 STATUS_CHANGED_SERVERS = 2
 STATUS_CHANGED_TOOLS = 5
@@ -132,7 +135,7 @@ def _bounded_status(report: StatusReport, max_chars: int) -> str:
         lines.append(render_state_counts(rows))
     lines.append("")
     if not many:
-        lines += [cap_line(describe_server(row)) for row in rows]
+        lines += [_server_line(row) for row in rows]
     else:
         unavailable = [row for row in rows if row.status in UNAVAILABLE_STATES]
         if unavailable:
@@ -220,6 +223,12 @@ def _fit(lines: Sequence[str], max_chars: int) -> str:
         kept.append(line)
         used += len(line) + 1
     return "\n".join([*kept, tail])[:max_chars]
+
+
+def _server_line(row: ServerStatus) -> str:
+    unavailable = row.status in UNAVAILABLE_STATES
+    limit = STATUS_UNAVAILABLE_LINE_CHARS if unavailable else STATUS_LINE_CHARS
+    return cap_line(describe_server(row), limit)
 
 
 def cap_line(text: str, limit: int = STATUS_LINE_CHARS) -> str:
