@@ -62,8 +62,9 @@ def app_view(
             sys.stdout.write(view.url + "\n")
             sys.stdout.flush()
             opened = not no_browser and await anyio.to_thread.run_sync(webbrowser.open, view.url)
-            where = "opened in the browser" if opened else "open the URL above in a browser"
-            sys.stderr.write(f"View of {view.tool.name} {where}; Ctrl-C stops serving it.\n")
+            what = f"the view of {view.tool.name}"
+            told = f"Opened {what} in the browser" if opened else f"Open the URL above for {what}"
+            sys.stderr.write(f"{told}; Ctrl-C stops serving it.\n")
             sys.stderr.flush()
             await anyio.sleep_forever()
 
