@@ -28,6 +28,7 @@ the official ``App`` class talk to it unchanged (the tests use one).
 from __future__ import annotations
 
 import base64
+import html
 import json
 import logging
 import secrets
@@ -148,17 +149,17 @@ class AppViews:
         uri = view_resource_uri(tool)
         if uri is None:
             raise UsageError(
-                f"tool {tool.name!r} has no MCP Apps view (no ui:// _meta.ui.resourceUri); "
-                f"call it with `pi-mcp call {tool.name}` instead"
+                f"tool {tool.name!r} has no MCP Apps view (its _meta.ui.resourceUri names no "
+                "ui:// resource); call it as any other tool"
             )
-        html = _view_html(await self._adapter.read_resource(tool.server, uri), tool, uri)
+        markup = _view_html(await self._adapter.read_resource(tool.server, uri), tool, uri)
         args = dict(arguments or {})
         outcome = await self._adapter.call(tool.name, args)
         if isinstance(outcome.result, types.CallToolResult):
             result = _result_json(outcome.result)
         else:
             result = _error_result(outcome.message or f"tool {tool.name!r} gave no result")
-        view = AppView(tool=tool, arguments=args, html=html, result=result)
+        view = AppView(tool=tool, arguments=args, html=markup, result=result)
         origin = await self._start()
         view.url = f"{origin}/view/{view.token}"
         self._views[view.token] = view
@@ -329,7 +330,7 @@ def host_page(view: AppView) -> str:
     }
     # "<" escaped: the view's HTML cannot close this script element early.
     embedded = json.dumps(config).replace("<", "\\u003c")
-    title = tool.name.replace("&", "&amp;").replace("<", "&lt;")
+    title = html.escape(tool.name)
     return _PAGE.replace("{{title}}", title).replace("{{config}}", embedded)
 
 
