@@ -19,8 +19,6 @@ import anyio
 import httpx
 import pytest
 
-pytest.importorskip("websockets", reason="drives Chromium over the DevTools protocol")
-
 from pi_mcp_adapter._errors import UsageError
 from pi_mcp_adapter.config import load_config
 from pi_mcp_adapter.engine import McpAdapter, Question
@@ -75,8 +73,7 @@ async def _bridge_log_when_done(url: str, profile: Path, *, done: str) -> str:
     """Open ``url`` in headless Chromium and return the host page's bridge log once it
     mentions ``done``, read over the DevTools protocol (``--dump-dom`` does not wait for the
     page's own fetches)."""
-    import websockets
-
+    websockets = pytest.importorskip("websockets", reason="drives Chromium over DevTools")
     assert CHROMIUM is not None
     command = [
         CHROMIUM,
