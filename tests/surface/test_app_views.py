@@ -178,3 +178,23 @@ async def test_a_tool_without_a_view_is_a_usage_error(tmp_path: Path) -> None:
         with pytest.raises(UsageError, match="no MCP Apps view"):
             await AppViews(adapter, tg).open("apps_reset_charts")
     assert _calls(log) == []
+
+
+@pytest.mark.parametrize(
+    ("meta", "callable_"),
+    [
+        pytest.param(None, True, id="no-meta"),
+        pytest.param({"ui": {"resourceUri": "ui://x"}}, True, id="no-visibility"),
+        pytest.param({"ui": {"visibility": ["model", "app"]}}, True, id="both"),
+        pytest.param({"ui": {"visibility": ["app"]}}, True, id="app-only"),
+        pytest.param({"ui": {"visibility": ["model"]}}, False, id="model-only"),
+        pytest.param({"ui": {"visibility": "app"}}, False, id="not-a-list"),
+        pytest.param({"ui": {"visibility": ["app", "other"]}}, False, id="unknown-entry"),
+    ],
+)
+def test_which_tools_a_view_may_call(meta: dict[str, Any] | None, callable_: bool) -> None:
+    from pi_mcp_adapter.catalog._metadata import ToolInfo
+    from pi_mcp_adapter.surface._apps import _visible_to_app
+
+    tool = ToolInfo(name="s_t", original_name="t", server="s", meta=meta)
+    assert _visible_to_app(tool) is callable_

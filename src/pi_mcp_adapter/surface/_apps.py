@@ -85,9 +85,17 @@ def view_resource_uri(tool: ToolInfo) -> str | None:
 
 
 def _visible_to_app(tool: ToolInfo) -> bool:
+    """Whether a view may call ``tool``: no ``_meta.ui.visibility``, or one naming ``"app"``.
+
+    A visibility that is not a list of ``"model"``/``"app"`` hides the tool from views, as
+    the reference does: a server that got the field wrong is not trusted with a guess."""
     ui = (tool.meta or {}).get("ui")
-    visibility = ui.get("visibility") if isinstance(ui, Mapping) else None
-    return not isinstance(visibility, list) or "app" in visibility
+    if not isinstance(ui, Mapping) or "visibility" not in ui:
+        return True
+    visibility = ui["visibility"]
+    if not isinstance(visibility, list) or not set(visibility) <= {"model", "app"}:
+        return False
+    return "app" in visibility
 
 
 @dataclass(slots=True)
