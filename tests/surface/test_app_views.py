@@ -58,7 +58,8 @@ def _adapter(tmp_path: Path, asker: Asker, log: Path) -> McpAdapter:
         "env": {"APP_SERVER_LOG": str(log)},
         "approveTools": ["save_chart"],
     }
-    (agent / "mcp.json").write_text(json.dumps({"mcpServers": {"apps": entry}}))
+    body = {"mcpServers": {"apps": entry}, "settings": {"captureStats": True}}
+    (agent / "mcp.json").write_text(json.dumps(body))
     config = load_config(agent_dir=agent, project_dir=project, home=tmp_path, environ={})
     return McpAdapter(config=config, agent_dir=agent, project_dir=project, ask=asker)
 
@@ -137,8 +138,12 @@ async def test_a_view_gets_the_tool_result_and_its_own_calls_pass_the_pipeline(
             log_text = await _bridge_log_when_done(
                 view.url, tmp_path / "profile", done="reset_charts"
             )
+        assert adapter.stats is not None
+        counted = {(t.tool, t.calls) for t in adapter.stats.session_stats()}
         tg.cancel_scope.cancel()
     assert "tool-result sent" in log_text
+    # Counted in the call statistics like any call.
+    assert ("save_chart", 1) in counted
     # The view called save_chart with the title it read from the tool result it was sent.
     assert {"tool": "save_chart", "arguments": {"title": "Q3"}} in _calls(log)
     assert "tools/call save_chart: ok" in log_text
