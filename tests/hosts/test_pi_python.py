@@ -466,3 +466,39 @@ async def test_mcp_and_cached_direct_tools_are_registered_when_extensions_finish
             await harness.close()
         assert "mcp" in first
     assert "time_get_current_time" in first
+
+
+async def test_mcp_app_serves_a_view_whose_calls_reach_the_server(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import httpx
+
+    monkeypatch.setenv("PI_MCP_NO_BROWSER", "1")
+    log = workspace.root / "calls.jsonl"
+    app_server = TESTS_DIR / "fixtures" / "app_server.py"
+    entry = {
+        "command": sys.executable,
+        "args": [str(app_server)],
+        "env": {"APP_SERVER_LOG": str(log)},
+    }
+    workspace.write_config({"apps": entry})
+    harness = await make_harness(ScriptedStream([]), extensions=[activate])
+    try:
+        shown = (await harness.prompt('/mcp app apps_show_chart {"title": "Q3"}')).content[0]
+        no_view = (await harness.prompt("/mcp app apps_reset_charts")).content[0]["text"]
+        url = shown["text"].rsplit(" ", 1)[-1]
+        call = {
+            "method": "tools/call",
+            "params": {"name": "save_chart", "arguments": {"title": "Q3"}},
+        }
+        async with httpx.AsyncClient() as client:
+            page = await client.get(url)
+            saved = (await client.post(url + "/rpc", json=call)).json()["result"]
+    finally:
+        await harness.close()
+    assert shown["text"].startswith("The view of apps_show_chart is served at http://127.0.0.1:")
+    assert "ui/initialize" in page.text
+    assert saved["content"][0]["text"] == "saved Q3"
+    assert "no MCP Apps view" in no_view
+    calls = [json.loads(line)["tool"] for line in log.read_text().splitlines()]
+    assert calls == ["show_chart", "save_chart"]

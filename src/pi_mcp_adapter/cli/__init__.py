@@ -30,6 +30,7 @@ _MODULES = (
     "_token_cmds",
     "_doctor_cmd",
     "_script_cmd",
+    "_app_cmd",
 )
 for _module in _MODULES:
     importlib.import_module(f"{__name__}.{_module}")

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 
 try:
     from pi_agent_core.extensions import ClientMcpServer, ExtensionAPI
@@ -85,6 +86,8 @@ __all__ = [
 ]
 
 CONFIG_ENV = "PI_MCP_CONFIG"
+NO_BROWSER_ENV = "PI_MCP_NO_BROWSER"
+"""Set (to anything) so ``/mcp app`` prints the view's URL instead of opening a browser."""
 """Names one exclusive config file, in place of the merged user and project files."""
 
 STARTUP_GRACE_S = 5.0
@@ -170,7 +173,8 @@ class PiHost:
 
     def _register_adapter_command(self, name: str, verb: str) -> None:
         descriptions = {
-            "mcp": "MCP servers: status | tools [server] | reconnect [server] | auth <server>",
+            "mcp": "MCP servers: status | tools [server] | reconnect [server] | auth <server> "
+            "| app <tool> [json args]",
             "mcp-auth": "Authenticate an MCP server: /mcp-auth SERVER",
         }
 
@@ -275,6 +279,9 @@ class PiHost:
             async with adapter:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(adapter.watch_config)
+                    # MCP Apps views are served by this task group: they end with the session.
+                    if self.surfaces is not None:
+                        self.surfaces.commands.open_view = self._app_opener(adapter, tg)
                     # The tools are registered already; a call that needs a server still
                     # being listed waits for that server alone (the engine's readiness).
                     self._ready.set()
@@ -292,6 +299,26 @@ class PiHost:
             self._ready.set()
             self._configured.set()
             self._finished.set()
+
+    def _app_opener(
+        self, adapter: McpAdapter, task_group: anyio.abc.TaskGroup
+    ) -> Callable[[str, dict[str, Any]], Awaitable[str]]:
+        """``/mcp app TOOL``: serve the tool's view on loopback and open the system browser."""
+        from pi_mcp_adapter.surface._apps import AppViews
+
+        views = AppViews(adapter, task_group, on_message=lambda url, text: self.notify(text))
+
+        async def open_view(tool: str, arguments: dict[str, Any]) -> str:
+            import webbrowser
+
+            view = await views.open(tool, arguments)
+            if self._environ.get(NO_BROWSER_ENV) or not await anyio.to_thread.run_sync(
+                webbrowser.open, view.url
+            ):
+                return f"The view of {view.tool.name} is served at {view.url}"
+            return f"Opened the view of {view.tool.name} in the browser: {view.url}"
+
+        return open_view
 
     async def _serve(self) -> None:
         """Run the turn hook when a turn ends, until the session closes."""

@@ -1,21 +1,31 @@
 """The ``/mcp`` and ``/mcp-auth`` commands: what a user (not the model) types in a host.
 
-``/mcp status | tools [server] | reconnect [server] | trust <server> [tool] | auth <server>`` and
-``/mcp-auth SERVER``.
+``/mcp status | tools [server] | reconnect [server] | trust <server> [tool] | auth <server> |
+app <tool> [json args]`` and ``/mcp-auth SERVER``.
 Hosts without commands call :meth:`McpCommands.run` as a plain Python method.
+
+``app`` shows a tool's MCP Apps view; a host that can serve one sets :attr:`McpCommands.open_view`
+(the pi binding does, with :class:`~pi_mcp_adapter.surface._apps.AppViews`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any
+
 from pi_mcp_adapter._errors import McpAdapterError
 from pi_mcp_adapter.engine import McpAdapter
 
-from ._proxy import ProxyTool
+from ._proxy import ProxyTool, parse_args
 from ._render import render_status, render_tool_line
 
 COMMAND_USAGE = (
-    "status | tools [server] | reconnect [server] | trust <server> [tool] | auth <server>"
+    "status | tools [server] | reconnect [server] | trust <server> [tool] | auth <server> "
+    "| app <tool> [json args]"
 )
+
+OpenView = Callable[[str, dict[str, Any]], Awaitable[str]]
+"""``(tool, arguments)`` to the text that tells the user where the view is."""
 MCP_COMMAND = "mcp"
 MCP_AUTH_COMMAND = "mcp-auth"
 
@@ -26,6 +36,7 @@ class McpCommands:
     def __init__(self, adapter: McpAdapter, proxy: ProxyTool) -> None:
         self._adapter = adapter
         self._proxy = proxy
+        self.open_view: OpenView | None = None
 
     async def run(self, argv: str) -> str:
         """``/mcp`` with its argument string; returns the text to show the user."""
@@ -55,7 +66,17 @@ class McpCommands:
             return trust_result(self._adapter, arg, parts[2] if len(parts) > 2 else None)
         if verb == "auth":
             return await self.auth(arg or "")
+        if verb == "app":
+            return await self._app(argv.split(None, 2)[1:])
         return f"Unknown command {verb!r}. Use: " + COMMAND_USAGE
+
+    async def _app(self, words: list[str]) -> str:
+        if not words:
+            return "Usage: /mcp app <tool> [json args]"
+        if self.open_view is None:
+            return "This host cannot show MCP Apps views; run `pi-mcp app TOOL` in a terminal."
+        arguments = parse_args(words[1] if len(words) > 1 else None)
+        return await self.open_view(words[0], arguments)
 
     async def auth(self, argv: str) -> str:
         """``/mcp-auth SERVER``: how to authenticate ``SERVER``."""
