@@ -50,7 +50,7 @@ from starlette.routing import Route
 
 from pi_mcp_adapter._errors import McpAdapterError, UsageError
 from pi_mcp_adapter._secrets import redact
-from pi_mcp_adapter.catalog._metadata import ToolInfo
+from pi_mcp_adapter.catalog import ToolInfo
 from pi_mcp_adapter.engine import McpAdapter
 
 __all__ = ["AppView", "AppViews", "view_resource_uri"]
