@@ -1,0 +1,88 @@
+"""Per-client bearer tokens and policies on a real HTTP gateway (``settings.gatewayClients``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import httpx2
+import pytest
+
+from .conftest import GatewayWorkspace, fixture_entry, run_http_gateway, text_of
+
+pytestmark = pytest.mark.anyio
+
+CI_TOKEN = "ci-token-5e1f0c2a9b"
+ADMIN_TOKEN = "admin-token-77d3e4"
+
+
+def clients_setting() -> list[dict[str, object]]:
+    return [
+        {
+            "name": "ci",
+            "tokenSha256": hashlib.sha256(CI_TOKEN.encode()).hexdigest(),
+            "allow": ["fixture_e*", "fixture/pid"],
+            "deny": ["fixture_env"],
+        },
+        {"name": "admin", "tokenSha256": hashlib.sha256(ADMIN_TOKEN.encode()).hexdigest()},
+    ]
+
+
+async def test_each_client_sees_and_calls_only_what_its_policy_allows(
+    gw_workspace: GatewayWorkspace,
+) -> None:
+    trace = gw_workspace.root / "trace.jsonl"
+    gw_workspace.write_config(
+        {"fixture": fixture_entry(directTools=True, lifecycle="eager")},
+        {"gatewayClients": clients_setting(), "trace": {"enabled": True, "file": str(trace)}},
+    )
+    with run_http_gateway(gw_workspace, "--stateless") as gateway:
+        initialize = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+        headers = {"Accept": "application/json, text/event-stream"}
+        async with httpx2.AsyncClient(timeout=10) as http:
+            missing = await http.post(gateway.url, json=initialize, headers=headers)
+            wrong = await http.post(
+                gateway.url, json=initialize, headers={**headers, "Authorization": "Bearer no"}
+            )
+        assert missing.status_code == 401
+        assert wrong.status_code == 401
+        assert missing.headers["www-authenticate"].startswith("Bearer")
+
+        async with gateway.client(token=CI_TOKEN) as ci:
+            listed = {t.name for t in (await ci.list_tools()).tools}
+            assert {"fixture_echo", "fixture_pid"} <= listed
+            assert not listed & {"fixture_env", "fixture_crash", "fixture_slow"}
+            echoed = await ci.call_tool("fixture_echo", {"message": "hi"})
+            assert text_of(echoed) == "Echo: hi"
+            denied = await ci.call_tool("fixture_env", {"name": "HOME"})
+            assert denied.is_error
+            assert "not allowed for client 'ci'" in text_of(denied)
+            # Through the proxy too: search hides the tool, a call is refused.
+            found = await ci.call_tool("mcp", {"search": "env variable"})
+            assert "fixture_env" not in text_of(found)
+            proxied = await ci.call_tool("mcp", {"tool": "fixture_crash", "args": {}})
+            assert "not allowed for client 'ci'" in text_of(proxied)
+
+        async with gateway.client(token=ADMIN_TOKEN) as admin:
+            listed = {t.name for t in (await admin.list_tools()).tools}
+            assert {"fixture_env", "fixture_crash", "fixture_echo"} <= listed
+            value = await admin.call_tool("fixture_env", {"name": "PI_MCP_NOT_SET"})
+            assert not value.is_error
+
+        log = trace.read_text()
+        assert CI_TOKEN not in log and ADMIN_TOKEN not in log
+        assert CI_TOKEN not in gateway.stderr()
+    lines = [json.loads(line) for line in log.splitlines()]
+    by_tool = {(line["client"], line["tool"]): line for line in lines}
+    assert by_tool[("ci", "echo")]["outcome"] == "ok"
+    assert by_tool[("ci", "env")]["error"] == "policy_denied"
+    assert by_tool[("admin", "env")]["outcome"] == "ok"
