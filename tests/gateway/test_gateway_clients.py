@@ -79,7 +79,8 @@ async def test_each_client_sees_and_calls_only_what_its_policy_allows(
             assert not value.is_error
 
         log = trace.read_text()
-        assert CI_TOKEN not in log and ADMIN_TOKEN not in log
+        assert CI_TOKEN not in log
+        assert ADMIN_TOKEN not in log
         assert CI_TOKEN not in gateway.stderr()
     lines = [json.loads(line) for line in log.splitlines()]
     by_tool = {(line["client"], line["tool"]): line for line in lines}
