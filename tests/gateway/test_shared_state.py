@@ -1,0 +1,97 @@
+"""The stores shared through Redis (``settings.sharedState``), with a real ``redis-server``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pi_mcp_adapter import _shared_state as shared_state
+from pi_mcp_adapter.catalog import MetadataCache, ServerMetadata
+from pi_mcp_adapter.config import ServerEntry
+from pi_mcp_adapter.config._trust import TrustStore
+from pi_mcp_adapter.engine._approval import ToolApprovals
+from pi_mcp_adapter.servers._failures import FailureMemory
+
+from ._team_services import RedisServer, missing_packages, redis_server
+
+pytestmark = pytest.mark.skipif(
+    bool(missing_packages()),
+    reason=f"needs the Debian package(s) {', '.join(missing_packages())} (.ci/run installs them)",
+)
+
+ENTRY = ServerEntry(command=sys.executable, args=("server.py",))
+
+
+@pytest.fixture
+def redis(tmp_path: Path) -> Iterator[RedisServer]:
+    with redis_server(tmp_path / "redis") as server:
+        shared_state.activate(server.url, environ={})
+        try:
+            yield server
+        finally:
+            shared_state.deactivate()
+
+
+def test_replicas_share_failures_cache_approvals_and_trust(
+    redis: RedisServer, tmp_path: Path
+) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+
+    FailureMemory(one / "failures.json").record("github", ENTRY, "connection refused")
+    record = FailureMemory(two / "failures.json").get("github", ENTRY)
+    assert record is not None
+    assert record.attempts == 1
+    FailureMemory(two / "failures.json").clear("github")
+    assert FailureMemory(one / "failures.json").get("github", ENTRY) is None
+
+    metadata = ServerMetadata(tools=({"name": "search", "inputSchema": {"type": "object"}},))
+    MetadataCache(one / "mcp-cache.json").store("github", ENTRY, metadata)
+    # A replica with an empty agent dir starts warm.
+    joined = MetadataCache(two / "mcp-cache.json")
+    assert joined.get("github", ENTRY) == metadata
+
+    ToolApprovals(one)._remember("github", "search", "digest-1")
+    assert ToolApprovals(two)._always("github", "search") == "digest-1"
+
+    project_file = tmp_path / "project" / ".mcp.json"
+    project_file.parent.mkdir()
+    project_file.write_text("{}")
+    TrustStore.in_agent_dir(one).trust([(project_file, "sha-1")])
+    assert TrustStore.in_agent_dir(two).is_trusted(project_file, "sha-1")
+
+
+def test_redis_down_keeps_serving_from_files_and_catches_up(
+    redis: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shared_state, "RETRY_AFTER_S", 0.0)
+    one, two = tmp_path / "one", tmp_path / "two"
+    state = shared_state.active()
+    assert state is not None
+    redis.stop()
+
+    memory = FailureMemory(one / "failures.json")
+    memory.record("github", ENTRY, "timed out")
+    # Served from this replica's file meanwhile.
+    assert memory.get("github", ENTRY) is not None
+    status = state.status()
+    assert not status.reachable
+    assert status.pending_writes == 1
+    assert "unreachable" in state.describe()
+    assert "1 write(s) queued" in state.describe()
+
+    redis.start()
+    assert state.ping()
+    assert state.status().pending_writes == 0
+    assert "connected" in state.describe()
+    record = FailureMemory(two / "failures.json").get("github", ENTRY)
+    assert record is not None
+    assert record.reason == "timed out"
+
+
+def test_no_setting_no_redis(tmp_path: Path) -> None:
+    shared_state.deactivate()
+    assert shared_state.activate(None, environ={}) is None
+    assert shared_state.active() is None
