@@ -95,3 +95,40 @@ def test_no_setting_no_redis(tmp_path: Path) -> None:
     shared_state.deactivate()
     assert shared_state.activate(None, environ={}) is None
     assert shared_state.active() is None
+
+
+def test_oauth_records_are_shared_encrypted_with_the_state_key(
+    redis: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import redis as redis_client
+    from mcp.shared.auth import OAuthToken
+
+    from pi_mcp_adapter.servers._token_store import AuthRecord, create_token_store
+
+    access = "access-7d1e9b0c2f"
+    record = AuthRecord(
+        server_url="https://mcp.example/mcp",
+        tokens=OAuthToken(access_token=access, refresh_token="refresh-55a1", expires_in=3600),
+        expires_at=4_000_000_000.0,
+        obtained_at=1_700_000_000.0,
+    )
+    monkeypatch.setenv("PI_MCP_STATE_KEY", "team passphrase")
+    create_token_store("file", tmp_path / "one").save("github", record)
+
+    joined = create_token_store("file", tmp_path / "two").load("github")
+    assert joined.tokens is not None
+    assert joined.tokens.access_token == access
+    assert joined.server_url == "https://mcp.example/mcp"
+    assert joined.expires_at == 4_000_000_000.0
+    stored = redis_client.Redis.from_url(redis.url).hget("pi-mcp:oauth", "github")
+    assert stored is not None
+    assert access.encode() not in stored
+    assert b"refresh-55a1" not in stored
+
+    # Another key cannot read it: the replica uses its own (empty) store.
+    monkeypatch.setenv("PI_MCP_STATE_KEY", "another passphrase")
+    assert create_token_store("file", tmp_path / "three").load("github").tokens is None
+    # Without the key, tokens stay local and never reach Redis.
+    monkeypatch.delenv("PI_MCP_STATE_KEY")
+    create_token_store("file", tmp_path / "four").save("gitlab", record)
+    assert redis_client.Redis.from_url(redis.url).hget("pi-mcp:oauth", "gitlab") is None
