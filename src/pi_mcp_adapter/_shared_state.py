@@ -123,6 +123,27 @@ class SharedState:
         if changes:
             self._send(changes)
 
+    def merge(self, name: str, key: str, combine: Callable[[Any], Any]) -> bool:
+        """Replace one record with ``combine(current value or None)`` atomically (a Redis
+        transaction watching the hash; retried when another replica wrote meanwhile).
+
+        Returns False when Redis does not answer: nothing was written and nothing is queued
+        (a merge cannot be replayed as a plain value); the caller keeps its part for later.
+        """
+        import redis as redis_lib
+
+        full = KEY_PREFIX + name
+
+        def transaction(pipe: redis_lib.client.Pipeline) -> None:
+            raw = pipe.hget(full, key)
+            current = json.loads(raw) if raw is not None else None
+            value = redact(json.dumps(combine(current), ensure_ascii=False, default=str))
+            pipe.multi()
+            pipe.hset(full, key, value)
+
+        answer = self._exchange(lambda r: r.transaction(transaction, full))
+        return answer is not _UNANSWERED
+
     # ------------------------------------------------------------------ status
 
     def status(self) -> SharedStateStatus:

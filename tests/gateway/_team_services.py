@@ -84,9 +84,19 @@ class RedisServer:
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)  # a paused server cannot act on SIGTERM
             self.process.terminate()
             self.process.wait(timeout=10)
         self.process = None
+
+    def pause(self) -> None:
+        """Unreachable but keeping its data, as behind a network partition (SIGSTOP)."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
 
 
 @contextmanager

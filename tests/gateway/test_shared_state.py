@@ -132,3 +132,34 @@ def test_oauth_records_are_shared_encrypted_with_the_state_key(
     monkeypatch.delenv("PI_MCP_STATE_KEY")
     create_token_store("file", tmp_path / "four").save("gitlab", record)
     assert redis_client.Redis.from_url(redis.url).hget("pi-mcp:oauth", "gitlab") is None
+
+
+def test_call_statistics_add_up_across_replicas_and_outages(
+    redis: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pi_mcp_adapter.engine._stats import CallStats, read_shared_stats, read_stats
+
+    monkeypatch.setattr(shared_state, "RETRY_AFTER_S", 0.0)
+    one = CallStats(tmp_path / "one" / "stats.json")
+    two = CallStats(tmp_path / "two" / "stats.json")
+    for stats, calls in ((one, 3), (two, 2)):
+        for _ in range(calls):
+            stats.record("github", "search", latency_ms=10.0, ok=True, bytes_out=100)
+        assert stats.flush()
+    shared = read_shared_stats()
+    assert shared is not None
+    assert [(s.server, s.tool, s.calls, s.bytes_out) for s in shared] == [
+        ("github", "search", 5, 500)
+    ]
+
+    redis.pause()
+    one.record("github", "search", latency_ms=10.0, ok=False, bytes_out=1)
+    assert one.flush()  # the file is written meanwhile
+    assert read_shared_stats() is None
+    assert read_stats(one.path)[0].calls == 4
+    redis.resume()
+    one.record("github", "search", latency_ms=10.0, ok=True, bytes_out=1)
+    assert one.flush()
+    shared = read_shared_stats()
+    assert shared is not None
+    assert (shared[0].calls, shared[0].errors) == (7, 1)  # each call counted once
