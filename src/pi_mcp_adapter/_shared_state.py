@@ -144,6 +144,12 @@ class SharedState:
         answer = self._exchange(lambda r: r.transaction(transaction, full))
         return answer is not _UNANSWERED
 
+    def lock(self, name: str, *, timeout_s: float) -> SharedLock:
+        """A lock every replica sees (Redis ``SET NX`` with an expiry of ``timeout_s``, so a
+        replica that dies holding it frees it). While Redis does not answer, acquiring it
+        succeeds at once: each replica then only has its own locks."""
+        return SharedLock(self, KEY_PREFIX + "lock:" + name, timeout_s)
+
     # ------------------------------------------------------------------ status
 
     def status(self) -> SharedStateStatus:
@@ -213,6 +219,41 @@ class SharedState:
             self._down_since = None
             self._error = None
             return result
+
+
+class SharedLock:
+    """See :meth:`SharedState.lock`; ``acquire`` and ``release`` block (call them in a thread)."""
+
+    def __init__(self, shared: SharedState, key: str, timeout_s: float) -> None:
+        self._shared = shared
+        self._key = key
+        self._timeout_s = timeout_s
+        self._lock: Any = None
+
+    def acquire(self) -> bool:
+        """Whether the lock is held across replicas (False: Redis is away, or waiting for the
+        holder took longer than ``timeout_s``; the caller goes on with its own locks)."""
+        lock = self._shared._exchange(
+            lambda r: r.lock(self._key, timeout=self._timeout_s, thread_local=False)
+        )
+        if lock is _UNANSWERED:
+            return False
+        # Waiting happens in Redis calls of their own, each bounded by the socket timeout.
+        deadline = time.monotonic() + self._timeout_s
+        while time.monotonic() < deadline:
+            got = self._shared._exchange(lambda r: lock.acquire(blocking=False), force=True)
+            if got is _UNANSWERED:
+                return False
+            if got:
+                self._lock = lock
+                return True
+            time.sleep(0.05)
+        return False
+
+    def release(self) -> None:
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            self._shared._exchange(lambda r: lock.release(), force=True)
 
 
 class _Unanswered:

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from cryptography.fernet import Fernet, InvalidToken
 
-from pi_mcp_adapter._shared_state import SharedState
+from pi_mcp_adapter._shared_state import SharedLock, SharedState
 
 from ._token_store import AuthRecord, TokenStore, _client_from, _token_from
 
@@ -66,6 +66,11 @@ class SharedTokenStore:
 
     def lock_path(self, server: str) -> Path:
         return self._local.lock_path(server)
+
+    def refresh_lock(self, server: str, *, timeout_s: float) -> SharedLock:
+        """Held by one replica at a time while it refreshes ``server``'s tokens: the others
+        wait, then load the refreshed tokens from Redis instead of refreshing again."""
+        return self._shared.lock(f"oauth-refresh:{server}", timeout_s=timeout_s)
 
     def location(self, server: str) -> str:
         return f"{self._local.location(server)} and {self._shared.status().url} (encrypted)"
