@@ -63,7 +63,8 @@ def test_replicas_sign_in_once_and_refresh_once_between_them(
         assert oauth_server.count("authorize") == 1
 
         # Replicas with empty agent dirs: no sign-in of their own, no browser.
-        others = [replica(tmp_path / name, redis, oauth_server) for name in ("second", "third", "fourth", "fifth")]
+        names = ("second", "third", "fourth", "fifth")
+        others = [replica(tmp_path / name, redis, oauth_server) for name in names]
         for machine in others:
             called = machine.run("call", f"{SERVER}_echo", '{"message": "hi"}')
             assert called.returncode == 0, called.stderr
