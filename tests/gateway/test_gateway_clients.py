@@ -14,6 +14,7 @@ pytestmark = pytest.mark.anyio
 
 CI_TOKEN = "ci-token-5e1f0c2a9b"
 ADMIN_TOKEN = "admin-token-77d3e4"
+EXPLORER_TOKEN = "explorer-token-a90b11"
 
 
 def clients_setting() -> list[dict[str, object]]:
@@ -25,6 +26,12 @@ def clients_setting() -> list[dict[str, object]]:
             "deny": ["fixture_env"],
         },
         {"name": "admin", "tokenSha256": hashlib.sha256(ADMIN_TOKEN.encode()).hexdigest()},
+        {
+            "name": "explorer",
+            "tokenSha256": hashlib.sha256(EXPLORER_TOKEN.encode()).hexdigest(),
+            "surface": "toolsearch",
+            "deny": ["fixture/crash"],
+        },
     ]
 
 
@@ -77,6 +84,16 @@ async def test_each_client_sees_and_calls_only_what_its_policy_allows(
             assert {"fixture_env", "fixture_crash", "fixture_echo"} <= listed
             value = await admin.call_tool("fixture_env", {"name": "PI_MCP_NOT_SET"})
             assert not value.is_error
+
+        # A client with a surface of its own.
+        async with gateway.client(token=EXPLORER_TOKEN) as explorer:
+            listed = {t.name for t in (await explorer.list_tools()).tools}
+            assert {"ToolSearch", "fixture_echo"} <= listed
+            assert "mcp" not in listed
+            assert "fixture_crash" not in listed
+        async with gateway.client(token=ADMIN_TOKEN) as admin:
+            listed = {t.name for t in (await admin.list_tools()).tools}
+            assert "ToolSearch" not in listed
 
         log = trace.read_text()
         assert CI_TOKEN not in log
