@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from pi_mcp_adapter._errors import UsageError
-from pi_mcp_adapter._secrets import redact
+from pi_mcp_adapter._secrets import redact, register_secret
 
 if TYPE_CHECKING:
     import redis
@@ -71,6 +71,9 @@ class SharedState:
                 f"settings.sharedState must be a redis://, rediss:// or unix:// URL, got {url!r}"
             )
         self.url = url
+        password = _password(url)
+        if password:
+            register_secret(password)  # whatever quotes the URL (an error) is redacted
         self._clock = clock
         self._client = client if client is not None else _connect(url)
         self._lock = threading.Lock()
@@ -281,6 +284,11 @@ def _connect(url: str) -> redis.Redis:
 
 def _text(value: bytes | str) -> str:
     return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
+
+
+def _password(url: str) -> str | None:
+    credentials, at, _ = url.partition("://")[2].rpartition("@")
+    return credentials.partition(":")[2] or None if at else None
 
 
 def _without_password(url: str) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +18,7 @@ from pi_mcp_adapter.engine._approval import ToolApprovals
 from pi_mcp_adapter.servers._failures import FailureMemory
 
 from ._team_services import RedisServer, missing_packages, redis_server
+from .conftest import PI_MCP
 
 pytestmark = pytest.mark.skipif(
     bool(missing_packages()),
@@ -163,3 +166,27 @@ def test_call_statistics_add_up_across_replicas_and_outages(
     shared = read_shared_stats()
     assert shared is not None
     assert (shared[0].calls, shared[0].errors) == (7, 1)  # each call counted once
+
+
+def test_status_says_whether_the_shared_state_answers(redis: RedisServer, tmp_path: Path) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {}, "settings": {"sharedState": redis.url}}))
+    command = [
+        *(str(PI_MCP), "--config", str(config), "--agent-dir", str(tmp_path / "agent")),
+        *("--project", str(tmp_path), "status"),
+    ]
+    answered = subprocess.run(command, capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert f"shared state: {redis.url} (connected)" in answered.stdout
+    redis.pause()
+    try:
+        away = subprocess.run(command, capture_output=True, text=True, check=True, cwd=tmp_path)
+    finally:
+        redis.resume()
+    assert f"shared state: {redis.url} unreachable" in away.stdout
+    assert "serving from local files" in away.stdout
+
+
+def test_a_password_in_the_url_is_never_shown() -> None:
+    state = shared_state.SharedState("redis://user:s3cret-pass@redis.internal:6379/0")
+    assert state.status().url == "redis://user:***@redis.internal:6379/0"
+    assert "s3cret-pass" not in state.describe()
