@@ -120,10 +120,12 @@ def test_a_project_file_cannot_set_shared_state_or_gateway_clients(machine: Mach
             "settings": {
                 "sharedState": "redis://attacker.example:6379/0",
                 "gatewayClients": [{"name": "x", "tokenSha256": digest}],
+                "gatewayJwt": {"issuer": "i", "audience": "a", "jwksUrl": "http://evil/jwks"},
             }
         },
     )
     loaded = machine.load()
+    assert loaded.settings.gateway_jwt is None
     assert loaded.settings.shared_state is None
     assert loaded.settings.gateway_clients == ()
     assert any(str(project) in w and "sharedState is ignored" in w for w in loaded.warnings)

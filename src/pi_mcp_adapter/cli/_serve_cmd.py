@@ -20,7 +20,7 @@ from pi_mcp_adapter._errors import McpAdapterError, UsageError
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from pi_mcp_adapter.config._models import GatewayClient
+    from pi_mcp_adapter.config._models import GatewayClient, GatewayJwt
     from pi_mcp_adapter.engine import McpAdapter
     from pi_mcp_adapter.hosts import GatewayOptions
     from pi_mcp_adapter.hosts._pool_daemon import ServerPool
@@ -121,7 +121,7 @@ def serve(
     if surface not in (None, "proxy", "toolsearch"):
         raise fail(f"--surface must be proxy or toolsearch, got {surface!r}", code=2)
     token = auth_token or os.environ.get(TOKEN_ENV) or None
-    clients = _gateway_clients(context) if transport == "http" else ()
+    clients, jwt = _gateway_clients(context) if transport == "http" else ((), None)
     try:
         options = GatewayOptions(
             transport="http" if transport == "http" else "stdio",
@@ -132,6 +132,7 @@ def serve(
             stateless=stateless,
             auth_token=token,
             clients=clients,
+            jwt=jwt,
         )
     except McpAdapterError as exc:
         raise fail(str(exc), code=2) from None
@@ -337,9 +338,11 @@ def _command_line(options: GatewayOptions, context: CliContext) -> tuple[str, li
     return command, args
 
 
-def _gateway_clients(context: CliContext) -> tuple[GatewayClient, ...]:
-    """``settings.gatewayClients``, read before serving decides whether it may bind beyond
-    loopback."""
+def _gateway_clients(
+    context: CliContext,
+) -> tuple[tuple[GatewayClient, ...], GatewayJwt | None]:
+    """``settings.gatewayClients`` and ``gatewayJwt``, read before serving decides whether it
+    may bind beyond loopback."""
     from pi_mcp_adapter.config import load_config
 
     loaded = load_config(
@@ -347,4 +350,4 @@ def _gateway_clients(context: CliContext) -> tuple[GatewayClient, ...]:
         project_dir=context.project_dir,
         config_path=context.config_path,
     )
-    return loaded.settings.gateway_clients
+    return loaded.settings.gateway_clients, loaded.settings.gateway_jwt

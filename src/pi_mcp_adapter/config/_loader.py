@@ -432,7 +432,11 @@ def _plugin_source(read: PluginRead) -> ConfigSource:
     return ConfigSource(read.source, "plugin", read.path, status, names)
 
 
-_USER_ONLY_SETTINGS = {"shared_state": "sharedState", "gateway_clients": "gatewayClients"}
+_USER_ONLY_SETTINGS = {
+    "shared_state": "sharedState",
+    "gateway_clients": "gatewayClients",
+    "gateway_jwt": "gatewayJwt",
+}
 
 
 def _is_project_host_file(path: Path, where: Where) -> bool:

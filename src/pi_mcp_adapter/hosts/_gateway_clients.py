@@ -11,15 +11,20 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import anyio
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 
-from pi_mcp_adapter.config._models import GatewayClient
+from pi_mcp_adapter.config._models import GatewayClient, GatewayJwt
 from pi_mcp_adapter.engine import CallerPolicy
 from pi_mcp_adapter.surface import SurfaceKind
+
+logger = logging.getLogger("pi_mcp_adapter.gateway")
 
 SHARED_TOKEN_CLIENT = "gateway-token"
 """The client name of ``--auth-token`` / ``PI_MCP_GATEWAY_TOKEN`` beside configured clients:
@@ -40,8 +45,16 @@ class ClientAccess:
 class ClientTokenVerifier:
     """The SDK's ``TokenVerifier`` over the configured clients' token digests."""
 
-    def __init__(self, clients: Sequence[GatewayClient], shared_token: str | None = None) -> None:
-        self._digests = [(bytes.fromhex(c.token_sha256), c.name) for c in clients]
+    def __init__(
+        self,
+        clients: Sequence[GatewayClient],
+        shared_token: str | None = None,
+        jwt_settings: GatewayJwt | None = None,
+    ) -> None:
+        self._digests = [(bytes.fromhex(c.token_sha256), c.name) for c in clients if c.token_sha256]
+        self._names = {c.name for c in clients}
+        self._jwt = jwt_settings
+        self._jwks: Any = None
         if shared_token:
             self._digests.append(
                 (hashlib.sha256(shared_token.encode()).digest(), SHARED_TOKEN_CLIENT)
@@ -54,10 +67,49 @@ class ClientTokenVerifier:
             # Every digest is compared, in constant time: no timing says which client is near.
             if hmac.compare_digest(digest, expected) and name is None:
                 name = client
-        if name is None:
+        if name is not None:
+            # The SDK keeps ``token`` for the request; it gets the digest, not the secret.
+            return AccessToken(token=digest.hex(), client_id=name, scopes=[])
+        if self._jwt is None or token.count(".") != 2:
             return None
-        # The SDK keeps ``token`` for the request; it gets the digest, not the secret.
-        return AccessToken(token=digest.hex(), client_id=name, scopes=[])
+        # Fetching the issuer's keys (cached for 5 minutes) is blocking I/O.
+        claims = await anyio.to_thread.run_sync(self._jwt_claims, token)
+        if claims is None:
+            return None
+        name = claims.get(self._jwt.client_claim)
+        if not isinstance(name, str) or name not in self._names:
+            logger.warning("refused a valid JWT for a client that is not configured: %r", name)
+            return None
+        scope = claims.get("scope")
+        return AccessToken(
+            token=digest.hex(),
+            client_id=name,
+            scopes=scope.split() if isinstance(scope, str) else [],
+            expires_at=claims.get("exp") if isinstance(claims.get("exp"), int) else None,
+            subject=claims.get("sub") if isinstance(claims.get("sub"), str) else None,
+        )
+
+    def _jwt_claims(self, token: str) -> dict[str, Any] | None:
+        import jwt  # PyJWT with its crypto extra comes with the MCP SDK
+
+        settings = self._jwt
+        assert settings is not None
+        if self._jwks is None:
+            self._jwks = jwt.PyJWKClient(settings.jwks_url, lifespan=300, timeout=10)
+        try:
+            key = self._jwks.get_signing_key_from_jwt(token)
+            claims: dict[str, Any] = jwt.decode(
+                token,
+                key,
+                algorithms=list(settings.algorithms),
+                audience=settings.audience,
+                issuer=settings.issuer,
+                options={"require": ["exp", "iss", "aud"]},
+            )
+        except jwt.PyJWTError as exc:
+            logger.info("refused a bearer JWT: %s", exc)
+            return None
+        return claims
 
 
 def client_access(clients: Sequence[GatewayClient]) -> dict[str, ClientAccess]:

@@ -45,7 +45,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pi_mcp_adapter._errors import UsageError
 from pi_mcp_adapter.config import LoadedConfig, ServerEntry
-from pi_mcp_adapter.config._models import GatewayClient
+from pi_mcp_adapter.config._models import GatewayClient, GatewayJwt
 from pi_mcp_adapter.engine import McpAdapter
 from pi_mcp_adapter.surface import SurfaceKind
 
@@ -75,6 +75,8 @@ class GatewayOptions:
     auth_token: str | None = None
     clients: tuple[GatewayClient, ...] = ()
     """``settings.gatewayClients``: per-client tokens (HTTP), checked by the SDK's auth."""
+    jwt: GatewayJwt | None = None
+    """``settings.gatewayJwt``: bearer JWTs from an issuer name one of ``clients``."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -164,7 +166,7 @@ def create_http_app(gateway: McpGateway, options: GatewayOptions) -> ASGIApp:
             auth=AuthSettings.model_validate(
                 {"issuer_url": "http://127.0.0.1", "resource_server_url": None}
             ),
-            token_verifier=ClientTokenVerifier(options.clients, options.auth_token),
+            token_verifier=ClientTokenVerifier(options.clients, options.auth_token, options.jwt),
         )
     app: ASGIApp = gateway.server.streamable_http_app(
         streamable_http_path=options.path,
