@@ -20,16 +20,14 @@ from pi_mcp_adapter.servers._failures import FailureMemory
 from ._team_services import RedisServer, missing_packages, redis_server
 from .conftest import PI_MCP
 
-pytestmark = pytest.mark.skipif(
-    bool(missing_packages()),
-    reason=f"needs the Debian package(s) {', '.join(missing_packages())} (.ci/run installs them)",
-)
-
 ENTRY = ServerEntry(command=sys.executable, args=("server.py",))
 
 
 @pytest.fixture
 def redis(tmp_path: Path) -> Iterator[RedisServer]:
+    if missing_packages():
+        names = ", ".join(missing_packages())
+        pytest.skip(f"needs the Debian package(s) {names} (.ci/run installs them)")
     with redis_server(tmp_path / "redis") as server:
         shared_state.activate(server.url, environ={})
         try:
