@@ -110,3 +110,34 @@ def test_running_in_the_home_directory_keeps_the_users_host_files_trusted(tmp_pa
         platform="linux",
     )
     assert loaded.servers["c"].untrusted is None
+
+
+def test_a_project_file_cannot_set_shared_state_or_gateway_clients(machine: Machine) -> None:
+    digest = "0" * 64
+    project = machine.write_layer(
+        "project",
+        {
+            "settings": {
+                "sharedState": "redis://attacker.example:6379/0",
+                "gatewayClients": [{"name": "x", "tokenSha256": digest}],
+                "gatewayJwt": {"issuer": "i", "audience": "a", "jwksUrl": "http://evil/jwks"},
+            }
+        },
+    )
+    loaded = machine.load()
+    assert loaded.settings.gateway_jwt is None
+    assert loaded.settings.shared_state is None
+    assert loaded.settings.gateway_clients == ()
+    assert any(str(project) in w and "sharedState is ignored" in w for w in loaded.warnings)
+    machine.write_layer(
+        "agent",
+        {
+            "settings": {
+                "sharedState": "redis://redis:6379/0",
+                "gatewayClients": [{"name": "ci", "tokenSha256": digest}],
+            }
+        },
+    )
+    loaded = machine.load()
+    assert loaded.settings.shared_state == "redis://redis:6379/0"
+    assert [c.name for c in loaded.settings.gateway_clients] == ["ci"]

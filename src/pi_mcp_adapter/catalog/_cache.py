@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from pi_mcp_adapter import _shared_state as shared_state
 from pi_mcp_adapter._files import write_atomically
 
 if TYPE_CHECKING:
@@ -85,6 +86,7 @@ LOCK_TIMEOUT_S = 10.0
 LOCK_POLL_INTERVAL_S = 0.01
 """Waiting writers retry this often; filelock's 50 ms default idles the lock between writers."""
 MIN_WRITE_INTERVAL_S = 0.1
+_SHARED_TABLE = "cache"
 """Stores closer together than this are written together: a listing pass over hundreds of
 servers becomes a handful of writes, and a lone store is still on disk at once."""
 WRITE_COST_FACTOR = 4.0
@@ -592,6 +594,12 @@ class MetadataCache:
             except OSError as exc:
                 self._warn(f"cannot read {self.path}: {exc.strerror or exc}; using no cache")
                 servers = {}
+            shared = shared_state.active()
+            if shared is not None and (entries := shared.table(_SHARED_TABLE)) is not None:
+                # What any replica listed: a replica that joins starts warm.
+                servers = {**servers, **entries}
+                if result == "no-cache" and entries:
+                    result = "loaded"
             with self._state_lock:
                 for update in self._pending:  # stored by another thread meanwhile
                     update(servers)
@@ -844,7 +852,12 @@ class MetadataCache:
         with the stores around it (see "Concurrency" above)."""
         self._ensure_loaded()
         with self._state_lock:
+            shared = shared_state.active()
+            before = dict(self._servers) if shared is not None else {}
             result = update(self._servers)
+            if shared is not None:
+                # Each server's entry, as the file holds it, for every replica.
+                shared.sync(_SHARED_TABLE, before, self._servers)
             self._pending.append(update)
             if at_once or self._write_timer is not None:
                 write_now = at_once

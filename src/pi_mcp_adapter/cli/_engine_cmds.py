@@ -302,6 +302,21 @@ def emit_result(result: ToolResult, *, as_json: bool, wording: bool = True) -> N
         raise typer.Exit(EXIT_FAILED)
 
 
+def _shared_state_json(adapter: McpAdapter) -> dict[str, object]:
+    if adapter.shared_state is None:
+        return {}
+    adapter.shared_state.ping()
+    state = adapter.shared_state.status()
+    return {
+        "sharedState": {
+            "url": state.url,
+            "reachable": state.reachable,
+            "pendingWrites": state.pending_writes,
+            "error": state.error,
+        }
+    }
+
+
 @app.command(short_help="Each server's state; connects nothing.")
 def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Each server's state and tool count (from the cache; connects nothing)."""
@@ -324,6 +339,7 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
                     "configErrors": list(view.config_errors),
                     "projectTrust": trust_json(adapter.config),
                     "pool": pool_json(pool),
+                    **_shared_state_json(adapter),
                 }
             )
         else:
@@ -332,6 +348,9 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
             sys.stdout.write(cli_wording(render_status(shown)) + "\n")
             if pool is not None:
                 sys.stdout.write(describe_pool(pool) + "\n")
+            if adapter.shared_state is not None:
+                adapter.shared_state.ping()
+                sys.stdout.write(adapter.shared_state.describe() + "\n")
 
     from pi_mcp_adapter._errors import McpAdapterError, UsageError
 

@@ -20,6 +20,7 @@ from pi_mcp_adapter._errors import McpAdapterError, UsageError
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
+    from pi_mcp_adapter.config._models import GatewayClient, GatewayJwt
     from pi_mcp_adapter.engine import McpAdapter
     from pi_mcp_adapter.hosts import GatewayOptions
     from pi_mcp_adapter.hosts._pool_daemon import ServerPool
@@ -120,6 +121,7 @@ def serve(
     if surface not in (None, "proxy", "toolsearch"):
         raise fail(f"--surface must be proxy or toolsearch, got {surface!r}", code=2)
     token = auth_token or os.environ.get(TOKEN_ENV) or None
+    clients, jwt = _gateway_clients(context) if transport == "http" else ((), None)
     try:
         options = GatewayOptions(
             transport="http" if transport == "http" else "stdio",
@@ -129,6 +131,8 @@ def serve(
             surface="toolsearch" if surface == "toolsearch" else "proxy" if surface else None,
             stateless=stateless,
             auth_token=token,
+            clients=clients,
+            jwt=jwt,
         )
     except McpAdapterError as exc:
         raise fail(str(exc), code=2) from None
@@ -332,3 +336,18 @@ def _command_line(options: GatewayOptions, context: CliContext) -> tuple[str, li
     if options.surface is not None:
         args += ["--surface", options.surface]
     return command, args
+
+
+def _gateway_clients(
+    context: CliContext,
+) -> tuple[tuple[GatewayClient, ...], GatewayJwt | None]:
+    """``settings.gatewayClients`` and ``gatewayJwt``, read before serving decides whether it
+    may bind beyond loopback."""
+    from pi_mcp_adapter.config import load_config
+
+    loaded = load_config(
+        agent_dir=context.agent_dir,
+        project_dir=context.project_dir,
+        config_path=context.config_path,
+    )
+    return loaded.settings.gateway_clients, loaded.settings.gateway_jwt

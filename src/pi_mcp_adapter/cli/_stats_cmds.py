@@ -41,7 +41,12 @@ def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
     from rich.table import Table
 
     from pi_mcp_adapter.config import load_config
-    from pi_mcp_adapter.engine._stats import DEFAULT_STATS_FILE, CallStats, read_stats
+    from pi_mcp_adapter.engine._stats import (
+        DEFAULT_STATS_FILE,
+        CallStats,
+        read_shared_stats,
+        read_stats,
+    )
 
     cli = get_context(ctx)
     config = load_config(
@@ -52,16 +57,23 @@ def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
         path = cli.agent_dir / DEFAULT_STATS_FILE
     else:
         path = CallStats.from_setting(setting, cli.agent_dir).path
-    try:
-        entries = read_stats(path)
-    except (OSError, ValueError) as exc:
-        raise fail(f"cannot read call statistics from {path}: {exc}") from None
+    from pi_mcp_adapter import _shared_state as shared_state
+
+    # With shared state, every replica's calls; the file when Redis does not answer.
+    shared = shared_state.activate(config.settings.shared_state)
+    entries = read_shared_stats() if shared is not None else None
+    source = shared.status().url if shared is not None and entries is not None else str(path)
+    if entries is None:
+        try:
+            entries = read_stats(path)
+        except (OSError, ValueError) as exc:
+            raise fail(f"cannot read call statistics from {path}: {exc}") from None
     # Most used first; among equals the one that fails more, then by name.
     entries.sort(key=lambda e: (-e.calls, -e.errors, e.server, e.tool))
     if as_json:
         print_json(
             {
-                "path": str(path),
+                "path": source,
                 "captureStats": setting is not False,
                 "tools": [_row_json(e) for e in entries],
             }
@@ -71,7 +83,7 @@ def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
         hint = (
             "" if setting is not False else ' Turn them on with "settings": {"captureStats": true}.'
         )
-        sys.stdout.write(f"No calls recorded in {path}.{hint}\n")
+        sys.stdout.write(f"No calls recorded in {source}.{hint}\n")
         return
     table = Table(
         "tool",
@@ -96,4 +108,4 @@ def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
             connect,
         )
     Console(soft_wrap=False).print(table)
-    sys.stdout.write(f"from {path}; latency excludes the time to start a server (connect ms)\n")
+    sys.stdout.write(f"from {source}; latency excludes the time to start a server (connect ms)\n")

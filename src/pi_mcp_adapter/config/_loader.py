@@ -271,6 +271,14 @@ def load_config(
             proposed = layer_settings.pop("project_trust", None)
             if proposed in ("ask", "always", "never"):
                 mode_proposals.append((proposed, layer.source.path))
+            # Where shared state lives (trust records among it) and who may use the gateway
+            # are the operator's: a cloned repository cannot redirect or widen them.
+            for key, json_key in _USER_ONLY_SETTINGS.items():
+                if layer_settings.pop(key, None) is not None:
+                    collector.warnings.append(
+                        f"{layer.source.path}: settings.{json_key} is ignored in a project file; "
+                        "set it in your user config"
+                    )
         settings.update(layer_settings)
         imports.extend(kind for kind in layer.imports if kind not in imports)
         # A layer's imports sit just below the layer itself (the first host listed wins a
@@ -422,6 +430,13 @@ def _plugin_source(read: PluginRead) -> ConfigSource:
         status = "loaded"
     names = tuple(dict.fromkeys(raw.name for raw in read.entries))
     return ConfigSource(read.source, "plugin", read.path, status, names)
+
+
+_USER_ONLY_SETTINGS = {
+    "shared_state": "sharedState",
+    "gateway_clients": "gatewayClients",
+    "gateway_jwt": "gatewayJwt",
+}
 
 
 def _is_project_host_file(path: Path, where: Where) -> bool:

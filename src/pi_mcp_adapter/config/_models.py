@@ -344,6 +344,44 @@ class CaptureStats(_Model):
     flush_delay_ms: int = 500
 
 
+class GatewayClient(_Model):
+    """One client of an HTTP gateway (``settings.gatewayClients``): its name (what the trace
+    records), the SHA-256 of its bearer token (hex), and its policy. ``allow`` and ``deny``
+    are globs over tool names as the client sees them (``github_*``) or ``server/tool``
+    (``github/*``); deny wins, and no ``allow`` allows every tool. ``surface`` overrides the
+    gateway's surface for this client."""
+
+    name: str
+    token_sha256: str | None = None
+    """None: the client signs in only with a JWT (``settings.gatewayJwt``)."""
+    allow: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+    surface: Surface | None = None
+
+    @field_validator("token_sha256")
+    @classmethod
+    def _hex_digest(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        digest = value.strip().lower()
+        if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+            raise ValueError("tokenSha256 must be 64 hex digits (sha256sum of the token)")
+        return digest
+
+
+class GatewayJwt(_Model):
+    """``settings.gatewayJwt``: the HTTP gateway as an OAuth 2.1 resource server. A bearer
+    token that is a JWT signed by one of the issuer's keys (from ``jwksUrl``), for
+    ``audience``, unexpired, names its client in ``clientClaim``; that client must be one of
+    ``gatewayClients`` (its policy applies), or the request is refused."""
+
+    issuer: str
+    audience: str
+    jwks_url: str
+    client_claim: str = "client_id"
+    algorithms: tuple[str, ...] = ("RS256", "ES256")
+
+
 class Settings(_Model):
     """The ``settings`` object, merged shallowly across layers (later layers win per key)."""
 
@@ -385,6 +423,14 @@ class Settings(_Model):
     agent_plugin_paths: tuple[str, ...] | None = None
     """Agent plugin directories (``plugin.json`` + ``mcp.json``) whose servers are added as
     ``<plugin>__<server>``; relative paths are from the project directory."""
+    shared_state: str | None = None
+    """A ``redis://`` URL: failure memory, approvals granted for always, trust records and
+    the metadata cache are shared by every process using it (replicas of a gateway); files
+    stay the fallback. Needs the ``redis`` extra; ``PI_MCP_SHARED_STATE`` overrides it."""
+    gateway_clients: tuple[GatewayClient, ...] = ()
+    gateway_jwt: GatewayJwt | None = None
+    """Who may use an HTTP gateway, each with a bearer token (stored as its SHA-256) and a
+    policy; when set, every request must carry one of these tokens."""
     project_trust: ProjectTrustMode = "ask"
     """Servers from project-level files: ``ask`` (at a terminal; headless they stay
     ``untrusted`` until ``pi-mcp trust --project``), ``always`` or ``never``. Read from user-

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from pi_mcp_adapter import _shared_state as shared_state
 from pi_mcp_adapter._files import write_atomically
 
 __all__ = [
@@ -54,6 +55,7 @@ _STRICTNESS: Mapping[ProjectTrustMode, int] = {"always": 0, "ask": 1, "never": 2
 PROJECT_TRUST_ENV = "PI_MCP_PROJECT_TRUST"
 TRUST_FILE_NAME = "mcp-trust.json"
 TRUST_FILE_VERSION = 1
+_SHARED_TABLE = "trust"
 LOCK_TIMEOUT_S = 5.0
 """Writers hold the lock for milliseconds; the person waits on a trust answer, not on this."""
 
@@ -199,6 +201,11 @@ class TrustStore:
         return tuple(removed)
 
     def _read(self) -> dict[str, Any]:
+        # With shared state every replica trusts what was trusted through one of them (the
+        # records name resolved paths: replicas share them when they share the project path).
+        shared = shared_state.active()
+        if shared is not None and (records := shared.table(_SHARED_TABLE)) is not None:
+            return records
         try:
             data = json.loads(self.path.read_bytes())
         except (OSError, ValueError, RecursionError):
@@ -215,7 +222,11 @@ class TrustStore:
         try:
             with filelock.FileLock(f"{self.path}.lock", timeout=LOCK_TIMEOUT_S):
                 records = self._read()
+                before = dict(records)
                 update(records)
+                shared = shared_state.active()
+                if shared is not None:
+                    shared.sync(_SHARED_TABLE, before, records)
                 self._write(records)
         except filelock.Timeout as exc:
             raise OSError(f"{self.path} is locked by another process; try again") from exc

@@ -19,6 +19,7 @@
 - ``_approval``  ``approveTools``: questions to the user before a call, and remembered answers.
 - ``_questions`` questions servers ask during a call (elicitation, sampling), routed to the
                  host's answerers, with form defaults filled in.
+- ``_caller``    who a call is made for (a gateway client) and what its policy allows.
 - ``_trace``     one metadata-only JSON line per call (``settings.trace``, ``PI_MCP_TRACE``).
 
 The engine imports ``config``, ``servers`` and ``catalog``, never ``surface`` or a host binding.
@@ -37,6 +38,7 @@ from ._approval import (
     Question,
     QuestionOption,
 )
+from ._caller import CallerPolicy, acting_for, current_caller
 from ._host import (
     AudioPart,
     CommandHandler,
@@ -95,6 +97,7 @@ __all__ = [
     "AudioPart",
     "CallErrorKind",
     "CallOutcome",
+    "CallerPolicy",
     "CommandHandler",
     "ContentPart",
     "Elicit",
@@ -122,6 +125,8 @@ __all__ = [
     "UnknownPromptError",
     "UnknownResourceError",
     "UpstreamRoutes",
+    "acting_for",
+    "current_caller",
     "decline_elicitation",
     "describe_question",
     "form_defaults",

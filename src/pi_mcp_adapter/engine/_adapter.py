@@ -20,12 +20,14 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AsyncExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.abc
 
+from pi_mcp_adapter import _shared_state as shared_state
 from pi_mcp_adapter._errors import (
     ConfigError,
     McpAdapterError,
@@ -61,6 +63,7 @@ from pi_mcp_adapter.servers import (
 )
 
 from ._approval import ApprovalScope, Ask, AsksQuestions, ToolApprovals
+from ._caller import current_caller
 from ._catalog_state import CatalogState
 from ._host import Host
 from ._notices import DEFAULT_STATUS_DEBOUNCE_S, Notices
@@ -201,6 +204,8 @@ class McpAdapter:
         self._clock = clock
         self._relay_server_requests = relay_server_requests
         self._use_pool = use_pool and self._environ.get("PI_MCP_POOL", "1") != "0"
+        # Before any store is read: with a shared state, every store reads it.
+        self.shared_state = shared_state.activate(self.settings.shared_state, environ=self._environ)
         self.cache = MetadataCache(self.agent_dir / "mcp-cache.json")
         self._state_kind: Literal["new", "running", "closed"] = "new"
         self._manager: ServerManager | None = None
@@ -701,7 +706,10 @@ class McpAdapter:
         return self.state.index
 
     def tools(self, server: str | None = None) -> Sequence[ToolInfo]:
-        return self.state.tools(server)
+        tools = self.state.tools(server)
+        caller = current_caller()
+        # A gateway client sees only what its policy allows (the calls are refused anyway).
+        return tools if caller is None else [t for t in tools if caller.permits(t)]
 
     def lookup(self, name: str) -> ToolInfo:
         """Resolve a tool name by the catalog's rules, from what is known now.
@@ -839,6 +847,11 @@ class McpAdapter:
         page = self.state.index.search(
             query, server=server, regex=regex, limit=limit or DEFAULT_SEARCH_LIMIT, offset=offset
         )
+        caller = current_caller()
+        if caller is not None:
+            hits = tuple(h for h in page.hits if caller.permits(h.tool))
+            if len(hits) != len(page.hits):
+                page = replace(page, hits=hits, total=page.total - (len(page.hits) - len(hits)))
         unavailable: tuple[ServerStatus, ...] = ()
         if not page.hits:
             names = [server] if server is not None else list(self.servers)

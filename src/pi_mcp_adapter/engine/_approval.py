@@ -31,6 +31,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import anyio
 
+from pi_mcp_adapter import _shared_state as shared_state
 from pi_mcp_adapter._files import write_atomically
 from pi_mcp_adapter.catalog import ToolFilter, ToolInfo, config_hash
 from pi_mcp_adapter.config import ServerEntry, Settings
@@ -53,6 +54,7 @@ logger = logging.getLogger("pi_mcp_adapter.approval")
 
 APPROVALS_FILE_NAME = "mcp-approvals.json"
 _FILE_VERSION = 1
+_SHARED_TABLE = "approvals"
 ARGUMENTS_PREVIEW_CHARS = 500
 
 ApprovalChoice = Literal["allow_once", "allow_session", "allow_always", "deny"]
@@ -248,6 +250,10 @@ class ToolApprovals:
     # -- "always" answers --------------------------------------------------------------------
 
     def _read(self) -> dict[str, Any]:
+        # With shared state, an "always" given through one replica holds on every replica.
+        shared = shared_state.active()
+        if shared is not None and (always := shared.table(_SHARED_TABLE)) is not None:
+            return always
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -272,6 +278,9 @@ class ToolApprovals:
             "configHash": fingerprint,
             "at": int(self._clock() * 1000),
         }
+        shared = shared_state.active()
+        if shared is not None:
+            shared.put(_SHARED_TABLE, server, always[server])
         data = json.dumps({"version": _FILE_VERSION, "always": always}, indent=2)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -29,6 +29,7 @@ from pi_mcp_adapter.servers import ServerManager, allow_prompts
 
 from ._approval import ApprovalScope, Ask, ToolApprovals
 from ._arguments import argument_problems
+from ._caller import current_caller
 from ._catalog_state import CatalogState
 from ._trace import CallTrace
 from ._validate import validate_arguments
@@ -127,6 +128,13 @@ class CallPipeline:
             return CallOutcome(
                 name, error_kind="ambiguous_tool", message=str(exc), candidates=exc.candidates
             )
+        caller = current_caller()
+        if caller is not None and not caller.permits(tool):
+            outcome = CallOutcome(
+                name, tool, error_kind="policy_denied", message=caller.refusal(tool)
+            )
+            self._record(tool, outcome)
+            return outcome
         settings = self._settings()
         # Text JSON cannot carry, or nesting that would exhaust the encoder's stack, is the
         # caller's mistake: it is never sent (a server would get a broken connection).
@@ -162,7 +170,7 @@ class CallPipeline:
 
     def _record(self, tool: ToolInfo, outcome: CallOutcome) -> None:
         stats = self._stats()
-        if stats is not None and outcome.error_kind != "definition_changed":
+        if stats is not None and outcome.error_kind not in ("definition_changed", "policy_denied"):
             stats.record(
                 tool.server,
                 tool.original_name,
@@ -181,6 +189,7 @@ class CallPipeline:
                 bytes_out=result_bytes(outcome),
                 outcome="failed" if failed else ("error" if outcome.is_error else "ok"),
                 error=outcome.error_kind,
+                client=caller.name if (caller := current_caller()) is not None else None,
             )
 
     async def _call_server(

@@ -28,6 +28,7 @@ import anyio
 import anyio.to_thread
 import filelock
 
+from pi_mcp_adapter import _shared_state as shared_state
 from pi_mcp_adapter._errors import UsageError
 from pi_mcp_adapter._files import write_atomically
 from pi_mcp_adapter._secrets import redact
@@ -54,6 +55,7 @@ RECENT_LATENCY_SAMPLES = 200
 _DEFAULT_FLUSH_DELAY_MS = 500
 # Another session holds the lock only for a read and a write; waiting longer means it hangs.
 _LOCK_TIMEOUT_S = 5.0
+_SHARED_TABLE = "stats"
 # After a failed write, try again later rather than at every call.
 _RETRY_DELAY_S = 30.0
 
@@ -188,6 +190,8 @@ class CallStats:
         self._lock = threading.Lock()
         self._session: dict[tuple[str, str], ToolStats] = {}
         self._pending: dict[tuple[str, str], ToolStats] = {}
+        self._unshared: dict[tuple[str, str], ToolStats] = {}
+        """Counts written to the file but not yet to the shared state (Redis was away)."""
         self._wakeup: anyio.Event | None = None
         self._written: anyio.Event | None = None
         self._writes_in_progress = 0
@@ -280,6 +284,7 @@ class CallStats:
             self._writes_in_progress += 1
         try:
             self._write_merged(pending)
+            self._share(pending)
         except (OSError, filelock.Timeout) as exc:
             logger.warning("could not write call statistics to %s: %s", self.path, exc)
             with self._lock:
@@ -327,6 +332,35 @@ class CallStats:
         while self._written is not None and (self.has_unwritten or self._writes_in_progress):
             await self._written.wait()
 
+    def _share(self, pending: Mapping[tuple[str, str], ToolStats]) -> None:
+        """Add ``pending`` to the counts every replica shares (``settings.sharedState``);
+        what Redis does not take now is added at a later flush."""
+        shared = shared_state.active()
+        if shared is None:
+            return
+        with self._lock:
+            unshared, self._unshared = self._unshared, {}
+        for key, newer in pending.items():
+            unshared[key] = unshared[key].merged(newer) if key in unshared else newer
+        for (server, tool), newer in list(unshared.items()):
+
+            def combine(current: Any, server: str = server, tool: str = tool) -> Any:
+                newer = unshared[(server, tool)]
+                try:
+                    stored = ToolStats.from_json(server, tool, current)
+                except (AttributeError, TypeError, ValueError):
+                    return newer.to_json()  # nothing, or not a stats entry: start again
+                return stored.merged(newer).to_json()
+
+            if not shared.merge(_SHARED_TABLE, shared_stats_key(server, tool), combine):
+                break
+            del unshared[(server, tool)]
+        if unshared:
+            with self._lock:
+                for key, newer in self._unshared.items():
+                    unshared[key] = unshared[key].merged(newer) if key in unshared else newer
+                self._unshared = unshared
+
     def _write_merged(self, pending: Mapping[tuple[str, str], ToolStats]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with filelock.FileLock(f"{self.path}.lock", timeout=_LOCK_TIMEOUT_S):
@@ -343,6 +377,27 @@ class CallStats:
             os.replace(self.path, aside)
             logger.warning("%s is not a stats file (%s); moved it to %s", self.path, exc, aside)
             return []
+
+
+def shared_stats_key(server: str, tool: str) -> str:
+    return json.dumps([server, tool], ensure_ascii=False)
+
+
+def read_shared_stats() -> list[ToolStats] | None:
+    """Every replica's statistics from the shared state; None without one, or when Redis does
+    not answer."""
+    shared = shared_state.active()
+    table = shared.table(_SHARED_TABLE) if shared is not None else None
+    if table is None:
+        return None
+    entries = []
+    for key, data in table.items():
+        try:
+            server, tool = json.loads(key)
+            entries.append(ToolStats.from_json(str(server), str(tool), data))
+        except (ValueError, TypeError, KeyError):
+            continue
+    return entries
 
 
 def read_stats(path: Path) -> list[ToolStats]:

@@ -59,6 +59,7 @@ class CallTrace:
         bytes_out: int,
         outcome: Outcome,
         error: str | None = None,
+        client: str | None = None,
     ) -> None:
         line: dict[str, object] = {
             "time": datetime.fromtimestamp(time.time(), UTC).isoformat(timespec="milliseconds"),
@@ -70,6 +71,9 @@ class CallTrace:
         }
         if error is not None:
             line["error"] = error
+        if client is not None:
+            # The gateway client's configured name; its token is never known here.
+            line["client"] = client
         data = (redact(json.dumps(line, ensure_ascii=False)) + "\n").encode()
         with self._lock:
             try:

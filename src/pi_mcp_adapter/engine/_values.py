@@ -95,11 +95,13 @@ CallErrorKind = Literal[
     "server_error",
     "definition_changed",
     "approval_denied",
+    "policy_denied",
 ]
 """Why a call produced no server answer; a server's own ``isError`` result is not one.
 
 ``definition_changed``: the tool changed since it was last trusted and
-``settings.onDefinitionChange`` is ``"block"``; nothing was sent."""
+``settings.onDefinitionChange`` is ``"block"``; nothing was sent. ``policy_denied``: the
+caller's policy (a gateway client's) does not allow the tool; nothing was sent."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,8 +65,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pi_mcp_adapter._errors import McpAdapterError, ServerReportedError
 from pi_mcp_adapter._secrets import redact
 from pi_mcp_adapter.catalog import ToolInfo
+from pi_mcp_adapter.config._models import GatewayClient
 from pi_mcp_adapter.engine import (
     AudioPart,
+    CallerPolicy,
     CommandHandler,
     EventHandler,
     HostEvent,
@@ -79,10 +81,13 @@ from pi_mcp_adapter.engine import (
     ToolResult,
     UnknownPromptError,
     UnknownResourceError,
+    acting_for,
     with_form_defaults,
 )
 from pi_mcp_adapter.servers import CallRelay, current_relay, relay_calls
 from pi_mcp_adapter.surface import SurfaceKind, Surfaces, register_surfaces, render_outcome
+
+from ._gateway_clients import ClientAccess, client_access, requesting_client
 
 logger = logging.getLogger("pi_mcp_adapter.gateway")
 
@@ -222,7 +227,10 @@ class McpGateway:
         adapter: a started adapter, created with ``relay_server_requests=True`` so upstream
             sampling, elicitation and logs can reach clients.
         surface: ``proxy`` or ``toolsearch``; defaults to ``settings.surface``.
-        stateless: the HTTP transport runs stateless; every request shares one host.
+        stateless: the HTTP transport runs stateless; every request shares one host (one
+            per client with ``clients``).
+        clients: ``settings.gatewayClients``: each request acts for the client whose token it
+            carries (verified by the HTTP app), with that client's policy and surface.
     """
 
     def __init__(
@@ -231,6 +239,7 @@ class McpGateway:
         *,
         surface: SurfaceKind | None = None,
         stateless: bool = False,
+        clients: Sequence[GatewayClient] = (),
     ) -> None:
         self.adapter = adapter
         if adapter.ask is None:
@@ -242,6 +251,11 @@ class McpGateway:
         self._listen = ListenHandler(self.bus)
         self._tg: anyio.abc.TaskGroup | None = None
         self._shared: GatewayHost | None = None
+        # settings.gatewayClients: each client's policy and surface, and (sessionless) its
+        # own shared host, so one client's list is never another's.
+        self._clients: dict[str, ClientAccess] = client_access(clients) if clients else {}
+        self._client_hosts: dict[str, GatewayHost] = {}
+        self._sessionless: set[GatewayHost] = set()
         # Each host with the connection it notifies (None: the shared host, which publishes on
         # the subscription bus). A connection's teardown removes its host.
         self._hosts: dict[GatewayHost, Connection | None] = {}
@@ -313,20 +327,36 @@ class McpGateway:
 
     # ------------------------------------------------------------------ hosts
 
-    def _new_host(self, connection: Connection | None) -> GatewayHost:
+    def _new_host(
+        self, connection: Connection | None, surface: SurfaceKind | None = None
+    ) -> GatewayHost:
         host = GatewayHost(on_tools_changed=self._tools_changed, on_notice=self._notice)
         self._hosts[host] = connection
+        if connection is None:
+            self._sessionless.add(host)
         # Its first tools are not announced as a change: the client has not listed anything.
         self._registering.add(host)
         try:
-            host.surfaces = register_surfaces(self.adapter, host, surface=self.surface)
+            host.surfaces = register_surfaces(self.adapter, host, surface=surface or self.surface)
         finally:
             self._registering.discard(host)
         return host
 
+    def caller(self) -> CallerPolicy | None:
+        """The policy of the configured client making the running request (None without
+        ``gatewayClients``, or over stdio, where the one local user is trusted)."""
+        if not self._clients:
+            return None
+        name = requesting_client()
+        access = self._clients.get(name) if name is not None else None
+        return access.policy if access is not None else None
+
     def host_for(self, ctx: ServerRequestContext[Any, Any]) -> GatewayHost:
         """The host of the client connection ``ctx`` came from (shared when sessionless)."""
+        client = self._client_access()
         if self.stateless or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            if client is not None:
+                return self._client_host(client)
             return self._shared_host()
         # The SDK hands low-level handlers a per-request ServerSession; the per-connection
         # Connection behind it (with its state and teardown stack) is what identifies a client.
@@ -336,9 +366,21 @@ class McpGateway:
         host = connection.state.get(_HOST_STATE_KEY)
         if isinstance(host, GatewayHost):
             return host
-        host = self._new_host(connection)
+        host = self._new_host(connection, client.surface if client is not None else None)
         connection.state[_HOST_STATE_KEY] = host
         connection.exit_stack.callback(self._forget, host)
+        return host
+
+    def _client_access(self) -> ClientAccess | None:
+        if not self._clients:
+            return None
+        name = requesting_client()
+        return self._clients.get(name) if name is not None else None
+
+    def _client_host(self, client: ClientAccess) -> GatewayHost:
+        host = self._client_hosts.get(client.policy.name)
+        if host is None:
+            host = self._client_hosts[client.policy.name] = self._new_host(None, client.surface)
         return host
 
     def _shared_host(self) -> GatewayHost:
@@ -367,7 +409,7 @@ class McpGateway:
         connection = self._hosts.get(host)
         if connection is not None:
             await connection.send_tool_list_changed()  # best effort: never raises
-        elif host is self._shared:
+        elif host in self._sessionless:
             await self.bus.publish(ToolsListChanged())
 
     def _notice(self, host: GatewayHost, message: str, level: NotifyLevel) -> None:
@@ -423,7 +465,23 @@ class McpGateway:
         # once they are up (bounded), as before the gateway served anything.
         await self.adapter.ready(self.adapter.eager_servers())
         host = self.host_for(ctx)
-        return types.ListToolsResult(tools=[self._wire_tool(host, d) for d in host.visible_tools()])
+        caller = self.caller()
+        return types.ListToolsResult(
+            tools=[
+                self._wire_tool(host, d)
+                for d in host.visible_tools()
+                if caller is None or self._permits(host, caller, d.name)
+            ]
+        )
+
+    def _permits(self, host: GatewayHost, caller: CallerPolicy, name: str) -> bool:
+        """Whether ``caller`` may see ``name`` (the gateway's own tools: always)."""
+        if not host.is_catalog_tool(name):
+            return True
+        try:
+            return caller.permits(self.adapter.lookup(name))
+        except McpAdapterError:
+            return True  # listed by a surface, unknown to the catalog: the call decides
 
     def _wire_tool(self, host: GatewayHost, definition: ToolDefinition) -> types.Tool:
         info = self._catalog_info(host, definition.name)
@@ -460,7 +518,7 @@ class McpGateway:
         if name not in host.active:
             await self.adapter.ready()  # a direct tool of a server still being listed
         try:
-            with relay_calls(self._relay(ctx, host)):
+            with relay_calls(self._relay(ctx, host)), acting_for(self.caller()):
                 if name in host.active and host.is_catalog_tool(name):
                     return await self._call_upstream(name, arguments)
                 definition = host.tools.get(name) if name in host.active else None
@@ -494,7 +552,7 @@ class McpGateway:
         progress_token = meta.get("progress_token", meta.get("progressToken"))
         log_levels = allowed_log_levels(ctx.protocol_version, ctx.meta)
         # Sessionless requests share a host but not a caller: each request is its own.
-        caller: object = host if host is not self._shared else session
+        caller: object = host if host not in self._sessionless else session
 
         async def report(progress: float, total: float | None, message: str | None) -> None:
             await session.report_progress(progress, total, message)
@@ -573,7 +631,11 @@ class McpGateway:
     async def _read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        with _as_mcp_error(), relay_calls(self._relay(ctx, self.host_for(ctx))):
+        with (
+            _as_mcp_error(),
+            relay_calls(self._relay(ctx, self.host_for(ctx))),
+            acting_for(self.caller()),
+        ):
             return await self.adapter.routes.read_resource(str(params.uri))
 
     # ------------------------------------------------------------------ subscriptions
@@ -617,7 +679,11 @@ class McpGateway:
     async def _get_prompt(
         self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
-        with _as_mcp_error(), relay_calls(self._relay(ctx, self.host_for(ctx))):
+        with (
+            _as_mcp_error(),
+            relay_calls(self._relay(ctx, self.host_for(ctx))),
+            acting_for(self.caller()),
+        ):
             return await self.adapter.routes.get_prompt(params.name, params.arguments or {})
 
 

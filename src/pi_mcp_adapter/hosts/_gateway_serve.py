@@ -45,6 +45,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pi_mcp_adapter._errors import UsageError
 from pi_mcp_adapter.config import LoadedConfig, ServerEntry
+from pi_mcp_adapter.config._models import GatewayClient, GatewayJwt
 from pi_mcp_adapter.engine import McpAdapter
 from pi_mcp_adapter.surface import SurfaceKind
 
@@ -72,6 +73,10 @@ class GatewayOptions:
     surface: SurfaceKind | None = None
     stateless: bool = False
     auth_token: str | None = None
+    clients: tuple[GatewayClient, ...] = ()
+    """``settings.gatewayClients``: per-client tokens (HTTP), checked by the SDK's auth."""
+    jwt: GatewayJwt | None = None
+    """``settings.gatewayJwt``: bearer JWTs from an issuer name one of ``clients``."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -80,7 +85,12 @@ class GatewayOptions:
             raise UsageError(f"--path must start with '/', got {self.path!r}")
         if self.auth_token is not None and not self.auth_token.strip():
             raise UsageError("the gateway token is empty")
-        if self.transport == "http" and not is_loopback(self.host) and not self.auth_token:
+        if (
+            self.transport == "http"
+            and not is_loopback(self.host)
+            and not self.auth_token
+            and not self.clients
+        ):
             raise UsageError(
                 f"refusing to serve on {self.host!r} without a token: anyone who can reach it "
                 f"could use every configured server. Set --auth-token or {TOKEN_ENV}, or bind "
@@ -141,7 +151,23 @@ class BearerTokenGuard:
 
 def create_http_app(gateway: McpGateway, options: GatewayOptions) -> ASGIApp:
     """The gateway's Starlette app (Streamable HTTP at ``options.path``), guarded by a token
-    when one is set."""
+    when one is set, or by the SDK's bearer auth over the configured clients' tokens."""
+    if options.clients:
+        from mcp.server.auth.settings import AuthSettings
+
+        from ._gateway_clients import ClientTokenVerifier
+
+        return gateway.server.streamable_http_app(
+            streamable_http_path=options.path,
+            stateless_http=options.stateless,
+            host=options.host,
+            # A resource server of its own tokens: no authorization server, no metadata route
+            # (the issuer is required by the model and never advertised without one).
+            auth=AuthSettings.model_validate(
+                {"issuer_url": "http://127.0.0.1", "resource_server_url": None}
+            ),
+            token_verifier=ClientTokenVerifier(options.clients, options.auth_token, options.jwt),
+        )
     app: ASGIApp = gateway.server.streamable_http_app(
         streamable_http_path=options.path,
         stateless_http=options.stateless,
@@ -273,7 +299,10 @@ async def serve_gateway(
             adapter,
             alongside(adapter) if alongside is not None else nullcontext(),
             McpGateway(
-                adapter, surface=options.surface, stateless=options.stateless
+                adapter,
+                surface=options.surface,
+                stateless=options.stateless,
+                clients=options.clients if options.transport == "http" else (),
             ).running() as gateway,
         ):
             if sock is None:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pi_mcp_adapter import _shared_state as shared_state
 from pi_mcp_adapter._files import write_atomically
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ logger = logging.getLogger("pi_mcp_adapter.servers")
 
 FAILURES_FILE_NAME = "mcp-failures.json"
 FAILURES_VERSION = 1
+_SHARED_TABLE = "failures"
 DEFAULT_BACKOFF_S = 60.0
 """How long after a first failed connect further attempts fail at once."""
 MAX_BACKOFF_S = 600.0
@@ -172,6 +174,12 @@ class FailureMemory:
     # -- file ---------------------------------------------------------------------------------
 
     def _read(self) -> dict[str, Any]:
+        shared = shared_state.active()
+        if shared is not None and (records := shared.table(_SHARED_TABLE)) is not None:
+            return records
+        return self._read_file()
+
+    def _read_file(self) -> dict[str, Any]:
         try:
             data = json.loads(self.path.read_bytes())
         except FileNotFoundError:
@@ -191,8 +199,13 @@ class FailureMemory:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._file_lock:
+                shared = shared_state.active()
                 servers = self._read()
+                before = dict(servers)
                 update(servers)
+                if shared is not None:
+                    # Every replica backs off from a server that failed for one of them.
+                    shared.sync(_SHARED_TABLE, before, servers)
                 self._write(servers)
         except (OSError, filelock.Timeout) as exc:
             logger.debug("cannot update %s: %s", self.path, exc)

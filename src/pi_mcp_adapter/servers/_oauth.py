@@ -31,7 +31,7 @@ import warnings
 from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 import anyio
@@ -45,6 +45,9 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull,
 
 from pi_mcp_adapter._errors import NeedsAuthError, ServerStartError, UsageError
 from pi_mcp_adapter.config import ServerEntry, Settings
+
+if TYPE_CHECKING:
+    from pi_mcp_adapter._shared_state import SharedLock
 
 from ._oauth_prompt import (
     CALLBACK_PATH,
@@ -174,6 +177,24 @@ def choose_redirect_uri(
     return f"http://127.0.0.1:{port}{CALLBACK_PATH}"
 
 
+class _RefreshLock(Protocol):
+    def release(self) -> None: ...
+
+
+class _BothLocks:
+    """This machine's refresh lock and the replicas' shared one, released together."""
+
+    def __init__(self, local: filelock.FileLock, shared: SharedLock) -> None:
+        self._local = local
+        self._shared = shared
+
+    def release(self) -> None:
+        try:
+            self._shared.release()
+        finally:
+            self._local.release()
+
+
 class _StoredExpiryMixin:
     """What every provider of ours adds to the SDK's: persisted expiry, the cross-process
     refresh lock, the implicit-OAuth rule, a step-up limit and configured scopes."""
@@ -215,19 +236,27 @@ class _StoredExpiryMixin:
         refresh_at = self._refresh_at(record)
         return refresh_at is not None and self._clock() >= refresh_at
 
-    async def _acquire_refresh_lock(self) -> filelock.FileLock:
+    async def _acquire_refresh_lock(self) -> _RefreshLock:
         lock = filelock.FileLock(
             self._storage.store.lock_path(self._server),
             timeout=REFRESH_LOCK_TIMEOUT_S,
             thread_local=False,
         )
         await anyio.to_thread.run_sync(lock.acquire)
-        return lock
+        from ._shared_tokens import SharedTokenStore
+
+        store = self._storage.store
+        if not isinstance(store, SharedTokenStore):
+            return lock
+        # Replicas sharing their tokens refresh once between them, not once each.
+        shared = store.refresh_lock(self._server, timeout_s=REFRESH_LOCK_TIMEOUT_S)
+        await anyio.to_thread.run_sync(shared.acquire)
+        return _BothLocks(lock, shared)
 
     async def _auth_flow(
         self, request: httpx2.Request
     ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
-        lock: filelock.FileLock | None = None
+        lock: _RefreshLock | None = None
         self._adopt_tokens_stored_elsewhere()
         if self._refresh_due():
             lock = await self._acquire_refresh_lock()

@@ -41,6 +41,7 @@ from typing import Any, Literal, Protocol
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from pydantic import ValidationError
 
+from pi_mcp_adapter import _shared_state as shared_state
 from pi_mcp_adapter._errors import UsageError
 from pi_mcp_adapter._secrets import register_secret
 
@@ -432,14 +433,25 @@ class KeyringTokenStore:
 def create_token_store(
     kind: Literal["file", "keyring"], agent_dir: Path, *, clock: Callable[[], float] = time.time
 ) -> TokenStore:
-    """The backend ``settings.oauthStore`` names.
+    """The backend ``settings.oauthStore`` names; with shared state and ``PI_MCP_STATE_KEY``,
+    its records are also kept, encrypted, in Redis for every replica.
 
     Raises:
         UsageError: ``keyring`` was asked for and the extra is not installed.
     """
-    if kind == "keyring":
-        return KeyringTokenStore(agent_dir, clock=clock)
-    return FileTokenStore(agent_dir, clock=clock)
+    local: TokenStore = (
+        KeyringTokenStore(agent_dir, clock=clock)
+        if kind == "keyring"
+        else FileTokenStore(agent_dir, clock=clock)
+    )
+    shared = shared_state.active()
+    secret = os.environ.get("PI_MCP_STATE_KEY")
+    if shared is None or not secret:
+        return local
+    from ._shared_tokens import SharedTokenStore
+
+    register_secret(secret)
+    return SharedTokenStore(local, shared, secret)
 
 
 class ServerTokenStorage:
