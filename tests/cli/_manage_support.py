@@ -77,36 +77,3 @@ def new_machine(tmp_path: Path) -> Machine:
 
 OAUTH_FIXTURE = REPO / "tests" / "fixtures" / "oauth_server.py"
 FAULTS_FIXTURE = REPO / "tests" / "fixtures" / "http_faults.py"
-
-
-class Fixtures:
-    """HTTP fixture servers started as subprocesses, stopped (by pid) at the end of the test."""
-
-    def __init__(self) -> None:
-        self.processes: list[subprocess.Popen[str]] = []
-
-    def start(self, script: Path, *args: str, env: Mapping[str, str] | None = None) -> int:
-        import selectors
-
-        process = subprocess.Popen(
-            [sys.executable, str(script), *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env={**os.environ, **(env or {})},
-        )
-        self.processes.append(process)
-        assert process.stdout is not None
-        with selectors.DefaultSelector() as selector:
-            selector.register(process.stdout, selectors.EVENT_READ)
-            if not selector.select(timeout=30):
-                raise RuntimeError(f"{script.name} did not report its port")
-        line = process.stdout.readline()
-        if not line.startswith("LISTENING "):
-            raise RuntimeError(f"{script.name} printed {line!r} instead of its port")
-        return int(line.split()[1])
-
-    def stop_all(self) -> None:
-        for process in self.processes:
-            process.kill()
-            process.wait(timeout=10)

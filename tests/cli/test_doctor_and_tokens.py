@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 import trustme
 
+from servers._support import HttpFixtures
+
 from ._manage_support import (
     FAULTS_FIXTURE,
     MCP_FIXTURE,
     NPM_DIR,
     OAUTH_FIXTURE,
-    Fixtures,
     Machine,
     new_machine,
 )
@@ -29,8 +30,8 @@ TOKEN = "canary-bearer-7f3a9c2e51d04b8a"
 
 
 @pytest.fixture
-def fixtures() -> Iterator[Fixtures]:
-    running = Fixtures()
+def fixtures() -> Iterator[HttpFixtures]:
+    running = HttpFixtures()
     try:
         yield running
     finally:
@@ -59,7 +60,7 @@ def free_port() -> int:
 
 @pytest.mark.slow
 def test_doctor_passes_every_step_of_a_streamable_http_and_an_sse_server(
-    tmp_path: Path, fixtures: Fixtures
+    tmp_path: Path, fixtures: HttpFixtures
 ) -> None:
     machine = new_machine(tmp_path)
     http_port = fixtures.start(MCP_FIXTURE, "--transport", "streamable-http")
@@ -94,7 +95,7 @@ def test_doctor_passes_every_step_of_a_streamable_http_and_an_sse_server(
 
 @pytest.mark.slow
 def test_doctor_checks_the_certificate_against_the_ca_file(
-    tmp_path: Path, fixtures: Fixtures
+    tmp_path: Path, fixtures: HttpFixtures
 ) -> None:
     machine = new_machine(tmp_path)
     authority = trustme.CA()
@@ -162,7 +163,7 @@ def test_doctor_says_what_to_do_about_an_unreachable_port_and_a_missing_command(
     ],
 )
 def test_doctor_names_the_step_where_a_url_that_is_not_mcp_fails(
-    tmp_path: Path, fixtures: Fixtures, fault: tuple[str, ...], step: str, fix: str
+    tmp_path: Path, fixtures: HttpFixtures, fault: tuple[str, ...], step: str, fix: str
 ) -> None:
     machine = new_machine(tmp_path)
     port = fixtures.start(FAULTS_FIXTURE, *fault)
@@ -256,7 +257,7 @@ def test_doctor_runs_an_npm_server_through_the_npx_resolution(tmp_path: Path) ->
 
 @pytest.mark.slow
 def test_doctor_finds_the_oauth_metadata_and_says_to_sign_in(
-    tmp_path: Path, fixtures: Fixtures
+    tmp_path: Path, fixtures: HttpFixtures
 ) -> None:
     machine = new_machine(tmp_path)
     port = fixtures.start(OAUTH_FIXTURE)
@@ -273,7 +274,7 @@ def test_doctor_finds_the_oauth_metadata_and_says_to_sign_in(
 
 @pytest.mark.slow
 def test_a_stored_bearer_token_is_set_from_stdin_used_and_never_shown(
-    tmp_path: Path, fixtures: Fixtures
+    tmp_path: Path, fixtures: HttpFixtures
 ) -> None:
     machine = new_machine(tmp_path)
     port = fixtures.start(
