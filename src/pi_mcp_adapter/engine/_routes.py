@@ -95,21 +95,28 @@ class UpstreamRoutes:
         """Every enabled server's listed resources, names as the catalog names tools."""
         await self._adapter.ready()
         resources: list[types.Resource] = []
+        for uri, server, raw in self._listed_resources():
+            name = self._adapter.public_name(server, str(raw.get("name") or uri))
+            try:
+                resources.append(types.Resource.model_validate({**raw, "name": name}))
+            except ValueError:
+                logger.warning("server %r: skipping malformed resource %r", server, uri)
+        return resources
+
+    def _listed_resources(self) -> list[tuple[str, str, Mapping[str, Any]]]:
+        """``(uri, owner, raw)`` for every listed resource, remembering each URI's owner: the
+        first configured server owns a URI two servers share."""
+        listed: list[tuple[str, str, Mapping[str, Any]]] = []
         owners: dict[str, str] = {}
         for server in self._adapter.enabled_servers():
             meta = self._adapter.metadata(server)
             for raw in meta.resources if meta is not None else ():
                 uri = raw.get("uri")
-                if not isinstance(uri, str) or uri in owners:
-                    continue  # the first configured server owns a URI two servers share
-                owners[uri] = server
-                name = self._adapter.public_name(server, str(raw.get("name") or uri))
-                try:
-                    resources.append(types.Resource.model_validate({**raw, "name": name}))
-                except ValueError:
-                    logger.warning("server %r: skipping malformed resource %r", server, uri)
+                if isinstance(uri, str) and uri not in owners:
+                    owners[uri] = server
+                    listed.append((uri, server, raw))
         self._owners = owners
-        return resources
+        return listed
 
     async def list_resource_templates(self) -> list[types.ResourceTemplate]:
         """Every server's resource templates (servers that fail to answer are left out)."""
@@ -157,10 +164,7 @@ class UpstreamRoutes:
 
     def _known_owner(self, uri: str) -> str | None:
         if not self._owners:
-            for server in self._adapter.enabled_servers():
-                meta = self._adapter.metadata(server)
-                for raw in meta.resources if meta is not None else ():
-                    self._owners.setdefault(str(raw.get("uri")), server)
+            self._listed_resources()
         owner = self._owners.get(uri)
         if owner is not None:
             return owner
