@@ -379,15 +379,7 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
 
 def _failed_recently(adapter: McpAdapter) -> bool:
     """Whether an enabled server's last connect failed (in this or another process)."""
-    from pi_mcp_adapter.servers import FAILURES_FILE_NAME, FailureMemory
-
-    path = adapter.agent_dir / FAILURES_FILE_NAME
-    if not path.exists():
-        return False
-    memory = FailureMemory(path)
-    return any(
-        memory.get(name, adapter.servers[name]) is not None for name in adapter.enabled_servers()
-    )
+    return any(adapter.last_failure(name) is not None for name in adapter.enabled_servers())
 
 
 @app.command(short_help="List the known tools.")

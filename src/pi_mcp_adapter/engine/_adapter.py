@@ -500,6 +500,11 @@ class McpAdapter:
         waits (in this or any process: failures are remembered in the agent dir)."""
         return self._failures.backing_off(server, self.require_server(server))
 
+    def last_failure(self, server: str) -> FailureRecord | None:
+        """``server``'s last failed connect, remembered in the agent dir until a connect of
+        the same configuration succeeds (in this or any process)."""
+        return self._failures.get(server, self.require_server(server))
+
     def listing_timeout_s(self) -> float:
         """How long a request that misses waits for listings in progress: the start-up
         deadline, or the slowest start-up timeout of the servers being listed."""
