@@ -21,20 +21,11 @@ $(NPM_DIR)/node_modules/.package-lock.json: $(NPM_DIR)/package.json $(NPM_DIR)/p
 
 npm: $(NPM_DIR)/node_modules/.package-lock.json
 
-# Chromium drives the MCP Apps view test (tests/surface/test_app_views.py). Installed with
-# apt-get where that works (root or password-less sudo); anywhere else the test skips.
-.PHONY: chromium
-chromium:
-	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then :; \
-	elif ! command -v apt-get >/dev/null 2>&1; then \
-		echo "chromium not found and no apt-get: the MCP Apps browser test will skip"; \
-	else \
-		if [ "$$(id -u)" = 0 ]; then sudo=; elif sudo -n true 2>/dev/null; then sudo="sudo -n"; \
-		else echo "chromium not found and apt-get needs root: the MCP Apps browser test will skip"; exit 0; fi; \
-		( $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq \
-			--no-install-recommends chromium ) >/dev/null 2>&1 \
-			|| echo "apt-get could not install chromium: the MCP Apps browser test will skip"; \
-	fi
+## Install the Debian packages some tests run (redis-server, nginx, chromium) when missing and
+## apt-get works; anywhere else those tests skip and say why.
+.PHONY: system-packages
+system-packages:
+	@scripts/install-debian-packages.sh
 
 ## Run the bundled demo: real servers, a search, a describe, a call and the token saving.
 demo: install npm

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The Debian packages some tests run for real: redis-server and nginx (the team gateway behind
+# a load balancer) and chromium (MCP Apps views in a headless browser). Installs the missing
+# ones with apt-get when that works (root or password-less sudo); anywhere else it says so and
+# those tests skip with a visible reason.
+set -uo pipefail
+
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
+command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || missing+=(chromium)
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "apt-get unavailable: not installing ${missing[*]}; their tests will skip"
+    exit 0
+fi
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+    if ! sudo -n true 2>/dev/null; then
+        echo "apt-get needs root: not installing ${missing[*]}; their tests will skip"
+        exit 0
+    fi
+    sudo=(sudo -n)
+fi
+export DEBIAN_FRONTEND=noninteractive
+{ "${sudo[@]}" apt-get update -qq \
+    && "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >/dev/null 2>&1 \
+    || echo "apt-get could not install ${missing[*]}; their tests will skip"
+exit 0
