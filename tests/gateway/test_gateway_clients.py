@@ -11,7 +11,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import httpx2
+import mcp_types as types
 import pytest
+from mcp import MCPError
 
 from .conftest import GatewayWorkspace, fixture_entry, run_http_gateway, text_of
 
@@ -20,6 +22,7 @@ pytestmark = pytest.mark.anyio
 CI_TOKEN = "ci-token-5e1f0c2a9b"
 ADMIN_TOKEN = "admin-token-77d3e4"
 EXPLORER_TOKEN = "explorer-token-a90b11"
+READER_TOKEN = "reader-token-3c81f0"
 
 
 def clients_setting() -> list[dict[str, object]]:
@@ -36,6 +39,11 @@ def clients_setting() -> list[dict[str, object]]:
             "tokenSha256": hashlib.sha256(EXPLORER_TOKEN.encode()).hexdigest(),
             "surface": "toolsearch",
             "deny": ["fixture/crash"],
+        },
+        {
+            "name": "reader",
+            "tokenSha256": hashlib.sha256(READER_TOKEN.encode()).hexdigest(),
+            "allow": ["fixture/greet", "fixture/fixture://*"],
         },
     ]
 
@@ -102,6 +110,7 @@ async def test_each_client_sees_and_calls_only_what_its_policy_allows(
 
         log = trace.read_text()
         assert CI_TOKEN not in log
+        assert READER_TOKEN not in gateway.stderr()
         assert ADMIN_TOKEN not in log
         assert CI_TOKEN not in gateway.stderr()
     lines = [json.loads(line) for line in log.splitlines()]
@@ -109,6 +118,38 @@ async def test_each_client_sees_and_calls_only_what_its_policy_allows(
     assert by_tool[("ci", "echo")]["outcome"] == "ok"
     assert by_tool[("ci", "env")]["error"] == "policy_denied"
     assert by_tool[("admin", "env")]["outcome"] == "ok"
+
+
+async def test_prompts_and_resources_follow_each_clients_policy(
+    gw_workspace: GatewayWorkspace,
+) -> None:
+    gw_workspace.write_config(
+        {"fixture": fixture_entry(lifecycle="eager")}, {"gatewayClients": clients_setting()}
+    )
+    with run_http_gateway(gw_workspace) as gateway:
+        async with gateway.client(token=CI_TOKEN) as ci:
+            assert (await ci.list_prompts()).prompts == []
+            assert (await ci.list_resources()).resources == []
+            with pytest.raises(MCPError, match="not allowed for client 'ci'") as refused:
+                await ci.read_resource("fixture://greeting")
+            assert refused.value.error.code == types.INVALID_PARAMS
+            with pytest.raises(MCPError, match="not allowed for client 'ci'"):
+                await ci.get_prompt("fixture_greet", {"name": "x"})
+
+        async with gateway.client(token=READER_TOKEN) as reader:
+            assert [p.name for p in (await reader.list_prompts()).prompts] == ["fixture_greet"]
+            listed = (await reader.list_resources()).resources
+            assert [str(r.uri) for r in listed] == ["fixture://greeting"]
+            read = await reader.read_resource("fixture://greeting")
+            assert "hello from fixture" in str(read.contents[0])
+            # Tools are not covered by the reader's globs.
+            tools = {t.name for t in (await reader.list_tools()).tools}
+            assert not any(name.startswith("fixture_") for name in tools)
+
+        async with gateway.client(token=ADMIN_TOKEN) as admin:
+            assert "fixture_greet" in {p.name for p in (await admin.list_prompts()).prompts}
+            read = await admin.read_resource("fixture://greeting")
+            assert "hello from fixture" in str(read.contents[0])
 
 
 @contextmanager

@@ -38,7 +38,7 @@ from ._approval import (
     Question,
     QuestionOption,
 )
-from ._caller import CallerPolicy, acting_for, current_caller
+from ._caller import CallerPolicy, PolicyRefusalError, acting_for, current_caller
 from ._host import (
     AudioPart,
     CommandHandler,
@@ -109,6 +109,7 @@ __all__ = [
     "McpAdapter",
     "NoOneToAsk",
     "NotifyLevel",
+    "PolicyRefusalError",
     "ProgressCallback",
     "PromptMessages",
     "Question",

@@ -75,6 +75,7 @@ from pi_mcp_adapter.engine import (
     ImagePart,
     McpAdapter,
     NotifyLevel,
+    PolicyRefusalError,
     Question,
     TextPart,
     ToolDefinition,
@@ -620,12 +621,15 @@ class McpGateway:
     async def _list_resources(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=await self.adapter.routes.list_resources())
+        with acting_for(self.caller()):
+            resources = await self.adapter.routes.list_resources()
+        return types.ListResourcesResult(resources=resources)
 
     async def _list_resource_templates(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
-        templates = await self.adapter.routes.list_resource_templates()
+        with acting_for(self.caller()):
+            templates = await self.adapter.routes.list_resource_templates()
         return types.ListResourceTemplatesResult(resource_templates=templates)
 
     async def _read_resource(
@@ -643,7 +647,7 @@ class McpGateway:
     async def _subscribe(
         self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
     ) -> types.EmptyResult:
-        with _as_mcp_error():
+        with _as_mcp_error(), acting_for(self.caller()):
             await self.adapter.routes.subscribe(self.host_for(ctx), str(params.uri))
         return types.EmptyResult()
 
@@ -666,7 +670,7 @@ class McpGateway:
     async def _complete(
         self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
     ) -> types.CompleteResult:
-        with _as_mcp_error():
+        with _as_mcp_error(), acting_for(self.caller()):
             return await self.adapter.routes.complete(params)
 
     # ------------------------------------------------------------------ prompts
@@ -674,7 +678,9 @@ class McpGateway:
     async def _list_prompts(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
-        return types.ListPromptsResult(prompts=await self.adapter.routes.list_prompts())
+        with acting_for(self.caller()):
+            prompts = await self.adapter.routes.list_prompts()
+        return types.ListPromptsResult(prompts=prompts)
 
     async def _get_prompt(
         self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
@@ -693,7 +699,7 @@ def _as_mcp_error() -> Iterator[None]:
     unknown is invalid params; a server's own error keeps its code."""
     try:
         yield
-    except (UnknownPromptError, UnknownResourceError) as exc:
+    except (UnknownPromptError, UnknownResourceError, PolicyRefusalError) as exc:
         raise MCPError(code=types.INVALID_PARAMS, message=redact(str(exc))) from exc
     except ServerReportedError as exc:
         code = exc.code or types.INTERNAL_ERROR
