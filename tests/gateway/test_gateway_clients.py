@@ -7,9 +7,10 @@ import http.server
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 
+import anyio
 import httpx2
 import mcp_types as types
 import pytest
@@ -150,6 +151,63 @@ async def test_prompts_and_resources_follow_each_clients_policy(
             assert "fixture_greet" in {p.name for p in (await admin.list_prompts()).prompts}
             read = await admin.read_resource("fixture://greeting")
             assert "hello from fixture" in str(read.contents[0])
+
+
+async def test_an_edited_client_list_takes_effect_without_a_restart(
+    gw_workspace: GatewayWorkspace,
+) -> None:
+    ci_only = [c for c in clients_setting() if c["name"] == "ci"]
+    gw_workspace.write_config(
+        {"fixture": fixture_entry(directTools=True, lifecycle="eager")},
+        {"gatewayClients": ci_only},
+    )
+    with run_http_gateway(gw_workspace) as gateway:
+        async with gateway.client(token=CI_TOKEN) as ci:
+            assert "fixture_env" not in {t.name for t in (await ci.list_tools()).tools}
+        assert await _status_with(gateway.url, ADMIN_TOKEN) == 401
+
+        # ci may now use every tool, admin is added.
+        widened = [{**ci_only[0], "allow": ["fixture_*"], "deny": []}, clients_setting()[1]]
+        gw_workspace.write_config(
+            {"fixture": fixture_entry(directTools=True, lifecycle="eager")},
+            {"gatewayClients": widened},
+        )
+        await _until(lambda: _status_with(gateway.url, ADMIN_TOKEN), 200)
+        async with gateway.client(token=CI_TOKEN) as ci:
+            assert "fixture_env" in {t.name for t in (await ci.list_tools()).tools}
+
+        # ci is removed: its token is refused from the next request.
+        gw_workspace.write_config(
+            {"fixture": fixture_entry(directTools=True, lifecycle="eager")},
+            {"gatewayClients": [clients_setting()[1]]},
+        )
+        await _until(lambda: _status_with(gateway.url, CI_TOKEN), 401)
+        assert await _status_with(gateway.url, ADMIN_TOKEN) == 200
+
+
+async def _status_with(url: str, token: str) -> int:
+    """The HTTP status of an initialize request carrying ``token``."""
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(timeout=10) as http:
+        return (await http.post(url, json=initialize, headers=headers)).status_code
+
+
+async def _until(probe: Callable[[], Awaitable[int]], expected: int, timeout_s: float = 15) -> None:
+    """Wait for the gateway to follow an edit (it polls its files every second)."""
+    deadline = time.monotonic() + timeout_s
+    while (got := await probe()) != expected:
+        assert time.monotonic() < deadline, f"still {got}, expected {expected}"
+        await anyio.sleep(0.2)
 
 
 @contextmanager

@@ -65,7 +65,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pi_mcp_adapter._errors import McpAdapterError, ServerReportedError
 from pi_mcp_adapter._secrets import redact
 from pi_mcp_adapter.catalog import ToolInfo
-from pi_mcp_adapter.config._models import GatewayClient
+from pi_mcp_adapter.config._models import GatewayClient, GatewayJwt
 from pi_mcp_adapter.engine import (
     AudioPart,
     CallerPolicy,
@@ -88,7 +88,7 @@ from pi_mcp_adapter.engine import (
 from pi_mcp_adapter.servers import CallRelay, current_relay, relay_calls
 from pi_mcp_adapter.surface import SurfaceKind, Surfaces, register_surfaces, render_outcome
 
-from ._gateway_clients import ClientAccess, client_access, requesting_client
+from ._gateway_clients import ClientAccess, ClientConfig, client_access, requesting_client
 
 logger = logging.getLogger("pi_mcp_adapter.gateway")
 
@@ -232,6 +232,10 @@ class McpGateway:
             per client with ``clients``).
         clients: ``settings.gatewayClients``: each request acts for the client whose token it
             carries (verified by the HTTP app), with that client's policy and surface.
+            A reload that changes ``gatewayClients`` or ``gatewayJwt`` takes effect for the
+            next request (:meth:`client_config`); with none left, only the shared token
+            (``--auth-token``) is accepted until a restart.
+        jwt: ``settings.gatewayJwt``, for the HTTP app's token verifier.
     """
 
     def __init__(
@@ -241,6 +245,7 @@ class McpGateway:
         surface: SurfaceKind | None = None,
         stateless: bool = False,
         clients: Sequence[GatewayClient] = (),
+        jwt: GatewayJwt | None = None,
     ) -> None:
         self.adapter = adapter
         if adapter.ask is None:
@@ -255,6 +260,8 @@ class McpGateway:
         # settings.gatewayClients: each client's policy and surface, and (sessionless) its
         # own shared host, so one client's list is never another's.
         self._clients: dict[str, ClientAccess] = client_access(clients) if clients else {}
+        self._client_config: ClientConfig = (tuple(clients), jwt)
+        self._client_settings_seen = _client_settings(adapter)
         self._client_hosts: dict[str, GatewayHost] = {}
         self._sessionless: set[GatewayHost] = set()
         # Each host with the connection it notifies (None: the shared host, which publishes on
@@ -346,10 +353,7 @@ class McpGateway:
     def caller(self) -> CallerPolicy | None:
         """The policy of the configured client making the running request (None without
         ``gatewayClients``, or over stdio, where the one local user is trusted)."""
-        if not self._clients:
-            return None
-        name = requesting_client()
-        access = self._clients.get(name) if name is not None else None
+        access = self._client_access()
         return access.policy if access is not None else None
 
     def host_for(self, ctx: ServerRequestContext[Any, Any]) -> GatewayHost:
@@ -372,9 +376,28 @@ class McpGateway:
         connection.exit_stack.callback(self._forget, host)
         return host
 
+    def client_config(self) -> ClientConfig:
+        """The clients and JWT settings requests are verified against: those the gateway
+        started with, then those of each reloaded configuration that changes them."""
+        if not self._clients:
+            return self._client_config  # no authentication to follow: a restart adds it
+        current = _client_settings(self.adapter)
+        if current != self._client_settings_seen:
+            self._client_settings_seen = current
+            self._client_config = current
+            clients = client_access(current[0])
+            for name, host in list(self._client_hosts.items()):
+                if clients.get(name) != self._clients.get(name):
+                    # Its surface or policy changed: its next request builds a new host.
+                    del self._client_hosts[name]
+                    host.close()
+            self._clients = clients
+        return self._client_config
+
     def _client_access(self) -> ClientAccess | None:
         if not self._clients:
             return None
+        self.client_config()
         name = requesting_client()
         return self._clients.get(name) if name is not None else None
 
@@ -691,6 +714,10 @@ class McpGateway:
             acting_for(self.caller()),
         ):
             return await self.adapter.routes.get_prompt(params.name, params.arguments or {})
+
+
+def _client_settings(adapter: McpAdapter) -> ClientConfig:
+    return (adapter.settings.gateway_clients, adapter.settings.gateway_jwt)
 
 
 @contextmanager

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,25 +42,43 @@ class ClientAccess:
     surface: SurfaceKind | None
 
 
-class ClientTokenVerifier:
-    """The SDK's ``TokenVerifier`` over the configured clients' token digests."""
+ClientConfig = tuple[tuple[GatewayClient, ...], GatewayJwt | None]
+"""``settings.gatewayClients`` and ``settings.gatewayJwt``."""
 
-    def __init__(
-        self,
-        clients: Sequence[GatewayClient],
-        shared_token: str | None = None,
-        jwt_settings: GatewayJwt | None = None,
-    ) -> None:
-        self._digests = [(bytes.fromhex(c.token_sha256), c.name) for c in clients if c.token_sha256]
-        self._names = {c.name for c in clients}
-        self._jwt = jwt_settings
+
+class ClientTokenVerifier:
+    """The SDK's ``TokenVerifier`` over the configured clients' token digests and, with
+    ``gatewayJwt``, the issuer's JWTs. ``config`` is asked on every verification, so clients
+    added, removed or given new tokens by a reload count from the next request."""
+
+    def __init__(self, config: Callable[[], ClientConfig], shared_token: str | None = None) -> None:
+        self._config = config
+        self._shared_digest = (
+            hashlib.sha256(shared_token.encode()).digest() if shared_token else None
+        )
+        self._seen: ClientConfig | None = None
+        self._digests: list[tuple[bytes, str]] = []
+        self._names: set[str] = set()
+        self._jwt: GatewayJwt | None = None
         self._jwks: Any = None
-        if shared_token:
-            self._digests.append(
-                (hashlib.sha256(shared_token.encode()).digest(), SHARED_TOKEN_CLIENT)
-            )
+        self._follow()
+
+    def _follow(self) -> None:
+        config = self._config()
+        if config is self._seen:
+            return
+        clients, jwt_settings = config
+        self._seen = config
+        self._digests = [(bytes.fromhex(c.token_sha256), c.name) for c in clients if c.token_sha256]
+        if self._shared_digest is not None:
+            self._digests.append((self._shared_digest, SHARED_TOKEN_CLIENT))
+        self._names = {c.name for c in clients}
+        if jwt_settings != self._jwt:
+            self._jwks = None  # another issuer's keys
+        self._jwt = jwt_settings
 
     async def verify_token(self, token: str) -> AccessToken | None:
+        self._follow()
         digest = hashlib.sha256(token.encode()).digest()
         name = None
         for expected, client in self._digests:
@@ -96,8 +114,9 @@ class ClientTokenVerifier:
         assert settings is not None
         if self._jwks is None:
             self._jwks = jwt.PyJWKClient(settings.jwks_url, lifespan=300, timeout=10)
+        jwks = self._jwks
         try:
-            key = self._jwks.get_signing_key_from_jwt(token)
+            key = jwks.get_signing_key_from_jwt(token)
             claims: dict[str, Any] = jwt.decode(
                 token,
                 key,

@@ -166,7 +166,7 @@ def create_http_app(gateway: McpGateway, options: GatewayOptions) -> ASGIApp:
             auth=AuthSettings.model_validate(
                 {"issuer_url": "http://127.0.0.1", "resource_server_url": None}
             ),
-            token_verifier=ClientTokenVerifier(options.clients, options.auth_token, options.jwt),
+            token_verifier=ClientTokenVerifier(gateway.client_config, options.auth_token),
         )
     app: ASGIApp = gateway.server.streamable_http_app(
         streamable_http_path=options.path,
@@ -303,6 +303,7 @@ async def serve_gateway(
                 surface=options.surface,
                 stateless=options.stateless,
                 clients=options.clients if options.transport == "http" else (),
+                jwt=options.jwt if options.transport == "http" else None,
             ).running() as gateway,
         ):
             if sock is None:
