@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ._failures import DEFAULT_BACKOFF_S, FAILURES_FILE_NAME, FailureMemory, FailureRecord
 from ._manager import MetadataListener, ServerManager, ServerSetChange, StateListener
 from ._prompt_policy import allow_prompts
-from ._state import ConnectionStatus, ServerState, TransportKind
+from ._state import ConnectionStatus, ServerState, TaskState, TransportKind
 
 if TYPE_CHECKING:
     from ._connection import ServerConnection
@@ -138,6 +138,7 @@ __all__ = [
     "ServerSetChange",
     "ServerState",
     "StateListener",
+    "TaskState",
     "TransportKind",
     "allow_prompts",
     "create_bearer_store",
