@@ -337,6 +337,7 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
                     "enabled": view.enabled,
                     "tools": view.tool_count,
                     "configErrors": list(view.config_errors),
+                    "runningTasks": [to_camel_keys(asdict(t)) for t in view.running_tasks],
                     "projectTrust": trust_json(adapter.config),
                     "pool": pool_json(pool),
                     **_shared_state_json(adapter),
