@@ -19,6 +19,7 @@ import logging
 import math
 import os
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -29,7 +30,7 @@ import mcp_types as types
 from mcp import Client, MCPError
 from mcp.client.extension import ClientExtension
 from mcp.client.session import ClientSession
-from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
+from mcp.client.subscriptions import ListenNotSupportedError, Subscription, SubscriptionLost
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.subscriptions import ResourceUpdated
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -313,18 +314,25 @@ class ServerConnection:
                 # On 2026-07-28 a server logs only for requests that opt in with a level;
                 # "debug" lets everything through, as a legacy connection does.
                 relayed["log_level"] = "debug"
-        async with Client(
-            transport,
-            mode=mode,
-            cache=None,  # results must reflect the server now, not a TTL the server chose
-            message_handler=self._on_message,
-            client_info=_client_info(),
-            extensions=extensions or None,
-            **relayed,
-        ) as client:
+        async with (
+            Client(
+                transport,
+                mode=mode,
+                cache=None,  # results must reflect the server now, not a TTL the server chose
+                message_handler=self._on_message,
+                client_info=_client_info(),
+                extensions=extensions or None,
+                **relayed,
+            ) as client,
+            AsyncExitStack() as listening,
+        ):
+            self._modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
+            subscription: Subscription | None = None
+            if self._modern:
+                # Listening before the first listing, so no change in between goes unseen.
+                subscription = await self._listen(client, listening)
             self.metadata = await _fetch_metadata(client)
             self._observation = observation
-            self._modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
             advertised = client.server_capabilities.extensions or {}
             self._tasks = self._modern and self.entry.tasks and TASKS_EXTENSION in advertised
             scope.deadline = math.inf
@@ -335,8 +343,8 @@ class ServerConnection:
             task_status.started(self)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._refresh_on_change)
-                if self._modern:
-                    tg.start_soon(self._listen_for_changes, client)
+                if subscription is not None:
+                    tg.start_soon(self._follow_changes, subscription)
                 await self._stop.wait()
                 tg.cancel_scope.cancel()
             self._client = None
@@ -491,23 +499,31 @@ class ServerConnection:
             return
         logger.info("server %r logged (%s): %s", self.server, params.level, params.data)
 
-    async def _listen_for_changes(self, client: Client) -> None:
+    async def _listen(self, client: Client, stack: AsyncExitStack) -> Subscription | None:
         """On a 2026-07-28 connection, list changes arrive on a ``subscriptions/listen``
-        stream instead of as pushed notifications (the owner task holds the stream)."""
+        stream instead of as pushed notifications; the owner task holds the stream."""
         try:
-            async with client.listen(
-                tools_list_changed=True, prompts_list_changed=True, resources_list_changed=True
-            ) as subscription:
-                async for event in subscription:
-                    if isinstance(event, ResourceUpdated):
-                        if self._on_resource_updated is not None:
-                            await self._on_resource_updated(self.server, event.uri)
-                    else:
-                        self._changed.set()
+            return await stack.enter_async_context(
+                client.listen(
+                    tools_list_changed=True, prompts_list_changed=True, resources_list_changed=True
+                )
+            )
         except (MCPError, ListenNotSupportedError, SubscriptionLost) as exc:
-            # A server without a listen handler answers "Method not found": it simply never
-            # tells us about changes, as a legacy server without listChanged.
+            # A server without a listen handler answers "Method not found": it never tells
+            # about changes, like a legacy server without listChanged.
             logger.info("server %r: no change notifications (%s)", self.server, _first_line(exc))
+            return None
+
+    async def _follow_changes(self, subscription: Subscription) -> None:
+        try:
+            async for event in subscription:
+                if isinstance(event, ResourceUpdated):
+                    if self._on_resource_updated is not None:
+                        await self._on_resource_updated(self.server, event.uri)
+                else:
+                    self._changed.set()
+        except SubscriptionLost as exc:
+            logger.info("server %r: change notifications ended (%s)", self.server, exc)
 
     async def _refresh_on_change(self) -> None:
         while True:
