@@ -13,6 +13,8 @@
 - ``_lifecycle``   the policy: lazy / eager / keep-alive, idle timeouts, retry schedule.
 - ``_pool_client`` asking the warm pool of a running gateway for a stdio server's session
                    (same entry fingerprint) before starting the server here.
+- ``_tasks``       tool calls the server runs as tasks (``io.modelcontextprotocol/tasks``):
+                   polled to their end, their questions answered, cancelled when abandoned.
 - ``_relay``      per-call routing of a server's sampling, elicitation and log messages to the
                    caller that made the call (the gateway's clients).
 - ``_npx``         ``npx``/``npm exec`` commands resolved to the package's own binary.

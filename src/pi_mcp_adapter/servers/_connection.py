@@ -7,6 +7,10 @@ deadline, then reports itself started and waits. Every other task may call the c
 concurrently; only the owner ever enters or exits the SDK's contexts (they must be exited by
 the task that entered them). :meth:`close` asks the owner to exit and waits for it.
 
+Protocol era: the entry's ``protocolVersion`` chooses it (legacy by default). On a
+2026-07-28 connection the owner also holds the ``subscriptions/listen`` stream that replaces
+pushed list-change notifications, and tool calls may become tasks (:mod:`._tasks`).
+
 Error handling: a failure before the connection is started is translated into our exception
 tree and raised from ``task_group.start``. After the start the owner never raises (it would
 take the task group down with it): an ended connection records why in ``end_reason``, and
@@ -614,10 +618,18 @@ class ServerConnection:
         schema and raise on a mismatch; a gateway must pass results through, so this sends the
         request directly. An ``is_error`` result is a result, not an exception.
 
+        On a 2026-07-28 connection, questions the server embeds in its answer
+        (``input_required``) are answered by the caller's relay and the call is repeated with
+        the answers; a call the server turns into a task is followed to its end (see
+        :mod:`._tasks`), listed in :attr:`running_tasks` meanwhile, and cancelled on the server
+        when the caller leaves early. ``timeout_s`` then bounds the whole call, less the time
+        a person takes to answer.
+
         Raises:
             ConnectionLostError: the connection is closed or was lost during the call.
             RequestTimeoutError: no answer within ``timeout_s`` (the connection stays usable).
-            ServerReportedError: the server answered with a JSON-RPC error.
+            ServerReportedError: the server answered with a JSON-RPC error, or its task
+                failed or was cancelled.
         """
         request = types.CallToolRequest(
             params=types.CallToolRequestParams(
