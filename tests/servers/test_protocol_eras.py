@@ -4,17 +4,26 @@ era delivers by pushed notifications and server requests still reaches the calle
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
 
+from pi_mcp_adapter import NotMcpError
 from pi_mcp_adapter.catalog._metadata import ServerMetadata
 from pi_mcp_adapter.config._models import ServerEntry
 from pi_mcp_adapter.servers import CallRelay, relay_calls
 
-from ._support import EVERYTHING_JS, FIXTURES_DIR, ManagerFactory, needs_npm, text_of
+from ._support import (
+    EVERYTHING_JS,
+    FIXTURES_DIR,
+    HttpFixtures,
+    ManagerFactory,
+    needs_npm,
+    text_of,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_leaked_processes")]
 
@@ -128,3 +137,37 @@ async def test_a_legacy_only_server_stays_legacy_under_auto(
         result = await manager.call_tool("everything", "echo", {"message": "hi"})
         assert text_of(result) == "Echo: hi"
         await connection.ping(timeout_s=5)
+
+
+async def test_a_task_over_streamable_http_is_followed_and_cancelled(
+    make_manager: ManagerFactory, http_fixtures: HttpFixtures, tmp_path: Path
+) -> None:
+    cancel_log = tmp_path / "cancelled.txt"
+    port = http_fixtures.start(TASKS_SERVER, "--http", env={"TASKS_CANCEL_LOG": str(cancel_log)})
+    entry = ServerEntry(url=f"http://127.0.0.1:{port}/mcp", protocol_version="2026-07-28")
+    async with make_manager({"jobs": entry}) as manager:
+        connection = await manager.connect("jobs")
+        assert connection.transport == "streamable-http"
+        assert connection.follows_tasks
+        result = await manager.call_tool("jobs", "slow_report", {"seconds": 0.1})
+        assert text_of(result) == "report ready"
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(manager.call_tool, "jobs", "slow_report", {"seconds": 60})
+            with anyio.fail_after(10):
+                while not manager.running_tasks():
+                    await anyio.sleep(0.02)
+            [running] = manager.running_tasks()
+            tg.cancel_scope.cancel()
+        assert cancel_log.read_text().split() == [running.task_id]
+        assert not manager.running_tasks()
+
+
+@pytest.mark.npm
+@needs_npm
+async def test_a_pinned_era_fails_on_a_server_that_does_not_speak_it(
+    make_manager: ManagerFactory,
+) -> None:
+    entry = ServerEntry(command="node", args=(str(EVERYTHING_JS),), protocol_version="2026-07-28")
+    async with make_manager({"everything": entry}) as manager:
+        with pytest.raises(NotMcpError, match="does not speak the 2026-07-28 protocol"):
+            await manager.connect("everything")

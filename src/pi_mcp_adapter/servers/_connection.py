@@ -40,7 +40,7 @@ from mcp.shared.subscriptions import ResourceUpdated
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from pi_mcp_adapter._errors import ConnectionLostError, ServerUnavailableError
+from pi_mcp_adapter._errors import ConnectionLostError, NotMcpError, ServerUnavailableError
 from pi_mcp_adapter.catalog import ServerMetadata
 from pi_mcp_adapter.config import ServerEntry
 
@@ -331,6 +331,19 @@ class ServerConnection:
             AsyncExitStack() as listening,
         ):
             self._modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
+            if mode in MODERN_PROTOCOL_VERSIONS:
+                # A pinned era adopts a made-up discovery with no capabilities; ask the server
+                # for its own (a server that does not speak the era fails the connect here).
+                try:
+                    discovered = await client.session.send_discover(mode)
+                    client.session.adopt(types.DiscoverResult.model_validate(discovered))
+                except (MCPError, ValidationError, RuntimeError) as exc:
+                    raise NotMcpError(
+                        self.server,
+                        f"server {self.server!r} does not speak the {mode} protocol "
+                        f"(server/discover: {_first_line(exc)}); set its `protocolVersion` to "
+                        '"auto" or "legacy"',
+                    ) from exc
             subscription: Subscription | None = None
             if self._modern:
                 # Listening before the first listing, so no change in between goes unseen.
