@@ -144,7 +144,7 @@ class RunningTask:
     task_id: str
     status: str
     started_at: float
-    """In ``anyio.current_time()`` seconds."""
+    """In the seconds of the clock of the connection that follows it."""
 
 
 InputAnswerer = Callable[[types.InputRequests], Awaitable[types.InputResponses]]
@@ -172,6 +172,7 @@ async def follow_task(
     status = handle.status
     interval = _poll_interval_s(handle.poll_interval)
     ended = False
+    answered: set[str] = set()
     try:
         while True:
             if status == "working":
@@ -202,9 +203,17 @@ async def follow_task(
                     message=f"the server cancelled task {task_id}"
                     + (f": {snapshot.status_message}" if snapshot.status_message else ""),
                 )
-            if status == "input_required" and snapshot.input_requests:
+            # Keys name questions for the task's lifetime (as the official tasks client reads
+            # them): one the server still lists until it processes the answer is not asked
+            # again.
+            questions = {
+                key: request
+                for key, request in (snapshot.input_requests or {}).items()
+                if key not in answered
+            }
+            if status == "input_required" and questions:
                 asked_at = anyio.current_time()
-                responses = await answer(snapshot.input_requests)
+                responses = await answer(questions)
                 if on_question is not None:
                     on_question(anyio.current_time() - asked_at)
                 await session.send_request(
@@ -213,6 +222,7 @@ async def follow_task(
                     ),
                     types.EmptyResult,
                 )
+                answered.update(responses)
                 # The answer may finish the task at once: look again without waiting.
                 status = "answered"
             elif status in ("working", "input_required"):
