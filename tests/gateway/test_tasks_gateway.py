@@ -42,9 +42,13 @@ async def test_a_task_and_its_question_reach_the_calling_client(
 
     async with stdio_gateway(gw_workspace, elicitation_callback=elicitation) as client:
         report = await client.call_tool("jobs_slow_report", {"seconds": 0.2})
+        proxied = await client.call_tool(
+            "mcp", {"tool": "jobs_slow_report", "args": {"seconds": 0.1}}
+        )
         greeting = await client.call_tool("jobs_ask_name", {})
         failed = await client.call_tool("jobs_doomed", {})
     assert text_of(report) == "report ready"
+    assert "report ready" in text_of(proxied)
     assert text_of(greeting) == "hello Grace (accept)"
     assert questions == ["What is your name?"]
     assert failed.is_error
