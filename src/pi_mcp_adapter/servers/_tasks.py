@@ -46,9 +46,6 @@ CANCEL_TIMEOUT_S = 5.0
 """Upper bound for telling the server to cancel a task the caller gave up on; the caller is
 already leaving and must not wait on an unresponsive server."""
 
-TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
-TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
-
 
 class TaskHandle(types.Result):
     """The ``tools/call`` answer that says the call became a task."""
@@ -112,7 +109,8 @@ CALL_TOOL_OUTCOME: TypeAdapter[CallToolOutcome] = TypeAdapter(
         Discriminator(_result_type),
     ]
 )
-"""What ``tools/call`` may answer on a connection that advertised the extension."""
+"""What ``tools/call`` may answer on a 2026-07-28 connection: the result, a result that
+embeds questions, or (where the extension was declared) a task handle."""
 
 
 async def _resolve_unattended(handle: TaskHandle, context: ClaimContext) -> types.CallToolResult:
