@@ -54,7 +54,7 @@ class TaskHandle(types.Result):
     task_id: str
     status: str = "working"
     status_message: str | None = None
-    poll_interval: int | None = None
+    poll_interval: float | None = None
     """Milliseconds the server asks the client to wait between polls."""
 
 
@@ -64,7 +64,7 @@ class TaskSnapshot(types.Result):
     task_id: str
     status: str
     status_message: str | None = None
-    poll_interval: int | None = None
+    poll_interval: float | None = None
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     input_requests: types.InputRequests | None = None
@@ -248,7 +248,7 @@ async def _cancel_quietly(session: ClientSession, task_id: str) -> None:
         )
 
 
-def _poll_interval_s(poll_interval_ms: int | None) -> float:
+def _poll_interval_s(poll_interval_ms: float | None) -> float:
     if poll_interval_ms is None or not math.isfinite(poll_interval_ms):
         return DEFAULT_POLL_INTERVAL_S
     return min(max(poll_interval_ms / 1000, MIN_POLL_INTERVAL_S), MAX_POLL_INTERVAL_S)
