@@ -127,3 +127,23 @@ async def test_a_tasks_timeout_covers_the_whole_task_and_cancels_it(
     assert outcome.error_kind is not None
     assert "timed out" in outcome.message
     assert len(cancel_log.read_text().split()) == 1
+
+
+async def test_a_2026_servers_embedded_sampling_reaches_the_sampling_answerer(
+    workspace: Workspace,
+) -> None:
+    workspace.write_config({"jobs": tasks_entry()})
+    prompts: list[str] = []
+
+    async def sample(server: str, params: types.CreateMessageRequestParams) -> Any:
+        content = params.messages[0].content
+        assert isinstance(content, types.TextContent)
+        prompts.append(content.text)
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="Tides"), model="m"
+        )
+
+    async with _adapter(workspace, sample=sample) as adapter:
+        outcome = await adapter.call("title", {"text": "a poem about the sea"})
+    assert _text(outcome) == "title: Tides"
+    assert prompts == ["a poem about the sea"]
