@@ -1,10 +1,13 @@
 """Per-call overhead of the server manager against a bare SDK client on the same server.
 
 The same ``echo`` tool is called sequentially through ``ServerManager.call_tool`` and through a
-bare ``mcp.Client`` (legacy handshake, no response cache) connected to its own copy of the
-same server, both in this process and run. Reports p50/p99 latency per call and the ratio.
+bare ``mcp.Client`` (no response cache) connected to its own copy of the same server, both in
+this process and run, both in the protocol era ``--protocol`` chooses (``legacy``, the default,
+or ``auto``: 2026-07-28 where the server offers it, where calls may become tasks). Reports
+p50/p99 latency per call and the ratio.
 
 Usage: .venv/bin/python bench/bench_call_overhead.py [--calls N] [--server fixture|everything]
+       [--protocol legacy|auto]
 """
 
 from __future__ import annotations
@@ -47,8 +50,10 @@ def percentile(samples: list[float], fraction: float) -> float:
     return ordered[index]
 
 
-async def through_manager(command: str, args: tuple[str, ...], calls: int) -> list[float]:
-    entry = ServerEntry(command=command, args=args)
+async def through_manager(
+    command: str, args: tuple[str, ...], calls: int, protocol: str
+) -> list[float]:
+    entry = ServerEntry(command=command, args=args, protocol_version=protocol)
     with tempfile.TemporaryDirectory() as logs:
         settings = Settings(health_check_interval_ms=0)
         async with ServerManager(
@@ -65,10 +70,12 @@ async def through_manager(command: str, args: tuple[str, ...], calls: int) -> li
             return samples
 
 
-async def through_bare_client(command: str, args: tuple[str, ...], calls: int) -> list[float]:
+async def through_bare_client(
+    command: str, args: tuple[str, ...], calls: int, protocol: str
+) -> list[float]:
     params = StdioServerParameters(command=command, args=list(args))
     with open("/dev/null", "w") as errlog:
-        async with Client(stdio_client(params, errlog=errlog), mode="legacy", cache=None) as c:
+        async with Client(stdio_client(params, errlog=errlog), mode=protocol, cache=None) as c:
             for _ in range(WARMUP_CALLS):
                 await c.call_tool("echo", {"message": "warm"})
             samples = []
@@ -83,12 +90,14 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--server", choices=["fixture", "everything"], default="fixture")
+    parser.add_argument("--protocol", choices=["legacy", "auto"], default="legacy")
     options = parser.parse_args()
     command, args = server_command(options.server)
-    bare = await through_bare_client(command, args, options.calls)
-    ours = await through_manager(command, args, options.calls)
+    bare = await through_bare_client(command, args, options.calls, options.protocol)
+    ours = await through_manager(command, args, options.calls, options.protocol)
     rows = [("bare SDK Client", bare), ("ServerManager", ours)]
-    print(f"echo over stdio ({options.server} server), {options.calls} sequential calls")
+    era = "" if options.protocol == "legacy" else f", protocolVersion {options.protocol}"
+    print(f"echo over stdio ({options.server} server{era}), {options.calls} sequential calls")
     print(f"{'path':<18}{'p50 ms':>10}{'p99 ms':>10}{'mean ms':>10}")
     for label, samples in rows:
         print(
@@ -101,7 +110,7 @@ async def main() -> None:
     for label, share in (("p50", 0.5), ("p99", 0.99)):
         record(
             "call overhead",
-            f"echo {label}, {options.server} server over stdio",
+            f"echo {label}, {options.server} server over stdio{era}",
             percentile(ours, share) * 1e3,
             percentile(bare, share) * 1e3,
             unit="ms",

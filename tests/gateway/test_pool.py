@@ -383,6 +383,64 @@ async def test_a_servers_questions_during_a_pooled_call_reach_the_session_that_m
     assert refused.is_error
 
 
+TASKS = {
+    "command": sys.executable,
+    "args": [str(MCP_FIXTURE.parent / "tasks_server.py")],
+    "protocolVersion": "auto",
+}
+
+
+async def test_a_task_on_the_pools_connection_answers_a_pooled_call(tmp_path: Path) -> None:
+    agent_dir = tmp_path / "agent"
+    config = write_config(tmp_path / "mcp.json", {"jobs": TASKS})
+    asked: list[str] = []
+
+    async def elicit(server: str, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    asking = McpAdapter(
+        agent_dir=agent_dir, config_path=config, project_dir=tmp_path, elicit=elicit
+    )
+    async with running_pool(agent_dir, config), asking:
+        with anyio.fail_after(30):
+            report = await asking.call("jobs_slow_report", {"seconds": 0.2})
+            greeting = await asking.call("jobs_ask_name")
+        assert asking.server_manager().state("jobs").transport == "pool"
+    assert report.result is not None
+    assert greeting.result is not None
+    # The pool follows the task on its own connection; the question still reaches the caller.
+    assert report.result.content[0].text == "report ready"  # type: ignore[union-attr]
+    assert greeting.result.content[0].text == "hello Ada (accept)"  # type: ignore[union-attr]
+    assert asked == ["What is your name?"]
+
+
+async def test_status_in_another_process_lists_the_pools_running_tasks(tmp_path: Path) -> None:
+    agent_dir = tmp_path / "agent"
+    config = write_config(tmp_path / "mcp.json", {"jobs": TASKS})
+    async with (
+        running_pool(agent_dir, config) as pool,
+        client(agent_dir, config) as caller,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(caller.call, "jobs_slow_report", {"seconds": 60})
+        with anyio.fail_after(30):
+            while not pool.status().running_tasks:
+                await anyio.sleep(0.05)
+        [running] = pool.status().running_tasks
+        shown = await anyio.to_thread.run_sync(pi_mcp, tmp_path, "status")
+        as_json = await anyio.to_thread.run_sync(pi_mcp, tmp_path, "status", "--json")
+        tg.cancel_scope.cancel()
+    assert "Running tasks (1):" in shown.stdout, shown.stdout + shown.stderr
+    assert f"jobs/slow_report  task {running.task_id}  working" in shown.stdout
+    [listed] = json.loads(as_json.stdout)["runningTasks"]
+    assert (listed["server"], listed["tool"], listed["taskId"]) == (
+        "jobs",
+        "slow_report",
+        running.task_id,
+    )
+
+
 async def test_pydantic_ai_agents_call_through_the_pools_one_server_process(
     tmp_path: Path,
 ) -> None:

@@ -403,3 +403,34 @@ except TypeError as exc:
     # The tuple arrived as a JSON array, which the schema check refuses (a string is wanted).
     assert b.startswith("Invalid arguments for fixture_echo:\n- message: ['x', 'y']")
     assert c == "call(tool, args): give the tool's name and one dict of arguments"
+
+
+TASKS_SERVER = FIXTURES / "tasks_server.py"
+
+
+async def test_a_scripts_call_that_becomes_a_task_returns_its_result_or_cancels_it(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    cancel_log = tmp_path / "cancelled.txt"
+    workspace.write_config(
+        {
+            "jobs": {
+                "command": sys.executable,
+                "args": [str(TASKS_SERVER)],
+                "env": {"TASKS_CANCEL_LOG": str(cancel_log)},
+                "protocolVersion": "auto",
+            }
+        }
+    )
+    async with workspace.adapter() as adapter:
+        tool = ScriptTool(adapter)
+        done = await tool.execute({"code": 'await call("jobs_slow_report", {"seconds": 0.1})'})
+        assert done.text_content == "report ready"
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(tool.execute, {"code": 'await call("jobs_slow_report", {"seconds": 60})'})
+            with anyio.fail_after(15):
+                while not adapter.status().running_tasks:
+                    await anyio.sleep(0.02)
+            [running] = adapter.status().running_tasks
+            tg.cancel_scope.cancel()
+        assert cancel_log.read_text().split() == [running.task_id]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from pi_mcp_adapter.catalog import config_hash
 from pi_mcp_adapter.config import load_config
 from pi_mcp_adapter.engine import ServerStatus, StatusReport
 from pi_mcp_adapter.hosts import ExportHost
+from pi_mcp_adapter.servers import TaskState
 from pi_mcp_adapter.surface import ProxyTool, register_surfaces
 from pi_mcp_adapter.surface._render import (
     STATUS_BUDGET_CHARS,
@@ -245,3 +247,35 @@ def test_a_secret_cut_by_the_line_bound_is_replaced_before_the_cut() -> None:
     assert line.endswith("${API_TOKEN})")
     page = render_servers(StatusReport(servers=rows), "failed")
     assert "s3cr3t" not in page
+
+
+def _tasks(count: int) -> tuple[TaskState, ...]:
+    return tuple(
+        TaskState(
+            server="jobs",
+            tool="slow_report",
+            task_id=f"task-{i}",
+            status="working" if i else "input_required",
+            age_s=3700.0 - i * 100,
+        )
+        for i in range(count)
+    )
+
+
+def test_running_tasks_are_listed_oldest_first_with_status_and_age() -> None:
+    report = replace(synthetic_report(3), running_tasks=_tasks(7))
+    full = render_status(report)
+    assert "Running tasks (7):" in full
+    assert "  jobs/slow_report  task task-0  input_required, 1 h 1 min" in full
+    assert "  jobs/slow_report  task task-6  working, 51 min 40 s" in full
+    bounded = render_status(report, max_chars=STATUS_BUDGET_CHARS)
+    assert "task task-4" in bounded
+    assert "task task-5" not in bounded
+    assert "  … and 2 more" in bounded
+    assert len(bounded) <= STATUS_BUDGET_CHARS
+
+
+def test_without_running_tasks_the_status_has_no_tasks_section() -> None:
+    report = synthetic_report(3)
+    assert "Running tasks" not in render_status(report)
+    assert "Running tasks" not in render_status(report, max_chars=STATUS_BUDGET_CHARS)

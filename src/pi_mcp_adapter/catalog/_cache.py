@@ -216,7 +216,6 @@ def config_hash(entry: ServerEntry, *, environ: Mapping[str, str] | None = None)
     """
     env = os.environ if environ is None else environ
     explicit = entry.model_fields_set
-    extra = entry.model_extra or {}
     written = entry.written
 
     def field(name: str, value: Any) -> Any:
@@ -260,7 +259,7 @@ def config_hash(entry: ServerEntry, *, environ: Mapping[str, str] | None = None)
         "headers": _hash_record(written.get("headers"), env),
         "requestHeadersCommand": headers_command,
         "auth": field("auth", entry.auth),
-        "protocolVersion": extra.get("protocolVersion", _UNSET),
+        "protocolVersion": field("protocol_version", entry.protocol_version),
         "bearerToken": bearer_token,
         "bearerTokenEnv": field("bearer_token_env", entry.bearer_token_env),
         "exposeResources": field("expose_resources", entry.expose_resources),

@@ -324,11 +324,13 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
     def body(adapter: McpAdapter) -> None:
         from pi_mcp_adapter.surface._render import render_status
 
-        from ._pool_cmds import current_pool, describe_pool, pool_json
+        from ._pool_cmds import current_pool, describe_pool, pool_json, pool_tasks
         from ._project_trust import trust_json
 
         view = adapter.status()
         pool = current_pool(adapter.agent_dir)
+        # Calls made through the pool run their tasks there; this process shows them too.
+        view = replace(view, running_tasks=view.running_tasks + pool_tasks(pool))
         if as_json:
             print_json(
                 {
@@ -337,6 +339,7 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
                     "enabled": view.enabled,
                     "tools": view.tool_count,
                     "configErrors": list(view.config_errors),
+                    "runningTasks": [to_camel_keys(asdict(t)) for t in view.running_tasks],
                     "projectTrust": trust_json(adapter.config),
                     "pool": pool_json(pool),
                     **_shared_state_json(adapter),

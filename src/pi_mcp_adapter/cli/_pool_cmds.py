@@ -12,11 +12,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pi_mcp_adapter._launch import warm_socket_path
 
 from ._app import CliContext, fail
+
+if TYPE_CHECKING:
+    from pi_mcp_adapter.servers import TaskState
 
 START_TIMEOUT_S = 60.0
 """How long ``--background`` waits for the pool to answer (it lists never-seen servers first)."""
@@ -146,6 +149,27 @@ def describe_pool(status: dict[str, Any]) -> str:
     ]
     holding = ", ".join(held) if held else "no server running yet"
     return f"server pool: pid {status.get('pid')}, {status.get('socket')}; {holding}"
+
+
+def pool_tasks(status: dict[str, Any] | None) -> tuple[TaskState, ...]:
+    """The tasks the running pool's calls are following (its ``runningTasks``)."""
+    from pi_mcp_adapter.servers import TaskState
+
+    tasks: list[TaskState] = []
+    for item in (status or {}).get("runningTasks") or ():
+        try:
+            tasks.append(
+                TaskState(
+                    server=str(item["server"]),
+                    tool=str(item["tool"]),
+                    task_id=str(item["taskId"]),
+                    status=str(item["status"]),
+                    age_s=float(item["ageS"]),
+                )
+            )
+        except (KeyError, TypeError, ValueError):
+            continue  # a pool of another version: its status line still shows
+    return tuple(tasks)
 
 
 def pool_json(status: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -170,6 +170,16 @@ class ServerEntry(_Model):
     """Ask the user before calling these tools (``true`` = all); ``None`` = the global setting."""
     trace: bool | None = None
     http_transport: Literal["streamable-http", "sse"] | None = None
+    protocol_version: Literal["legacy", "auto", "2026-07-28"] = "legacy"
+    """The protocol era to speak: ``legacy`` (the ``initialize`` handshake), ``auto`` (the
+    2026-07-28 era where the server offers it, else legacy) or ``2026-07-28`` (that era only).
+    Legacy by default, as the TypeScript adapter: on a 2026-07-28 connection a server cannot
+    send requests of its own, so servers that ask their client mid-call the handshake way
+    (elicitation, sampling) lose those questions there."""
+    tasks: bool = True
+    """Let a tool call the server turns into a task (the ``io.modelcontextprotocol/tasks``
+    extension, 2026-07-28 connections only) be polled to its end; ``false`` keeps every call
+    inline."""
     debug: bool = False
     _written: Mapping[str, object] | None = PrivateAttr(default=None)
     """The transport and credential fields as the files wrote them, before interpolation."""

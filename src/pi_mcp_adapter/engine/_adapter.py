@@ -829,6 +829,7 @@ class McpAdapter:
         return StatusReport(
             servers=tuple(self.server_status(n) for n in names),
             config_errors=tuple(str(e) for e in self.config.errors),
+            running_tasks=self._manager.running_tasks() if self._manager is not None else (),
         )
 
     def search(

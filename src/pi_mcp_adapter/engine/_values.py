@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from pi_mcp_adapter.catalog import ToolDefinitionDiff, ToolInfo
+from pi_mcp_adapter.servers import TaskState
 
 if TYPE_CHECKING:
     # Only results of calls hold SDK types, and a call has imported the SDK already; commands
@@ -64,6 +65,8 @@ class StatusReport:
 
     servers: tuple[ServerStatus, ...]
     config_errors: tuple[str, ...] = field(default_factory=tuple)
+    running_tasks: tuple[TaskState, ...] = ()
+    """Tool calls in flight that their servers run as tasks, oldest first."""
 
     @property
     def connected(self) -> int:

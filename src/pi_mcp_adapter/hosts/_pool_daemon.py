@@ -196,6 +196,16 @@ class ServerPool:
             "projectDir": str(self.adapter.project_dir),
             "startedAt": self._started_at,
             "servers": servers,
+            "runningTasks": [
+                {
+                    "server": task.server,
+                    "tool": task.tool,
+                    "taskId": task.task_id,
+                    "status": task.status,
+                    "ageS": task.age_s,
+                }
+                for task in manager.running_tasks()
+            ],
         }
 
     # -- one client's session ---------------------------------------------------------------

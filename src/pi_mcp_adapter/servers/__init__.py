@@ -13,6 +13,8 @@
 - ``_lifecycle``   the policy: lazy / eager / keep-alive, idle timeouts, retry schedule.
 - ``_pool_client`` asking the warm pool of a running gateway for a stdio server's session
                    (same entry fingerprint) before starting the server here.
+- ``_tasks``       tool calls the server runs as tasks (``io.modelcontextprotocol/tasks``):
+                   polled to their end, their questions answered, cancelled when abandoned.
 - ``_relay``      per-call routing of a server's sampling, elicitation and log messages to the
                    caller that made the call (the gateway's clients).
 - ``_npx``         ``npx``/``npm exec`` commands resolved to the package's own binary.
@@ -30,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from ._failures import DEFAULT_BACKOFF_S, FAILURES_FILE_NAME, FailureMemory, FailureRecord
 from ._manager import MetadataListener, ServerManager, ServerSetChange, StateListener
 from ._prompt_policy import allow_prompts
-from ._state import ConnectionStatus, ServerState, TransportKind
+from ._state import ConnectionStatus, ServerState, TaskState, TransportKind
 
 if TYPE_CHECKING:
     from ._connection import ServerConnection
@@ -138,6 +140,7 @@ __all__ = [
     "ServerSetChange",
     "ServerState",
     "StateListener",
+    "TaskState",
     "TransportKind",
     "allow_prompts",
     "create_bearer_store",

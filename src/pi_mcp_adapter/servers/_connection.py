@@ -7,6 +7,10 @@ deadline, then reports itself started and waits. Every other task may call the c
 concurrently; only the owner ever enters or exits the SDK's contexts (they must be exited by
 the task that entered them). :meth:`close` asks the owner to exit and waits for it.
 
+Protocol era: the entry's ``protocolVersion`` chooses it (legacy by default). On a
+2026-07-28 connection the owner also holds the ``subscriptions/listen`` stream that replaces
+pushed list-change notifications, and tool calls may become tasks (:mod:`._tasks`).
+
 Error handling: a failure before the connection is started is translated into our exception
 tree and raised from ``task_group.start``. After the start the owner never raises (it would
 take the task group down with it): an ended connection records why in ``end_reason``, and
@@ -19,18 +23,24 @@ import logging
 import math
 import os
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack
 from importlib import metadata as importlib_metadata
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anyio
 import anyio.lowlevel
 import mcp_types as types
 from mcp import Client, MCPError
+from mcp.client.extension import ClientExtension
+from mcp.client.session import ClientSession
+from mcp.client.subscriptions import ListenNotSupportedError, Subscription, SubscriptionLost
 from mcp.shared.dispatcher import ProgressFnT
-from pydantic import BaseModel, ValidationError
+from mcp.shared.subscriptions import ResourceUpdated
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from pi_mcp_adapter._errors import ConnectionLostError, ServerUnavailableError
+from pi_mcp_adapter._errors import ConnectionLostError, NotMcpError, ServerUnavailableError
 from pi_mcp_adapter.catalog import ServerMetadata
 from pi_mcp_adapter.config import ServerEntry
 
@@ -42,6 +52,14 @@ from ._relay import AmbiguousCallerError, RelayBoard, current_relay
 from ._state import TransportKind
 from ._stderr import StderrCapture, terminal
 from ._stdio import ProcessRecord
+from ._tasks import (
+    CALL_TOOL_OUTCOME,
+    TASKS_EXTENSION,
+    RunningTask,
+    TaskHandle,
+    TasksExtension,
+    follow_task,
+)
 from ._translate import (
     HttpObservation,
     connect_error,
@@ -76,6 +94,11 @@ log message sent just before the result is relayed before it (a few turns suffic
 microseconds)."""
 
 _T = TypeVar("_T", bound=BaseModel)
+_R = TypeVar("_R")
+
+MAX_INPUT_ROUNDS = 10
+"""Questions a 2026-07-28 server may embed in the results of one call before it is cut short
+(the SDK's own client stops at the same count)."""
 
 MetadataCallback = Callable[["ServerConnection", ServerMetadata], Awaitable[None]]
 EndCallback = Callable[["ServerConnection"], None]
@@ -149,6 +172,10 @@ class ServerConnection:
         self._on_resource_updated = on_resource_updated
         self._observation: HttpObservation | None = None
         self._pool = pool
+        self._modern = False
+        self._tasks = False
+        self.running_tasks: dict[str, RunningTask] = {}
+        """Tasks that calls on this connection are following, by task id."""
 
     # -- state ------------------------------------------------------------------------------
 
@@ -161,6 +188,16 @@ class ServerConnection:
         retrying it on a new session cannot run it twice.
         """
         return self._observation is not None and self._observation.session_expired
+
+    @property
+    def protocol_era(self) -> Literal["legacy", "2026-07-28"]:
+        """The protocol era the connection speaks (legacy until connected)."""
+        return "2026-07-28" if self._modern else "legacy"
+
+    @property
+    def follows_tasks(self) -> bool:
+        """The server advertised the tasks extension and the entry did not opt out."""
+        return self._tasks
 
     @property
     def is_alive(self) -> bool:
@@ -270,16 +307,51 @@ class ServerConnection:
                 # A client with no model must not say it can sample: servers that check take
                 # their other path, and those that ask anyway get the SDK's refusal.
                 del relayed["sampling_callback"]
-        async with Client(
-            transport,
-            mode="legacy",  # pushed notifications/tools/list_changed only arrive in legacy mode
-            cache=None,  # results must reflect the server now, not a TTL the server chose
-            message_handler=self._on_message,
-            client_info=_client_info(),
-            **relayed,
-        ) as client:
+        # The pool hands over a session the gateway opened; it speaks the legacy era, and a
+        # task on the gateway's own connection to the server is followed there.
+        mode = "legacy" if kind == "pool" else self.entry.protocol_version
+        extensions: list[ClientExtension] = []
+        if mode != "legacy":
+            if self.entry.tasks:
+                extensions.append(TasksExtension())
+            if self._relay_requests:
+                # On 2026-07-28 a server logs only for requests that opt in with a level;
+                # "debug" lets everything through, as a legacy connection does.
+                relayed["log_level"] = "debug"
+        async with (
+            Client(
+                transport,
+                mode=mode,
+                cache=None,  # results must reflect the server now, not a TTL the server chose
+                message_handler=self._on_message,
+                client_info=_client_info(),
+                extensions=extensions or None,
+                **relayed,
+            ) as client,
+            AsyncExitStack() as listening,
+        ):
+            self._modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
+            if mode in MODERN_PROTOCOL_VERSIONS:
+                # A pinned era adopts a made-up discovery with no capabilities; ask the server
+                # for its own (a server that does not speak the era fails the connect here).
+                try:
+                    discovered = await client.session.send_discover(mode)
+                    client.session.adopt(types.DiscoverResult.model_validate(discovered))
+                except (MCPError, ValidationError, RuntimeError) as exc:
+                    raise NotMcpError(
+                        self.server,
+                        f"server {self.server!r} does not speak the {mode} protocol "
+                        f"(server/discover: {_first_line(exc)}); set its `protocolVersion` to "
+                        '"auto" or "legacy"',
+                    ) from exc
+            subscription: Subscription | None = None
+            if self._modern:
+                # Listening before the first listing, so no change in between goes unseen.
+                subscription = await self._listen(client, listening)
             self.metadata = await _fetch_metadata(client)
             self._observation = observation
+            advertised = client.server_capabilities.extensions or {}
+            self._tasks = self._modern and self.entry.tasks and TASKS_EXTENSION in advertised
             scope.deadline = math.inf
             self._client = client
             self.transport = kind
@@ -288,6 +360,8 @@ class ServerConnection:
             task_status.started(self)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._refresh_on_change)
+                if subscription is not None:
+                    tg.start_soon(self._follow_changes, subscription)
                 await self._stop.wait()
                 tg.cancel_scope.cancel()
             self._client = None
@@ -442,6 +516,32 @@ class ServerConnection:
             return
         logger.info("server %r logged (%s): %s", self.server, params.level, params.data)
 
+    async def _listen(self, client: Client, stack: AsyncExitStack) -> Subscription | None:
+        """On a 2026-07-28 connection, list changes arrive on a ``subscriptions/listen``
+        stream instead of as pushed notifications; the owner task holds the stream."""
+        try:
+            return await stack.enter_async_context(
+                client.listen(
+                    tools_list_changed=True, prompts_list_changed=True, resources_list_changed=True
+                )
+            )
+        except (MCPError, ListenNotSupportedError, SubscriptionLost) as exc:
+            # A server without a listen handler answers "Method not found": it never tells
+            # about changes, like a legacy server without listChanged.
+            logger.info("server %r: no change notifications (%s)", self.server, _first_line(exc))
+            return None
+
+    async def _follow_changes(self, subscription: Subscription) -> None:
+        try:
+            async for event in subscription:
+                if isinstance(event, ResourceUpdated):
+                    if self._on_resource_updated is not None:
+                        await self._on_resource_updated(self.server, event.uri)
+                else:
+                    self._changed.set()
+        except SubscriptionLost as exc:
+            logger.info("server %r: change notifications ended (%s)", self.server, exc)
+
     async def _refresh_on_change(self) -> None:
         while True:
             await self._changed.wait()
@@ -471,22 +571,36 @@ class ServerConnection:
         self,
         what: str,
         request: Any,
-        result_type: type[_T],
+        result_type: type[_T] | TypeAdapter[_T],
         timeout_s: float | None,
         progress: ProgressFnT | None = None,
     ) -> _T:
+        async def send(session: ClientSession, progress: ProgressFnT | None) -> _T:
+            return await session.send_request(
+                request,
+                result_type,
+                request_read_timeout_seconds=timeout_s,
+                progress_callback=progress,
+            )
+
+        return await self._exchange(what, send, timeout_s, progress)
+
+    async def _exchange(
+        self,
+        what: str,
+        send: Callable[[ClientSession, ProgressFnT | None], Awaitable[_R]],
+        timeout_s: float | None,
+        progress: ProgressFnT | None,
+    ) -> _R:
+        """Run ``send`` as the calling task's request: its relay routes what the server sends
+        meanwhile, and its failures become our exceptions."""
         client = self._require_client(what)
         relay = current_relay()
         if progress is None and relay is not None:
             progress = relay.progress
         try:
             with self._relays.calling(relay):
-                result: _T = await client.session.send_request(
-                    request,
-                    result_type,
-                    request_read_timeout_seconds=timeout_s,
-                    progress_callback=progress,
-                )
+                result = await send(client.session, progress)
                 if relay is not None and self._logs_relayed:
                     # Log notifications travel through the SDK's notification queue while the
                     # result goes straight to this task: let queued ones reach the caller first
@@ -517,19 +631,128 @@ class ServerConnection:
         schema and raise on a mismatch; a gateway must pass results through, so this sends the
         request directly. An ``is_error`` result is a result, not an exception.
 
+        On a 2026-07-28 connection, questions the server embeds in its answer
+        (``input_required``) are answered by the caller's relay and the call is repeated with
+        the answers; a call the server turns into a task is followed to its end (see
+        :mod:`._tasks`), listed in :attr:`running_tasks` meanwhile, and cancelled on the server
+        when the caller leaves early. ``timeout_s`` then bounds the whole call, less the time
+        a person takes to answer.
+
         Raises:
             ConnectionLostError: the connection is closed or was lost during the call.
             RequestTimeoutError: no answer within ``timeout_s`` (the connection stays usable).
-            ServerReportedError: the server answered with a JSON-RPC error.
+            ServerReportedError: the server answered with a JSON-RPC error, or its task
+                failed or was cancelled.
         """
         request = types.CallToolRequest(
             params=types.CallToolRequestParams(
                 name=tool, arguments=dict(arguments) if arguments is not None else None
             )
         )
-        return await self._request(
-            f"tool {tool!r}", request, types.CallToolResult, timeout_s, progress
+        what = f"tool {tool!r}"
+        if not self._modern:
+            return await self._request(what, request, types.CallToolResult, timeout_s, progress)
+
+        async def send(
+            session: ClientSession, progress: ProgressFnT | None
+        ) -> types.CallToolResult:
+            # A task's polls, questions and answers all count against the call's timeout,
+            # except the time a person takes to answer (the SDK pauses its clock likewise).
+            with anyio.CancelScope() as deadline:
+                if timeout_s is not None:
+                    deadline.deadline = anyio.current_time() + timeout_s
+                outcome = await session.send_request(
+                    request,
+                    CALL_TOOL_OUTCOME,
+                    request_read_timeout_seconds=timeout_s,
+                    progress_callback=progress,
+                )
+                rounds = 0
+                while isinstance(outcome, types.InputRequiredResult):
+                    # The 2026-07-28 way of asking mid-call: answer, then call again.
+                    rounds += 1
+                    if rounds > MAX_INPUT_ROUNDS:
+                        raise MCPError(
+                            code=types.INTERNAL_ERROR,
+                            message=f"the server asked for input {MAX_INPUT_ROUNDS} times",
+                        )
+                    answers = await self._answer_paused(deadline, outcome.input_requests or {})
+                    outcome = await session.send_request(
+                        types.CallToolRequest(
+                            params=request.params.model_copy(
+                                update={
+                                    "input_responses": answers or None,
+                                    "request_state": outcome.request_state,
+                                }
+                            )
+                        ),
+                        CALL_TOOL_OUTCOME,
+                        request_read_timeout_seconds=timeout_s,
+                        progress_callback=progress,
+                    )
+                if isinstance(outcome, TaskHandle):
+                    return await self._follow(session, tool, outcome, deadline)
+                return outcome
+            raise MCPError(code=types.REQUEST_TIMEOUT, message="the call timed out")
+
+        return await self._exchange(what, send, timeout_s, progress)
+
+    async def _follow(
+        self,
+        session: ClientSession,
+        tool: str,
+        handle: TaskHandle,
+        deadline: anyio.CancelScope,
+    ) -> types.CallToolResult:
+        record = RunningTask(
+            server=self.server,
+            tool=tool,
+            task_id=handle.task_id,
+            status=handle.status,
+            started_at=self._clock(),
         )
+        self.running_tasks[handle.task_id] = record
+
+        def paused(seconds: float) -> None:
+            deadline.deadline += seconds
+
+        try:
+            return await follow_task(
+                session, handle, answer=self._answer, record=record, on_question=paused
+            )
+        finally:
+            del self.running_tasks[handle.task_id]
+
+    async def _answer_paused(
+        self, deadline: anyio.CancelScope, requests: types.InputRequests
+    ) -> types.InputResponses:
+        asked_at = anyio.current_time()
+        try:
+            return await self._answer(requests)
+        finally:
+            deadline.deadline += anyio.current_time() - asked_at
+
+    async def _answer(self, requests: types.InputRequests) -> types.InputResponses:
+        """Answer the questions a 2026-07-28 server embedded in a result (or a task) the way
+        the same questions sent as requests are answered: by the caller's relay."""
+        answers: types.InputResponses = {}
+        for key, request in requests.items():
+            answer: types.InputResponse | types.ErrorData
+            if isinstance(request, types.ElicitRequest):
+                answer = await self._relay_elicitation(None, request.params)
+            elif isinstance(request, types.CreateMessageRequest) and self._advertise_sampling:
+                answer = await self._relay_sampling(None, request.params)
+            elif isinstance(request, types.ListRootsRequest):
+                answer = types.ListRootsResult(roots=[])
+            else:
+                answer = types.ErrorData(
+                    code=types.INVALID_REQUEST,
+                    message=f"this client cannot answer {request.method}",
+                )
+            if isinstance(answer, types.ErrorData):
+                raise MCPError.from_error_data(answer)
+            answers[key] = answer
+        return answers
 
     async def read_resource(self, uri: str, *, timeout_s: float | None) -> types.ReadResourceResult:
         """Read the resource ``uri``. Raises like :meth:`call_tool`."""
@@ -596,6 +819,11 @@ class ServerConnection:
 
     async def ping(self, *, timeout_s: float) -> None:
         """Check that the server answers (raises like :meth:`call_tool`)."""
+        if self._modern:
+            # The 2026-07-28 era has no ping; a first page of tools is the cheapest question.
+            request = types.ListToolsRequest(params=types.PaginatedRequestParams())
+            await self._request("ping", request, types.ListToolsResult, timeout_s)
+            return
         await self._request("ping", types.PingRequest(), types.EmptyResult, timeout_s)
 
     async def refresh_metadata(self) -> ServerMetadata:

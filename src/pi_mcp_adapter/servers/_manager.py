@@ -52,7 +52,7 @@ from ._lifecycle import (
     is_kept_alive,
     keep_alive_retry_delay_s,
 )
-from ._state import ConnectionStatus, ServerState, TransportKind
+from ._state import ConnectionStatus, ServerState, TaskState, TransportKind
 
 if TYPE_CHECKING:
     # The connection module pulls in the MCP SDK (most of a second); it is imported when the
@@ -318,6 +318,23 @@ class ServerManager(AsyncContextManagerMixin):
         if connection is None or not connection.is_alive:
             return None
         return connection.metadata
+
+    def running_tasks(self) -> tuple[TaskState, ...]:
+        """The tasks that calls in flight are following, oldest first."""
+        now = self._clock()
+        found = [
+            TaskState(
+                server=task.server,
+                tool=task.tool,
+                task_id=task.task_id,
+                status=task.status,
+                age_s=max(0.0, now - task.started_at),
+            )
+            for slot in self._slots.values()
+            if slot.connection is not None
+            for task in slot.connection.running_tasks.values()
+        ]
+        return tuple(sorted(found, key=lambda t: -t.age_s))
 
     def process_id(self, name: str) -> int | None:
         """The id of the process started here for ``name`` (see

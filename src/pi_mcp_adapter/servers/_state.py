@@ -51,3 +51,18 @@ class ServerState:
             raise ValueError(f"unknown server status {self.status!r}")
         if self.in_flight < 0:
             raise ValueError("in_flight cannot be negative")
+
+
+@dataclass(frozen=True, slots=True)
+class TaskState:
+    """A task that a call in flight is following (a tool call the server runs as a task).
+
+    ``status`` is the task's last reported status (``working``, ``input_required``);
+    ``age_s`` is how long ago the server made the call a task.
+    """
+
+    server: str
+    tool: str
+    task_id: str
+    status: str
+    age_s: float

@@ -15,6 +15,7 @@ from pi_mcp_adapter.engine import ServerStatus, StatusReport
 
 if TYPE_CHECKING:
     from pi_mcp_adapter.catalog._search import SearchPage
+    from pi_mcp_adapter.servers import TaskState
 
 STATUS_ICONS = {
     "connected": "✓",
@@ -81,6 +82,8 @@ STATUS_NAMES_CHARS = 400
 STATUS_CHANGED_SERVERS = 2
 STATUS_CHANGED_TOOLS = 5
 STATUS_CONFIG_ERRORS = 3
+STATUS_RUNNING_TASKS = 5
+"""Tasks in flight listed by ``mcp({})``; the count of the others follows."""
 SERVERS_PAGE_SIZE = 50
 """Servers per page of ``mcp({servers})``."""
 CHANGED_SERVERS_PAGE_SIZE = 5
@@ -111,6 +114,7 @@ _STATUS_FOOTER = 'mcp({server: "name"}) lists tools; mcp({search: "words"}) find
 def _full_status(report: StatusReport) -> str:
     lines = [_status_header(report), ""]
     lines += [describe_server(row) for row in report.servers]
+    lines += render_running_tasks(report.running_tasks)
     for row in report.servers:
         if row.changed_tools:
             lines += ["", *render_definition_changes(row)]
@@ -143,6 +147,10 @@ def _bounded_status(report: StatusReport, max_chars: int) -> str:
             rest = unavailable[STATUS_UNAVAILABLE_LINES:]
             if rest:
                 lines.append(_named_rest(rest))
+    lines += [
+        cap_line(line)
+        for line in render_running_tasks(report.running_tasks, limit=STATUS_RUNNING_TASKS)
+    ]
     changed = [row for row in rows if row.changed_tools]
     for row in changed[:STATUS_CHANGED_SERVERS]:
         diff = render_definition_changes(row, max_tools=STATUS_CHANGED_TOOLS)
@@ -180,6 +188,29 @@ def _bounded_status(report: StatusReport, max_chars: int) -> str:
     else:
         lines += ["", _STATUS_FOOTER]
     return _fit(lines, max_chars)
+
+
+def render_running_tasks(tasks: Sequence[TaskState], *, limit: int | None = None) -> list[str]:
+    """``Running tasks:`` and one line per task (server/tool, task id, status, age), oldest
+    first; nothing while none runs."""
+    if not tasks:
+        return []
+    shown = tasks if limit is None else tasks[:limit]
+    lines = ["", f"Running tasks ({len(tasks)}):"]
+    lines += [
+        f"  {t.server}/{t.tool}  task {t.task_id}  {t.status}, {_age(t.age_s)}" for t in shown
+    ]
+    if len(shown) < len(tasks):
+        lines.append(f"  … and {len(tasks) - len(shown)} more")
+    return lines
+
+
+def _age(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds // 60:.0f} min {seconds % 60:.0f} s"
+    return f"{seconds // 3600:.0f} h {seconds % 3600 // 60:.0f} min"
 
 
 def render_state_counts(rows: Sequence[ServerStatus]) -> str:
