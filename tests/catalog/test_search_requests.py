@@ -10,7 +10,12 @@ import pytest
 from pi_mcp_adapter.catalog._metadata import ToolInfo
 from pi_mcp_adapter.catalog._search import SearchHit, SearchIndex
 from pi_mcp_adapter.catalog._search_rankings import FieldRanking
-from pi_mcp_adapter.catalog._search_text import cjk_glosses, named_products, split_clauses
+from pi_mcp_adapter.catalog._search_text import (
+    cjk_glosses,
+    find_values,
+    named_products,
+    split_clauses,
+)
 
 RANKINGS = ["lexical", "hybrid"]
 
@@ -332,3 +337,9 @@ def test_a_long_request_gives_the_semantic_signal_a_smaller_share() -> None:
     assert 0.0 < ranking._whole_semantic_weight(long) < ranking.semantic_weight
     longer = f"{long} {long}"
     assert ranking._whole_semantic_weight(longer) < ranking._whole_semantic_weight(long)
+
+
+def test_a_stray_backtick_does_not_swallow_the_words_up_to_the_next_quote() -> None:
+    request = "`Decompile the function at `0x1000` and save it as `out.c` in `/tmp/x`"
+    spans = [request[v.start : v.end] for v in find_values(request)]
+    assert spans == ["`0x1000`", "`out.c`", "`/tmp/x`"]

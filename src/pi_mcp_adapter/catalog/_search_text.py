@@ -407,9 +407,13 @@ class ValueSpan:
 _VALUE_PATTERNS: tuple[tuple[ValueKind, re.Pattern[str]], ...] = (
     (
         "quoted",
+        # Inside straight quotes and backticks, the text starts and ends with a non-space:
+        # "a `b` c `d" pairs as `b`, not as "` c `" (a stray quote would swallow the words
+        # between two real ones).
         re.compile(
-            r"```.*?```|`[^`\n]+`|\"[^\"\n]+\"|“[^”\n]+”|‘[^’\n]+’|「[^」\n]+」"
-            r"|(?<!\w)'[^'\n]+'(?!\w)",
+            r"```.*?```|`[^`\s](?:[^`\n]*[^`\s])?`|\"[^\"\s](?:[^\"\n]*[^\"\s])?\""
+            r"|“[^”\n]+”|‘[^’\n]+’|「[^」\n]+」"
+            r"|(?<!\w)'[^'\s](?:[^'\n]*[^'\s])?'(?!\w)",
             re.DOTALL,
         ),
     ),
