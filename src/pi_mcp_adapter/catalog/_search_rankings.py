@@ -504,12 +504,19 @@ class FieldRanking:
         self._name_mass = name_mass
         self._name_sets = [frozenset(ft["name"]) for ft in field_terms]
         phrase_docs: dict[tuple[str, str], list[int]] = defaultdict(list)
+        # Tools that share a description share its word list (see _tool_fields): its pairs
+        # are found once.
+        description_pairs: dict[int, set[tuple[str, str]]] = {}
         for doc, ft in enumerate(field_terms):
-            for pair in _adjacent_pairs(ft["name"]).union(_adjacent_pairs(ft["description"])):
+            words = ft["description"]
+            pairs = description_pairs.get(id(words))
+            if pairs is None:
+                pairs = description_pairs[id(words)] = _adjacent_pairs(words)
+            for pair in pairs.union(_adjacent_pairs(ft["name"])):
                 phrase_docs[pair].append(doc)
-        self._phrases: dict[tuple[str, str], tuple[tuple[int, ...], float]] = {
-            pair: (tuple(docs), _idf(n_docs, len(docs))) for pair, docs in phrase_docs.items()
-        }
+        # A phrase's IDF is worked out when a query meets it: most are never asked for.
+        self._phrases: Mapping[tuple[str, str], list[int]] = phrase_docs
+        self._n_docs = n_docs
         self._accepts: dict[str, set[int]] = defaultdict(set)
         for doc, ft in enumerate(field_terms):
             for kind, parameter_words in _VALUE_PARAMETERS.items():
@@ -745,11 +752,10 @@ class FieldRanking:
         ]
         weight = self.phrase_weight
         for pair in _adjacent_pairs(words):
-            found = self._phrases.get(pair)
-            if found is None:
+            docs = self._phrases.get(pair)
+            if docs is None:
                 continue
-            docs, phrase_idf = found
-            bonus = weight * phrase_idf
+            bonus = weight * _idf(self._n_docs, len(docs))
             if len(docs) <= len(final):
                 for doc in docs:
                     if doc in final:
