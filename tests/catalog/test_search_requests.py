@@ -10,7 +10,12 @@ import pytest
 from pi_mcp_adapter.catalog._metadata import ToolInfo
 from pi_mcp_adapter.catalog._search import SearchHit, SearchIndex
 from pi_mcp_adapter.catalog._search_rankings import FieldRanking
-from pi_mcp_adapter.catalog._search_text import cjk_glosses, named_products, split_clauses
+from pi_mcp_adapter.catalog._search_text import (
+    cjk_glosses,
+    find_values,
+    named_products,
+    split_clauses,
+)
 
 RANKINGS = ["lexical", "hybrid"]
 
@@ -60,6 +65,50 @@ def test_a_step_whose_words_a_first_step_tool_mentions_still_gets_its_own_tool(
     top5 = names(page.hits)
     assert top5[0] == "git_git_diff_staged"
     assert "git_git_commit" in top5
+
+
+def test_a_request_is_not_split_inside_a_code_block_or_a_quote() -> None:
+    request = 'Run this:\n```\nx = load()\nplt.close()\n```\nthen send "Done. Thanks!" to Anna'
+    assert split_clauses(request) == [
+        "Run this:\n```\nx = load()\nplt.close()\n```",
+        'send "Done. Thanks!" to Anna',
+    ]
+
+
+def test_a_path_or_url_ends_before_the_punctuation_after_it() -> None:
+    assert split_clauses("Fetch https://example.com/post/42, summarise it") == [
+        "Fetch https://example.com/post/42",
+        "summarise it",
+    ]
+
+
+def test_a_condition_joins_the_step_it_conditions() -> None:
+    assert split_clauses("List the datasheets. If it doesn't exist, create it.") == [
+        "List the datasheets",
+        "If it doesn't exist, create it",
+    ]
+    assert split_clauses("Find the issues. For each issue, add a label") == [
+        "Find the issues",
+        "For each issue, add a label",
+    ]
+    # A condition that holds its own step after a comma stays a step.
+    assert split_clauses("Start the instance. Once it runs, tell me its ID. Then stop it") == [
+        "Start the instance",
+        "Once it runs, tell me its ID",
+        "Then stop it",
+    ]
+
+
+def test_a_part_with_no_words_of_its_own_joins_its_neighbour() -> None:
+    # "First" and "Thank you" ask for nothing; a line of quoted JSON belongs to its step.
+    assert split_clauses("First. List the topics. Then post a summary. Thank you.") == [
+        "First. List the topics",
+        "Then post a summary. Thank you",
+    ]
+    assert split_clauses('Validate this config:\n"type": "bar"\nThen save it') == [
+        'Validate this config:\n"type": "bar"',
+        "save it",
+    ]
 
 
 def test_chinese_requests_split_at_their_sequencing_words_and_punctuation() -> None:
@@ -253,3 +302,44 @@ def test_a_request_understood_only_through_a_synonym_is_a_weak_match(ranking: st
     assert not weak.confident
     assert names(weak.hits)[0] == "workbench_add"
     assert index.search("add 17 and 25").confident
+
+
+# -- phrases and long requests ------------------------------------------------------------
+
+PRICES = [
+    tool("market", "get_avg_price", "Get the average price of a symbol over five minutes"),
+    # Both words, but not as the phrase: a price history whose average is one of its fields.
+    tool("quotes", "get_price_history", "Price candles for a symbol, each with its average"),
+    tool("quotes", "get_ticker", "Latest trade of a symbol"),
+]
+
+
+@pytest.mark.parametrize("ranking", RANKINGS)
+def test_a_phrase_of_the_request_in_a_description_is_stronger_than_its_words_apart(
+    ranking: str,
+) -> None:
+    index = SearchIndex(PRICES, ranking=ranking)
+    hits = names(index.search("what is the average price of a symbol", limit=3).hits)
+    assert hits[0] == "market_get_avg_price"
+
+
+def test_without_the_phrase_its_words_still_count() -> None:
+    index = SearchIndex(PRICES, ranking="lexical")
+    hits = names(index.search("price average", limit=3).hits)
+    assert set(hits[:2]) == {"market_get_avg_price", "quotes_get_price_history"}
+
+
+def test_a_long_request_gives_the_semantic_signal_a_smaller_share() -> None:
+    ranking = FieldRanking(PRICES)
+    short = "get the average price of a symbol"
+    long = " ".join(["get the average price of each symbol in my watch list"] * 6)
+    assert ranking._whole_semantic_weight(short) == ranking.semantic_weight
+    assert 0.0 < ranking._whole_semantic_weight(long) < ranking.semantic_weight
+    longer = f"{long} {long}"
+    assert ranking._whole_semantic_weight(longer) < ranking._whole_semantic_weight(long)
+
+
+def test_a_stray_backtick_does_not_swallow_the_words_up_to_the_next_quote() -> None:
+    request = "`Decompile the function at `0x1000` and save it as `out.c` in `/tmp/x`"
+    spans = [request[v.start : v.end] for v in find_values(request)]
+    assert spans == ["`0x1000`", "`out.c`", "`/tmp/x`"]

@@ -282,16 +282,89 @@ _CLAUSE_BREAK = re.compile(
 )
 
 
+# Words that only order or join the steps of a request ("First, ...", "Additionally, ...").
+_DISCOURSE_TEXT = """
+    then and also first second third fourth fifth next finally lastly afterwards
+    additionally simultaneously meanwhile furthermore moreover thanks thank
+"""
+_DISCOURSE_WORDS = frozenset(_DISCOURSE_TEXT.split())
+_LEADING_DISCOURSE = re.compile(
+    rf"^(?:(?:{'|'.join(sorted(_DISCOURSE_WORDS))})\b[\s,]*)+", re.IGNORECASE
+)
+# A clause that starts like this states when or for what the next one happens ("Once you
+# have the list, ...", "If it doesn't exist, create it", "For each issue, ..."): it is part
+# of that step, not a step of its own.
+_CONDITION_START = re.compile(
+    r"^(?:if|once|after|when|whenever|before|while|until|unless|as\s+soon\s+as"
+    r"|in\s+case|for\s+(?:each|every|all)|at\s+the\s+same\s+time|based\s+on)\b",
+    re.IGNORECASE,
+)
+
+
 def split_clauses(text: str) -> list[str]:
     """The parts of a request that ask for different things, in order (at least one).
 
     Splits at sentence ends, sequencing words ("then", "next", "finally", "after that") and
-    at a comma or "and" followed by an imperative verb. The result is a heuristic used to
-    spread results across the steps of a multi-step request; a one-step request comes back
-    as a single clause.
+    at a comma or "and" followed by an imperative verb, but never inside a value (quoted
+    text, a code block, a path or URL). A part with no word of its own outside values
+    ("First", "Thank you", a line of quoted JSON) joins its neighbour, and a condition
+    ("Once you have the list", "If it doesn't exist", "For each issue") joins the step it
+    conditions. The result is a heuristic used to spread results across the steps of a
+    multi-step request; a one-step request comes back as a single clause.
     """
-    parts = [p.strip(" ,") for p in _CLAUSE_BREAK.split(text)]
-    return [p for p in parts if p] or [text]
+    values = find_values(text)
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for brk in _CLAUSE_BREAK.finditer(text):
+        if brk.end() == brk.start() or any(
+            v.start < brk.end() and brk.start() < v.end for v in values
+        ):
+            continue
+        spans.append((start, brk.start()))
+        start = brk.end()
+    spans.append((start, len(text)))
+    # Each part as [start, end, kind]: a step, a condition of the next step, a value with
+    # no words around it (it belongs to the step before), or words that only order steps.
+    parts: list[tuple[int, int, str]] = []
+    for begin, end in spans:
+        part = text[begin:end].strip(" ,")
+        if not part:
+            continue
+        begin = text.index(part, begin)
+        own = _LEADING_DISCOURSE.sub("", part)
+        if _has_own_words(own):
+            # "Once it's running, tell me its ID" holds its own step after the comma.
+            alone = _CONDITION_START.match(own) and not re.search(r"[,，、]", own)
+            kind = "condition" if alone else "step"
+        else:
+            kind = "value" if find_values(part) else "filler"
+        parts.append((begin, begin + len(part), kind))
+    merged: list[list[int]] = []
+    pending: int | None = None  # where a condition or a filler waiting for its step starts
+    for begin, end, kind in parts:
+        if kind == "value" and merged:
+            merged[-1][1] = end
+        elif kind in ("condition", "filler") or (kind == "value" and not merged):
+            pending = begin if pending is None else pending
+        else:
+            merged.append([begin if pending is None else pending, end])
+            pending = None
+    if pending is not None:
+        if merged:
+            merged[-1][1] = parts[-1][1]
+        else:
+            merged.append([pending, parts[-1][1]])
+    return [text[b:e] for b, e in merged] or [text]
+
+
+def _has_own_words(part: str) -> bool:
+    """Whether ``part`` has a content word outside values and words that order steps."""
+    plain = part
+    for value in find_values(part):
+        plain = plain[: value.start] + " " * (value.end - value.start) + plain[value.end :]
+    return any(
+        w not in _DISCOURSE_WORDS and not w.isdigit() for w in terms(plain, drop_stopwords=True)
+    )
 
 
 # "use X to ...", "with X", "on X", "from X", "via X": what follows names the product (the
@@ -334,9 +407,13 @@ class ValueSpan:
 _VALUE_PATTERNS: tuple[tuple[ValueKind, re.Pattern[str]], ...] = (
     (
         "quoted",
+        # Inside straight quotes and backticks, the text starts and ends with a non-space:
+        # "a `b` c `d" pairs as `b`, not as "` c `" (a stray quote would swallow the words
+        # between two real ones).
         re.compile(
-            r"```.*?```|`[^`\n]+`|\"[^\"\n]+\"|“[^”\n]+”|‘[^’\n]+’|「[^」\n]+」"
-            r"|(?<!\w)'[^'\n]+'(?!\w)",
+            r"```.*?```|`[^`\s](?:[^`\n]*[^`\s])?`|\"[^\"\s](?:[^\"\n]*[^\"\s])?\""
+            r"|“[^”\n]+”|‘[^’\n]+’|「[^」\n]+」"
+            r"|(?<!\w)'[^'\s](?:[^'\n]*[^'\s])?'(?!\w)",
             re.DOTALL,
         ),
     ),
@@ -364,7 +441,12 @@ def find_values(text: str) -> tuple[ValueSpan, ...]:
     for kind, pattern in _VALUE_PATTERNS:
         for match in pattern.finditer(text):
             start, end = match.span()
-            if kind == "path" and not _looks_like_path(match.group(0)):
+            if kind in ("url", "path"):
+                # Punctuation after a path or URL ends the sentence, not the value.
+                end = start + len(match.group(0).rstrip(".,;:!?)"))
+                if end == start:
+                    continue
+            if kind == "path" and not _looks_like_path(text[start:end]):
                 continue
             if any(s.start < end and start < s.end for s in taken):
                 continue
