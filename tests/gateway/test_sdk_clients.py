@@ -252,6 +252,47 @@ async def test_progress_and_sampling_reach_the_calling_client(
             assert "Sampling not supported" in text_of(refused)
 
 
+async def test_a_stateless_gateway_asks_a_2026_client_for_approval(
+    gw_workspace: GatewayWorkspace,
+) -> None:
+    gw_workspace.write_config(
+        {"fixture": fixture_entry(lifecycle="eager", directTools=True, approveTools=["echo"])}
+    )
+    asked: list[str] = []
+
+    async def elicitation(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"decision": "allow_once"})
+
+    with run_http_gateway(gw_workspace, "--stateless") as gateway:
+        async with gateway.client("2026-07-28", elicitation_callback=elicitation) as client:
+            result = await client.call_tool("fixture_echo", {"message": "stateless"})
+    assert text_of(result) == "Echo: stateless"
+    assert len(asked) == 1
+
+
+async def test_a_servers_question_mid_call_is_refused_for_a_2026_client_and_runs_once(
+    gw_workspace: GatewayWorkspace,
+) -> None:
+    """A 2026-07-28 client can only be asked by a retry of its call; a question the upstream
+    server asks mid-call cannot wait for that (the call would run twice): it is refused with
+    a reason, and the client is not asked."""
+    gw_workspace.write_config(
+        {"conf": conformance_entry(lifecycle="eager", directTools=True, toolPrefix="none")}
+    )
+    asked: list[types.ElicitRequestParams] = []
+
+    async def elicitation(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"username": "a", "email": "b"})
+
+    with run_http_gateway(gw_workspace) as gateway:
+        async with gateway.client("2026-07-28", elicitation_callback=elicitation) as client:
+            result = await client.call_tool("test_elicitation", {"message": "who?"})
+    assert asked == []
+    assert "2026-07-28" in text_of(result), text_of(result)
+
+
 async def test_resources_and_prompts_are_listed_with_prefixes_and_readable(
     gw_workspace: GatewayWorkspace,
 ) -> None:
@@ -615,9 +656,12 @@ async def test_a_notice_for_the_user_reaches_a_stdio_client_as_a_log_message(
         pytest.param(None, "approveTools", id="no-elicitation"),
     ],
 )
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_tool_approval_asks_the_calling_clients_user(
-    gw_workspace: GatewayWorkspace, answer: dict[str, Any] | None, expected: str
+    gw_workspace: GatewayWorkspace, answer: dict[str, Any] | None, expected: str, mode: str
 ) -> None:
+    """A 2026-07-28 client, which cannot be sent requests, is asked through the call's
+    ``input_required`` result and answers in its retry."""
     gw_workspace.write_config(
         {"fixture": fixture_entry(lifecycle="eager", directTools=True, approveTools=["echo"])}
     )
@@ -630,7 +674,8 @@ async def test_tool_approval_asks_the_calling_clients_user(
 
     extra = {"elicitation_callback": elicitation} if answer is not None else {}
     with run_http_gateway(gw_workspace) as gateway:
-        async with gateway.client(**extra) as client:
+        async with gateway.client(mode, **extra) as client:
+            assert client.protocol_version == (mode if mode != "legacy" else "2025-11-25")
             result = await client.call_tool("fixture_echo", {"message": "may I"})
     assert expected in text_of(result)
     assert result.is_error is (expected != "Echo: may I")

@@ -17,6 +17,10 @@ What crosses the gateway unchanged:
 - Upstream sampling and elicitation requests made during a call go to the client that made the
   call, and are refused when that client lacks the capability (see
   :mod:`pi_mcp_adapter.servers._relay`); upstream log messages go to the same client.
+- A 2026-07-28 client cannot be sent requests: the gateway's own questions (tool approval)
+  are asked by answering the call with ``input_required`` before any server is reached, and
+  the client's retry carries the answer (:class:`_InputRequired`). A server's question in the
+  middle of a call cannot wait for a retry (the call would run twice) and is refused.
 - Upstream resources and prompts are listed and readable; prompt and resource names carry the
   server prefix the catalog gives tools, resource URIs are the upstream's own.
 - A change of a client's tool list (an activation, an upstream tool change, a reconnect) is
@@ -34,6 +38,7 @@ the caller's to open and close.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import warnings
@@ -535,22 +540,30 @@ class McpGateway:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         host = self.host_for(ctx)
         name = params.name
         arguments = dict(params.arguments or {})
         if name not in host.active:
             await self.adapter.ready()  # a direct tool of a server still being listed
+        pending = (
+            _InputRequired(params.input_responses or {})
+            if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+            else None
+        )
         try:
-            with relay_calls(self._relay(ctx, host)), acting_for(self.caller()):
+            with relay_calls(self._relay(ctx, host, pending)), acting_for(self.caller()):
                 if name in host.active and host.is_catalog_tool(name):
-                    return await self._call_upstream(name, arguments)
-                definition = host.tools.get(name) if name in host.active else None
-                if definition is None:
-                    return _error_result(self._unknown_tool_text(host, name))
-                return _wire_result(await definition.execute(arguments))
+                    result = await self._call_upstream(name, arguments)
+                else:
+                    definition = host.tools.get(name) if name in host.active else None
+                    if definition is None:
+                        return _error_result(self._unknown_tool_text(host, name))
+                    result = _wire_result(await definition.execute(arguments))
         except McpAdapterError as exc:
-            return _error_result(str(exc))
+            result = _error_result(str(exc))
+        required = pending.result() if pending is not None else None
+        return required if required is not None else result
 
     async def _call_upstream(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         outcome = await self.adapter.call(name, arguments)
@@ -568,7 +581,12 @@ class McpGateway:
         listed = ", ".join(host.active) or "none"
         return f"Unknown tool {name!r}. This gateway lists: {listed}."
 
-    def _relay(self, ctx: ServerRequestContext[Any, Any], host: GatewayHost) -> CallRelay:
+    def _relay(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        host: GatewayHost,
+        pending: _InputRequired | None = None,
+    ) -> CallRelay:
         session = ctx.session
         capabilities = session.client_capabilities or types.ClientCapabilities()
         related = ServerMessageMetadata(related_request_id=ctx.request_id)
@@ -616,6 +634,15 @@ class McpGateway:
                 related_request_id=ctx.request_id,
             )
 
+        if pending is not None and capabilities.elicitation is not None:
+            # 2026-07-28: no requests to the client; questions ride the call's result.
+            return CallRelay(
+                caller=caller,
+                progress=report if progress_token is not None else None,
+                elicitation=pending.elicit,
+                log=log,
+                sent=pending.server_reached,
+            )
         if self.stateless:
             # No session: the client's answer to a server request could reach another replica.
             return CallRelay(
@@ -718,6 +745,62 @@ class McpGateway:
 
 def _client_settings(adapter: McpAdapter) -> ClientConfig:
     return (adapter.settings.gateway_clients, adapter.settings.gateway_jwt)
+
+
+class _InputRequired:
+    """The questions of one 2026-07-28 ``tools/call``, asked through ``input_required``.
+
+    That era has no requests from server to client: a server that needs an answer returns
+    :class:`~mcp_types.InputRequiredResult` with the questions, and the client repeats the
+    call with the answers (``input_responses``), keyed as asked. The gateway's own questions
+    (tool approval) come before any server is reached, so the call can be answered that way
+    and run again: the first run asks, is refused, and its result is replaced by the
+    questions; the retry finds its answer under the same key. A question asked after a server
+    was reached (the server's own, or a script's second approval) cannot be: running the call
+    again would repeat what the server did. It is refused, and the call's result stands.
+    """
+
+    def __init__(self, answers: Mapping[str, types.InputResponse]) -> None:
+        self._answers = answers
+        self._asked: dict[str, types.InputRequest] = {}
+        self._reached = False
+
+    def server_reached(self) -> None:
+        self._reached = True
+
+    async def elicit(
+        self, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        key = _question_key(params)
+        answer = self._answers.get(key)
+        if isinstance(answer, types.ElicitResult):
+            # The engine's rule for every host: an accepted form gets its defaults.
+            return with_form_defaults(params, answer)
+        if self._reached:
+            return types.ErrorData(
+                code=types.INVALID_REQUEST,
+                message=(
+                    "the client speaks MCP 2026-07-28, which cannot be asked a question in "
+                    "the middle of a call that has reached a server"
+                ),
+            )
+        self._asked[key] = types.ElicitRequest(params=params)
+        return types.ErrorData(
+            code=types.INVALID_REQUEST, message="asked of the client with input_required"
+        )
+
+    def result(self) -> types.InputRequiredResult | None:
+        """The questions to answer the call with; None when the call's own result stands."""
+        if not self._asked or self._reached:
+            return None
+        return types.InputRequiredResult(input_requests=dict(self._asked))
+
+
+def _question_key(params: types.ElicitRequestParams) -> str:
+    """The same question gets the same key on the retry; another question another key, so an
+    answer is never taken for a question it was not given to."""
+    digest = hashlib.sha256(params.model_dump_json(by_alias=True).encode()).hexdigest()
+    return f"pi-mcp-{digest[:16]}"
 
 
 @contextmanager

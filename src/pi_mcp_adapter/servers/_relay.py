@@ -44,7 +44,9 @@ class CallRelay:
     ``caller`` identifies the downstream peer (one client connection); two relays with the
     same caller may share a connection's messages. ``progress`` is used for calls made without
     their own progress callback. A missing function means the caller cannot take that kind of
-    request: the server gets an error saying so.
+    request: the server gets an error saying so. ``sent`` is told each time a request goes to
+    a server under this relay: a caller that can only ask its client questions before any
+    server is reached (a 2026-07-28 client, asked through ``input_required``) needs to know.
     """
 
     caller: object
@@ -52,6 +54,7 @@ class CallRelay:
     sampling: SamplingRelay | None = None
     elicitation: ElicitationRelay | None = None
     log: LogRelay | None = None
+    sent: Callable[[], None] | None = None
 
 
 _current_relay: ContextVar[CallRelay | None] = ContextVar("pi_mcp_call_relay", default=None)
@@ -88,6 +91,8 @@ class RelayBoard:
         if relay is None:
             yield
             return
+        if relay.sent is not None:
+            relay.sent()
         self._in_flight.append(relay)
         try:
             yield
