@@ -58,22 +58,8 @@ async def test_each_client_sees_and_calls_only_what_its_policy_allows(
         {"gatewayClients": clients_setting(), "trace": {"enabled": True, "file": str(trace)}},
     )
     with run_http_gateway(gw_workspace, "--stateless") as gateway:
-        initialize = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        }
-        headers = {"Accept": "application/json, text/event-stream"}
-        async with httpx2.AsyncClient(timeout=10) as http:
-            missing = await http.post(gateway.url, json=initialize, headers=headers)
-            wrong = await http.post(
-                gateway.url, json=initialize, headers={**headers, "Authorization": "Bearer no"}
-            )
+        missing = await _initialize(gateway.url, None)
+        wrong = await _initialize(gateway.url, "no")
         assert missing.status_code == 401
         assert wrong.status_code == 401
         assert missing.headers["www-authenticate"].startswith("Bearer")
@@ -187,6 +173,11 @@ async def test_an_edited_client_list_takes_effect_without_a_restart(
 
 async def _status_with(url: str, token: str) -> int:
     """The HTTP status of an initialize request carrying ``token``."""
+    return (await _initialize(url, token)).status_code
+
+
+async def _initialize(url: str, token: str | None) -> httpx2.Response:
+    """An initialize request as a client sends it, with ``token`` as its bearer token."""
     initialize = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -197,9 +188,11 @@ async def _status_with(url: str, token: str) -> int:
             "clientInfo": {"name": "t", "version": "1"},
         },
     }
-    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {token}"}
+    headers = {"Accept": "application/json, text/event-stream"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
     async with httpx2.AsyncClient(timeout=10) as http:
-        return (await http.post(url, json=initialize, headers=headers)).status_code
+        return await http.post(url, json=initialize, headers=headers)
 
 
 async def _until(probe: Callable[[], Awaitable[int]], expected: int, timeout_s: float = 15) -> None:
