@@ -209,21 +209,41 @@ def test_inspector_lists_and_calls_over_http(gw_workspace: GatewayWorkspace) -> 
     _assert_listed_and_called(listed, called)
 
 
+@pytest.mark.parametrize(
+    ("entry", "call"),
+    [
+        pytest.param({}, _echo_args(), id="proxy"),
+        pytest.param(
+            {"directTools": True},
+            [
+                "--method",
+                "tools/call",
+                "--tool-name",
+                "fixture_echo",
+                "--tool-arg",
+                "message=from the inspector",
+            ],
+            id="direct-tool",
+        ),
+    ],
+)
 def test_inspector_immediate_call_on_a_cold_gateway_with_the_default_agent_dir(
-    tmp_path: Path,
+    tmp_path: Path, entry: dict[str, object], call: list[str]
 ) -> None:
     """What a client meets the first time it starts the gateway: no metadata cache, a lazy
     server never listed, the agent dir found from HOME (the Inspector passes few variables),
-    and a call as the very first request."""
+    and a call as the very first request, through the proxy or to a direct tool (the
+    Inspector lists the tools first and refuses a name it does not find there)."""
     home = tmp_path / "home"
     agent_dir = home / ".pi" / "agent"
     agent_dir.mkdir(parents=True)
-    (agent_dir / "mcp.json").write_text(json.dumps({"mcpServers": {"fixture": fixture_entry()}}))
+    config = {"mcpServers": {"fixture": fixture_entry(**entry)}}
+    (agent_dir / "mcp.json").write_text(json.dumps(config))
     project = tmp_path / "project"
     project.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PI_CODING_AGENT_DIR", "PI_MCP_CONFIG")}
     completed = subprocess.run(
-        [str(NODE22), str(INSPECTOR), "--cli", *_echo_args(), "--", str(PI_MCP), "serve"],
+        [str(NODE22), str(INSPECTOR), "--cli", *call, "--", str(PI_MCP), "serve"],
         capture_output=True,
         text=True,
         timeout=120,

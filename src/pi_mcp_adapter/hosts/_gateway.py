@@ -91,7 +91,13 @@ from pi_mcp_adapter.engine import (
     with_form_defaults,
 )
 from pi_mcp_adapter.servers import CallRelay, current_relay, relay_calls
-from pi_mcp_adapter.surface import SurfaceKind, Surfaces, register_surfaces, render_outcome
+from pi_mcp_adapter.surface import (
+    SurfaceKind,
+    Surfaces,
+    direct_servers,
+    register_surfaces,
+    render_outcome,
+)
 
 from ._gateway_clients import ClientAccess, ClientConfig, client_access, requesting_client
 
@@ -490,9 +496,11 @@ class McpGateway:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        # Eager servers are meant to be there from the start: their direct tools are listed
-        # once they are up (bounded), as before the gateway served anything.
-        await self.adapter.ready(self.adapter.eager_servers())
+        # Eager servers are meant to be there from the start, and so are the direct tools of
+        # a server never listed before (a fresh machine): a client that lists once, as most
+        # do, must find them. Each wait is bounded by the server's start-up timeout; servers
+        # known from the cache are listed from it at once.
+        await self.adapter.ready({*self.adapter.eager_servers(), *direct_servers(self.adapter)})
         host = self.host_for(ctx)
         caller = self.caller()
         return types.ListToolsResult(

@@ -86,6 +86,14 @@ def _parse_env(servers: Mapping[str, ServerEntry], value: str) -> DirectSelectio
     return DirectSelection({s: None if t is None else tuple(t) for s, t in chosen.items()})
 
 
+def direct_servers(adapter: McpAdapter) -> list[str]:
+    """The enabled servers some of whose tools are direct tools (config or
+    ``MCP_DIRECT_TOOLS``): a host that lists its tools once wants theirs in that list."""
+    enabled = {n: e for n, e in adapter.servers.items() if e.is_enabled}
+    selection = resolve_direct_selection(enabled, os.environ.get(DIRECT_TOOLS_ENV))
+    return [name for name in selection.servers if name in enabled]
+
+
 def choose_direct_tools(
     adapter: McpAdapter, reserved: Sequence[str] = ()
 ) -> tuple[list[ToolInfo], list[str]]:
