@@ -155,6 +155,15 @@ def get_context(ctx: typer.Context) -> CliContext:
 
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+ToolNameArgument = Annotated[str, typer.Argument(metavar="NAME", help="Tool name.")]
+ToolArgsArgument = Annotated[
+    str | None,
+    typer.Argument(
+        metavar="ARGS",
+        help="Arguments as a JSON object; - reads them from stdin, @FILE from a file.",
+    ),
+]
+"""A tool to call and its arguments, as ``call`` and ``app`` take them."""
 
 
 def print_json(data: Any) -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ._app import EXIT_USAGE, app, fail
+from ._app import EXIT_USAGE, ToolArgsArgument, ToolNameArgument, app, fail
 
 if TYPE_CHECKING:
     from pi_mcp_adapter.engine import McpAdapter
@@ -23,14 +23,8 @@ if TYPE_CHECKING:
 @app.command("app", short_help="Call a tool and open its MCP Apps view in the browser.")
 def app_view(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(metavar="NAME", help="Tool name.")],
-    args_json: Annotated[
-        str | None,
-        typer.Argument(
-            metavar="ARGS",
-            help="Arguments as a JSON object; - reads them from stdin, @FILE from a file.",
-        ),
-    ] = None,
+    name: ToolNameArgument,
+    args_json: ToolArgsArgument = None,
     no_browser: Annotated[
         bool, typer.Option("--no-browser", help="Print the view's URL without opening it.")
     ] = False,

@@ -27,6 +27,8 @@ from ._app import (
     EXIT_USAGE,
     CliContext,
     JsonOption,
+    ToolArgsArgument,
+    ToolNameArgument,
     app,
     fail,
     get_context,
@@ -580,14 +582,8 @@ def read_arguments(raw: str | None) -> dict[str, Any]:
 @app.command(short_help="Call a tool and print its result.")
 def call(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(metavar="NAME", help="Tool name.")],
-    args_json: Annotated[
-        str | None,
-        typer.Argument(
-            metavar="ARGS",
-            help="Arguments as a JSON object; - reads them from stdin, @FILE from a file.",
-        ),
-    ] = None,
+    name: ToolNameArgument,
+    args_json: ToolArgsArgument = None,
     full: Annotated[
         bool, typer.Option("--full", help="Print the whole result, past the output limit.")
     ] = False,
