@@ -61,6 +61,18 @@ class CliContext:
             environ["PI_MCP_CONFIG_MODE"] = "exclusive"
         return environ
 
+    def load_config(self, *, project_dir: Path | None = None) -> LoadedConfig:
+        """Every configuration layer as the global options name them (``project_dir``
+        instead of ``--project`` when given)."""
+        from pi_mcp_adapter.config import load_config
+
+        return load_config(
+            agent_dir=self.agent_dir,
+            project_dir=project_dir if project_dir is not None else self.project_dir,
+            config_path=self.config_path,
+            environ=self.environ,
+        )
+
     @property
     def console(self) -> Console:
         from rich.console import Console

@@ -26,17 +26,11 @@ from ._app import JsonOption, app, fail, get_context, print_json, report_config_
 
 
 def _adapter_for(ctx: typer.Context, server: str) -> McpAdapter:
-    from pi_mcp_adapter.config import load_config
     from pi_mcp_adapter.engine import McpAdapter
     from pi_mcp_adapter.servers import AuthorizationPrompt, OAuthProviders
 
     cli = get_context(ctx)
-    loaded = load_config(
-        agent_dir=cli.agent_dir,
-        project_dir=cli.project_dir,
-        config_path=cli.config_path,
-        environ=cli.environ,
-    )
+    loaded = cli.load_config()
     report_config_problems(loaded)
     if server not in loaded.servers:
         invalid = loaded.invalid_servers.get(server)

@@ -14,7 +14,6 @@ import typer
 from pi_mcp_adapter._errors import ConfigError
 
 from ._app import (
-    CliContext,
     JsonOption,
     app,
     fail,
@@ -35,25 +34,13 @@ if TYPE_CHECKING:
     )
 
 
-def _load(cli: CliContext) -> LoadedConfig:
-    from pi_mcp_adapter.config import load_config
-
-    return load_config(
-        agent_dir=cli.agent_dir,
-        project_dir=cli.project_dir,
-        config_path=cli.config_path,
-        home=Path.home(),
-        environ=cli.environ,
-    )
-
-
 @app.command("config", short_help="The merged configuration and where it came from.")
 def config_command(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Show the merged configuration, where each server came from, and any problems.
 
     Secrets are masked. Exits with status 1 when a file or server has errors.
     """
-    loaded = _load(get_context(ctx))
+    loaded = get_context(ctx).load_config()
     if as_json:
         print_json(config_report(loaded))
     else:

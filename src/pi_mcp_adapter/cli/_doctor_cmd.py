@@ -52,16 +52,10 @@ def doctor(
     """
     import anyio
 
-    from pi_mcp_adapter.config import load_config
     from pi_mcp_adapter.servers import ProbeStep, probe_server
 
     cli = get_context(ctx)
-    loaded = load_config(
-        agent_dir=cli.agent_dir,
-        project_dir=cli.project_dir,
-        config_path=cli.config_path,
-        environ=cli.environ,
-    )
+    loaded = cli.load_config()
     names = [*loaded.servers, *(n for n in loaded.invalid_servers if n not in loaded.servers)]
     require_known_server(names, server)
     chosen = [server] if server is not None else names

@@ -100,20 +100,13 @@ def create_adapter(
     With ``ask_trust`` (commands that may start servers), untrusted project files are put to
     the person at a terminal first, before anything of them can run.
     """
-    from pi_mcp_adapter.config import LoadedConfig, load_config
     from pi_mcp_adapter.engine import McpAdapter
 
     from ._ask import ask_on_terminal
     from ._elicit import elicit_on_terminal
     from ._project_trust import ask_project_trust
 
-    def load() -> LoadedConfig:
-        return load_config(
-            agent_dir=cli.agent_dir,
-            project_dir=cli.project_dir,
-            config_path=cli.config_path,
-            environ=cli.environ,
-        )
+    load = cli.load_config
 
     config = load()
     if ask_trust and ask_project_trust(config, agent_dir=cli.agent_dir, environ=cli.environ):

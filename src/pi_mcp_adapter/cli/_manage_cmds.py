@@ -59,18 +59,6 @@ def _scope(value: str | None) -> Scope | None:
     raise fail(f"--scope is user or project, not {value!r}", code=EXIT_USAGE)
 
 
-def _load(cli: CliContext) -> LoadedConfig:
-    from pi_mcp_adapter.config import load_config
-
-    return load_config(
-        agent_dir=cli.agent_dir,
-        project_dir=cli.project_dir,
-        config_path=cli.config_path,
-        home=Path.home(),
-        environ=cli.environ,
-    )
-
-
 def _file_for(cli: CliContext, scope: Scope, *, override: bool = False) -> Path:
     from pi_mcp_adapter._errors import UsageError
     from pi_mcp_adapter.config._edit import config_file_for
@@ -349,7 +337,7 @@ def add(
         _print_dry_run([change], as_json)
         return
     written = _write(cli, change)
-    loaded = _load(cli)
+    loaded = cli.load_config()
     shown = mask_secrets(ServerEntry.model_validate(entry))
     if as_json:
         print_json(
@@ -416,7 +404,7 @@ def remove(
     if not changes:
         raise fail(_not_here(cli, server, "remove"))
     written = [_write(cli, change) for change in changes]
-    loaded = _load(cli)
+    loaded = cli.load_config()
     remaining = loaded.provenance.get(server)
     if as_json:
         print_json(
@@ -443,7 +431,7 @@ def remove(
 
 
 def _not_here(cli: CliContext, server: str, verb: str) -> str:
-    loaded = _load(cli)
+    loaded = cli.load_config()
     provenance = loaded.provenance.get(server)
     if provenance is None:
         known = ", ".join(sorted(loaded.servers)) or "none configured"
@@ -469,7 +457,7 @@ def _switch(
 
     cli = get_context(ctx)
     chosen = _scope(scope)
-    loaded = _load(cli)
+    loaded = cli.load_config()
     if server not in loaded.servers and server not in loaded.invalid_servers:
         known = ", ".join(sorted(loaded.servers)) or "none configured"
         raise fail(f"unknown server {server!r} (configured: {known})", code=EXIT_USAGE)
@@ -494,7 +482,7 @@ def _switch(
         _print_dry_run([c for c in changes if c.changed], as_json)
         return
     written = [_write(cli, c) for c in changes if c.changed]
-    loaded = _load(cli)
+    loaded = cli.load_config()
     entry = loaded.servers.get(server)
     if enable and entry is not None and (entry.disabled or not entry.enabled):
         # Still off: a file below the ones edited switches it off; override it in the target.
@@ -508,7 +496,7 @@ def _switch(
         except ConfigError as exc:
             raise fail(str(exc)) from None
         written.append(_write(cli, change))
-        loaded = _load(cli)
+        loaded = cli.load_config()
         entry = loaded.servers.get(server)
     now_on = entry is not None and entry.enabled and not entry.disabled
     if as_json:

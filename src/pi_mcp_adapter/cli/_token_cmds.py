@@ -33,16 +33,10 @@ ServerArgument = Annotated[str, typer.Argument(help="The server.")]
 
 def _server(ctx: typer.Context, server: str) -> tuple[LoadedConfig, ServerEntry, BearerStore]:
     from pi_mcp_adapter._errors import UsageError
-    from pi_mcp_adapter.config import load_config
     from pi_mcp_adapter.servers import create_bearer_store
 
     cli = get_context(ctx)
-    loaded = load_config(
-        agent_dir=cli.agent_dir,
-        project_dir=cli.project_dir,
-        config_path=cli.config_path,
-        environ=cli.environ,
-    )
+    loaded = cli.load_config()
     entry = loaded.servers.get(server)
     if entry is None:
         invalid = loaded.invalid_servers.get(server)

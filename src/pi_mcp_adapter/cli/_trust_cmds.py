@@ -78,7 +78,6 @@ def trust(
 def _trust_project(
     ctx: typer.Context, directory: Path | None, *, revoke: bool, as_json: bool
 ) -> None:
-    from pi_mcp_adapter.config import load_config
     from pi_mcp_adapter.config._trust import TrustStore
 
     from ._project_trust import describe_project_file
@@ -87,12 +86,7 @@ def _trust_project(
     project_dir = directory.expanduser().resolve() if directory else cli.project_dir
     if not project_dir.is_dir():
         raise fail(f"{project_dir} is not a directory; give the project directory to trust", code=2)
-    loaded = load_config(
-        agent_dir=cli.agent_dir,
-        project_dir=project_dir,
-        config_path=cli.config_path,
-        environ=cli.environ,
-    )
+    loaded = cli.load_config(project_dir=project_dir)
     files = loaded.project_trust.files
     store = TrustStore.in_agent_dir(cli.agent_dir)
     try:
