@@ -54,6 +54,10 @@ class Session(Protocol):
         """Everything the host told its person so far."""
         ...
 
+    async def first_tools(self) -> list[str]:
+        """The names in the first tool list a model or client reads."""
+        ...
+
 
 class Person:
     """Someone at the host who answers: allows a tool once, fills a server's form."""
@@ -115,6 +119,12 @@ class _CliSession:
     def notices(self) -> str:
         return "\n".join(self._stderr)
 
+    async def first_tools(self) -> list[str]:
+        ws = self._ws
+        command = [str(PI_MCP), "--agent-dir", str(ws.agent_dir), "--project", str(ws.project_dir)]
+        done = await anyio.run_process([*command, "export", "--format", "mcp"], check=True)
+        return [tool["name"] for tool in json.loads(done.stdout)]
+
 
 @asynccontextmanager
 async def open_cli(ws: Workspace, person: Person | None = None) -> AsyncIterator[Session]:
@@ -133,6 +143,9 @@ class _ClientSession:
 
     def notices(self) -> str:
         return self._stderr()
+
+    async def first_tools(self) -> list[str]:
+        return [tool.name for tool in (await self._client.list_tools()).tools]
 
 
 def _answering(person: Person | None) -> dict[str, Any]:
@@ -215,8 +228,9 @@ class _NoticeList:
 
 
 class _ExportSession:
-    def __init__(self, host: Any, notices: _NoticeList) -> None:
+    def __init__(self, host: Any, surfaces: Any, notices: _NoticeList) -> None:
         self._host = host
+        self._surfaces = surfaces
         self._notices = notices
 
     async def call(self, tool: str, args: dict[str, Any]) -> tuple[str, bool]:
@@ -225,6 +239,10 @@ class _ExportSession:
 
     def notices(self) -> str:
         return self._notices.text()
+
+    async def first_tools(self) -> list[str]:
+        await self._surfaces.ready()  # what docs/python-api.md tells an export caller to do
+        return [tool["name"] for tool in self._host.tool_definitions("mcp")]
 
 
 @asynccontextmanager
@@ -243,7 +261,7 @@ async def open_export(ws: Workspace, person: Person | None = None) -> AsyncItera
     async with adapter, anyio.create_task_group() as tg:
         surfaces = host.attach(adapter)
         tg.start_soon(adapter.watch_config)
-        yield _ExportSession(host, notices)
+        yield _ExportSession(host, surfaces, notices)
         surfaces.close()
         tg.cancel_scope.cancel()
 
@@ -276,6 +294,20 @@ class _PydanticSession:
 
     def notices(self) -> str:
         return self._notices.text()
+
+    async def first_tools(self) -> list[str]:
+        from pydantic_ai import Agent
+        from pydantic_ai.messages import ModelResponse, TextPart
+        from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+        offered: list[str] = []
+
+        def model(messages: list[Any], info: AgentInfo) -> ModelResponse:
+            offered.extend(tool.name for tool in info.function_tools)
+            return ModelResponse(parts=[TextPart("done")])
+
+        await Agent(FunctionModel(model), capabilities=[self._capability]).run("go")
+        return offered
 
 
 @asynccontextmanager
@@ -330,6 +362,15 @@ class _AgentsSession:
     def notices(self) -> str:
         return self._notices.text()
 
+    async def first_tools(self) -> list[str]:
+        from agents import Agent, Runner
+        from agents.testing import ScriptedModel, assistant_message
+
+        model = ScriptedModel([[assistant_message("done")]])
+        await Runner.run(Agent(name="assistant", model=model, tools=self._tools.tools), "go")
+        assert model.first_call is not None
+        return [tool.name for tool in model.first_call.tools]
+
 
 def open_openai_agents(
     ws: Workspace, person: Person | None = None
@@ -365,6 +406,19 @@ class _PiSession:
 
     def notices(self) -> str:
         return "\n".join(self._notices)
+
+    async def first_tools(self) -> list[str]:
+        from pi_mcp_adapter.hosts.pi_python import activate
+
+        from .pi_support import ScriptedStream, make_harness
+
+        stream = ScriptedStream([lambda ctx: "done"])
+        harness = await make_harness(stream, extensions=[activate])
+        try:
+            await harness.prompt("go")
+        finally:
+            await harness.close()
+        return stream.offered[0]
 
 
 @asynccontextmanager
@@ -419,6 +473,19 @@ async def test_a_fresh_agent_dir_answers_an_immediate_call(
             text, is_error = await session.call("fix_echo", {"message": "first"})
     assert not is_error, text
     assert "Echo: first" in text
+
+
+async def test_a_fresh_agent_dir_offers_direct_tools_in_the_first_tool_list(
+    host: str, workspace: Workspace, tagged: str
+) -> None:
+    # A server that takes a while to start: the first list must wait for it, not skip it.
+    slow = fixture_entry("--name", tagged, "--start-delay", "1.5", directTools=["echo"])
+    workspace.write_config({**servers(tagged), "slow": slow})
+    async with HOSTS[host](workspace) as session:
+        with anyio.fail_after(30):
+            names = await session.first_tools()
+    assert "slow_echo" in names, names
+    assert "fix_echo" not in names  # the other servers' tools stay behind the proxy
 
 
 async def test_a_hanging_server_says_why_its_tools_are_missing(

@@ -84,10 +84,19 @@ class AdapterBinding:
             if watch_config:
                 tg.start_soon(adapter.watch_config)
             try:
+                # An agent built in the block reads its tool list at once: on a fresh machine
+                # the direct tools of servers still starting would be missing from it.
+                await binding.ready()
                 yield binding
             finally:
                 binding.close()
                 tg.cancel_scope.cancel()
+
+    async def ready(self) -> None:
+        """Wait until the tools shown up front are registered: the direct tools and the tools
+        of eager servers, each server bounded by its start-up timeout (:meth:`open` waits for
+        them before it yields). Instant once the servers are in the metadata cache."""
+        await self.surfaces.ready()
 
     def close(self) -> None:
         """Stop following catalog changes (the adapter itself is closed by its owner)."""

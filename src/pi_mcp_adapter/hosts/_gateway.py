@@ -94,9 +94,9 @@ from pi_mcp_adapter.servers import CallRelay, current_relay, relay_calls
 from pi_mcp_adapter.surface import (
     SurfaceKind,
     Surfaces,
-    direct_servers,
     register_surfaces,
     render_outcome,
+    wait_for_up_front_tools,
 )
 
 from ._gateway_clients import ClientAccess, ClientConfig, client_access, requesting_client
@@ -496,11 +496,9 @@ class McpGateway:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        # Eager servers are meant to be there from the start, and so are the direct tools of
-        # a server never listed before (a fresh machine): a client that lists once, as most
-        # do, must find them. Each wait is bounded by the server's start-up timeout; servers
-        # known from the cache are listed from it at once.
-        await self.adapter.ready({*self.adapter.eager_servers(), *direct_servers(self.adapter)})
+        # A client that lists once, as most do, must find the direct tools of a server never
+        # listed before (a fresh machine).
+        await wait_for_up_front_tools(self.adapter)
         host = self.host_for(ctx)
         caller = self.caller()
         return types.ListToolsResult(

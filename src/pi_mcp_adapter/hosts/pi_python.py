@@ -142,6 +142,7 @@ class PiHost:
         self._turn_ends = 0
         self._ready_deadline: float | None = None
         self._warned_slow_start = False
+        self._listed_up_front = False
         self._client_servers: dict[str, ServerEntry] = {}
 
     # ------------------------------------------------------------------ installation
@@ -362,15 +363,20 @@ class PiHost:
                 await task
 
     async def _wait_until_ready(self) -> None:
-        """The turn barrier: hold a turn until the surfaces are registered (bounded)."""
-        if self._ready.is_set() or self._task is None:
+        """The turn barrier: hold a turn until the surfaces are registered and the tools shown
+        up front (direct tools, eager servers' tools) are listed, bounded by the start-up
+        budget: the first turn's tool list has them even on a fresh machine."""
+        if self._listed_up_front or self._task is None:
             return
         with anyio.move_on_after(_NO_EAGER_WAIT_S):
             await self._configured.wait()
         deadline = self._ready_deadline or anyio.current_time()
         with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
             await self._ready.wait()
-        if not self._ready.is_set() and not self._warned_slow_start:
+            if self.surfaces is not None and self.failure is None:
+                await self.surfaces.ready()
+            self._listed_up_front = True
+        if not self._listed_up_front and not self._warned_slow_start:
             self._warned_slow_start = True
             self.notify("MCP servers are still starting; their tools come on a later turn.")
 

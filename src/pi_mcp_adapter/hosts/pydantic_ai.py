@@ -149,6 +149,9 @@ class McpCapability(AdapterBinding, AbstractCapability[Any]):
     def get_toolset(self) -> McpToolset:
         return self.toolset
 
+    async def before_run(self, ctx: RunContext[Any]) -> None:
+        await self.ready()  # the first step's tool list holds the direct tools
+
     async def prepare_tools(
         self, ctx: RunContext[Any], tool_defs: list[PaiToolDefinition]
     ) -> list[PaiToolDefinition]:

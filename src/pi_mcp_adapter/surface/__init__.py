@@ -28,7 +28,7 @@ from pi_mcp_adapter.engine import (
 
 from ._calls import call_tool, render_outcome
 from ._commands import McpCommands
-from ._direct import DirectTools, direct_servers, tool_definition
+from ._direct import DirectTools, tool_definition, wait_for_up_front_tools
 from ._proxy import PROXY_TOOL_NAME, ProxyTool
 from ._register import SurfaceKind, Surfaces, register_surfaces
 from ._sandbox import ScriptLimits, ScriptRun
@@ -56,8 +56,8 @@ __all__ = [
     "ToolResult",
     "ToolSearchSurface",
     "call_tool",
-    "direct_servers",
     "register_surfaces",
     "render_outcome",
     "tool_definition",
+    "wait_for_up_front_tools",
 ]

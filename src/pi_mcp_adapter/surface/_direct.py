@@ -94,6 +94,16 @@ def direct_servers(adapter: McpAdapter) -> list[str]:
     return [name for name in selection.servers if name in enabled]
 
 
+async def wait_for_up_front_tools(adapter: McpAdapter) -> None:
+    """Wait for the first listing of the servers whose tools a host shows before any search:
+    eager servers and servers with direct tools. Each wait is bounded by the server's start-up
+    timeout; a server known from the cache is listed from it at once, so this costs nothing
+    after a first run. Every host calls it before the tool list a model or client reads first
+    (an MCP client's ``tools/list``, an agent's first step): on a fresh machine that list
+    would otherwise lack the direct tools of servers still starting."""
+    await adapter.ready({*adapter.eager_servers(), *direct_servers(adapter)})
+
+
 def choose_direct_tools(
     adapter: McpAdapter, reserved: Sequence[str] = ()
 ) -> tuple[list[ToolInfo], list[str]]:

@@ -18,7 +18,7 @@ from typing import Literal
 from pi_mcp_adapter.engine import Host, McpAdapter, ToolDefinition
 
 from ._commands import COMMAND_USAGE, MCP_AUTH_COMMAND, MCP_COMMAND, McpCommands
-from ._direct import DirectTools
+from ._direct import DirectTools, wait_for_up_front_tools
 from ._namespace import NamespaceTools
 from ._proxy import PROXY_TOOL_NAME, ProxyTool
 from ._script import SCRIPT_TOOL_NAME, ScriptTool, script_enabled
@@ -79,6 +79,12 @@ class Surfaces:
         # on registration must be corrected even when the wanted set did not change.
         if active != list(host.get_active_tools()):
             host.set_active_tools(active)
+
+    async def ready(self) -> None:
+        """Wait until the tools shown up front (direct tools, eager servers' tools) are
+        registered, each server bounded by its start-up timeout: call it before the first tool
+        list a model reads (see :func:`wait_for_up_front_tools`)."""
+        await wait_for_up_front_tools(self.adapter)
 
     def _known(self) -> set[str]:
         names = set(self.host.host_tool_names()) | set(self.direct.names)
