@@ -25,12 +25,18 @@ runner = CliRunner()
 TOKEN = "s3cret-token-value"
 
 
-def _print_config(tmp_path: Path, *extra: str, env: dict[str, str] | None = None) -> Any:
+def _print_config(
+    tmp_path: Path, *extra: str, env: dict[str, str] | None = None, global_options: bool = False
+) -> Any:
+    """``serve --print-config *extra``; with ``global_options``, ``extra[0]`` is a global
+    option given before ``serve``."""
     config = tmp_path / "mcp.json"
     config.write_text('{"mcpServers": {}}')
+    before = list(extra[:1]) if global_options else []
+    after = list(extra[1:] if global_options else extra)
     return runner.invoke(
         app,
-        ["--config", str(config), "serve", "--print-config", *extra],
+        ["--config", str(config), *before, "serve", "--print-config", *after],
         env=env,
     )
 
@@ -58,6 +64,13 @@ def test_stdio_entries_run_serve_with_the_same_config(
         "--surface",
         "toolsearch",
     ]
+
+
+def test_an_entry_keeps_the_exclusive_flag(tmp_path: Path) -> None:
+    result = _print_config(tmp_path, "--exclusive", "claude-code", global_options=True)
+    assert result.exit_code == 0, result.output
+    args = json.loads(result.stdout)["mcpServers"]["pi-mcp"]["args"]
+    assert args[:3] == ["--config", str((tmp_path / "mcp.json").resolve()), "--exclusive"]
 
 
 def test_codex_and_opencode_entries_are_in_their_own_formats(tmp_path: Path) -> None:

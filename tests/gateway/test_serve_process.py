@@ -220,3 +220,25 @@ async def test_the_stdio_gateway_answers_a_line_it_cannot_parse_and_carries_on(
         await process.stdin.aclose()  # type: ignore[union-attr]
         with anyio.fail_after(20):
             assert await process.wait() == 0
+
+
+async def test_the_exclusive_flag_serves_the_config_file_alone(
+    gw_workspace: GatewayWorkspace,
+) -> None:
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    gw_workspace.write_config({"only": fixture_entry()})
+    (gw_workspace.root / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"from_project": fixture_entry()}})
+    )
+    args = gw_workspace.serve_args()
+    params = StdioServerParameters(
+        command=str(PI_MCP), args=["--exclusive", *args], env={}, cwd=gw_workspace.root
+    )
+    async with Client(params, mode="legacy") as client:  # type: ignore[arg-type]
+        with anyio.fail_after(30):
+            status = await client.call_tool("mcp", {})
+    text = "\n".join(getattr(c, "text", "") for c in status.content)
+    assert "only" in text, text
+    assert "from_project" not in text, text

@@ -110,7 +110,7 @@ def serve(
     """
     import anyio
 
-    from pi_mcp_adapter.config import LoadedConfig, load_config
+    from pi_mcp_adapter.config import LoadedConfig
     from pi_mcp_adapter.engine import McpAdapter
     from pi_mcp_adapter.hosts import GatewayOptions, serve_gateway
     from pi_mcp_adapter.hosts._gateway_serve import configure_logging, without_gateway_itself
@@ -168,11 +168,7 @@ def serve(
 
     def load() -> LoadedConfig:
         nonlocal reported
-        raw = load_config(
-            agent_dir=context.agent_dir,
-            project_dir=context.project_dir,
-            config_path=context.config_path,
-        )
+        raw = context.load_config()
         if not reported:
             reported = True
             report_config_problems(raw)  # once: a reload says what changed as a notice
@@ -326,6 +322,8 @@ def _command_line(options: GatewayOptions, context: CliContext) -> tuple[str, li
     args: list[str] = []
     if context.config_path is not None:
         args += ["--config", str(context.config_path)]
+    if context.exclusive:
+        args.append("--exclusive")
     from pi_mcp_adapter.config._locations import default_agent_dir
 
     if context.agent_dir != default_agent_dir().resolve():
@@ -343,11 +341,5 @@ def _gateway_clients(
 ) -> tuple[tuple[GatewayClient, ...], GatewayJwt | None]:
     """``settings.gatewayClients`` and ``gatewayJwt``, read before serving decides whether it
     may bind beyond loopback."""
-    from pi_mcp_adapter.config import load_config
-
-    loaded = load_config(
-        agent_dir=context.agent_dir,
-        project_dir=context.project_dir,
-        config_path=context.config_path,
-    )
+    loaded = context.load_config()
     return loaded.settings.gateway_clients, loaded.settings.gateway_jwt

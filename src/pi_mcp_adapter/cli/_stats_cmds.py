@@ -40,7 +40,6 @@ def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from pi_mcp_adapter.config import load_config
     from pi_mcp_adapter.engine._stats import (
         DEFAULT_STATS_FILE,
         CallStats,
@@ -49,9 +48,7 @@ def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
     )
 
     cli = get_context(ctx)
-    config = load_config(
-        agent_dir=cli.agent_dir, project_dir=cli.project_dir, config_path=cli.config_path
-    )
+    config = cli.load_config()
     setting = config.settings.capture_stats
     if setting is False:
         path = cli.agent_dir / DEFAULT_STATS_FILE
