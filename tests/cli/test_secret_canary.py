@@ -93,6 +93,16 @@ def servers(home: Path) -> dict[str, Any]:
             },
             "bearerToken": f"{MARK}-bearer",
         },
+        "keyed": {
+            "url": "http://127.0.0.1:9/mcp",
+            "oauth": {
+                "grantType": "client_credentials",
+                "clientId": "robot",
+                "clientPrivateKey": (
+                    f"-----BEGIN PRIVATE KEY-----\n{MARK}-private-key\n-----END PRIVATE KEY-----\n"
+                ),
+            },
+        },
         "leaky": {
             "command": sys.executable,
             "args": [str(LEAKY), "stderr", *leaky_args],
@@ -116,7 +126,10 @@ COMMANDS: list[tuple[str, ...]] = [
     ("describe", "echoer_dump"),
     ("call", "echoer_dump", "{}"),
     ("call", "urlpath_anything", "{}"),
-    *(("connect", name) for name in ("urlpath", "cmdpath", "sock", "remote", "leaky", "echoer")),
+    *(
+        ("connect", name)
+        for name in ("urlpath", "cmdpath", "sock", "remote", "keyed", "leaky", "echoer")
+    ),
     ("reconnect", "leaky"),
     ("reconnect",),
     ("config",),

@@ -70,9 +70,24 @@ def test_every_reference_oauth_field_is_read(machine: Machine) -> None:
         ),
         pytest.param(
             '{"grantType": "client_credentials", "clientId": "x"}',
-            "mcpServers.s.oauth.clientSecret",
-            "'oauth.clientSecret' is required with grantType client_credentials",
+            "mcpServers.s.oauth.grantType",
+            "grantType client_credentials needs one of 'oauth.clientSecret' and "
+            "'oauth.clientPrivateKey'",
             id="client-credentials-without-secret",
+        ),
+        pytest.param(
+            '{"grantType": "client_credentials", "clientId": "x", "clientSecret": "s3cr3t", '
+            '"clientPrivateKey": "/keys/app.pem"}',
+            "mcpServers.s.oauth.clientSecret",
+            "grantType client_credentials needs one of 'oauth.clientSecret' and "
+            "'oauth.clientPrivateKey'",
+            id="client-credentials-with-secret-and-key",
+        ),
+        pytest.param(
+            '{"clientPrivateKey": "/keys/app.pem"}',
+            "mcpServers.s.oauth.clientPrivateKey",
+            "'oauth.clientPrivateKey' is used with grantType client_credentials only",
+            id="private-key-without-client-credentials",
         ),
         pytest.param(
             '{"clientMetadataUrl": "http://client.example/m.json"}',
@@ -166,3 +181,37 @@ def test_client_secret_from_the_environment_is_resolved_and_never_shown(machine:
     }
     for shown in (repr(entry), str(entry), json.dumps(masked)):
         assert CANARY not in shown
+
+
+PEM = (
+    "-----BEGIN PRIVATE KEY-----\n"
+    f"MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg{CANARY}\n"
+    "-----END PRIVATE KEY-----\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        pytest.param("${APP_KEY}", MASK, id="pem-from-the-environment"),
+        pytest.param(PEM, MASK, id="pem-written-in-the-file"),
+        pytest.param("~/keys/app.pem", "{home}/keys/app.pem", id="path"),
+    ],
+)
+def test_a_private_key_is_resolved_and_only_its_path_is_ever_shown(
+    machine: Machine, value: str, shown: str
+) -> None:
+    machine.environ["APP_KEY"] = PEM
+    oauth = {"grantType": "client_credentials", "clientId": "app", "clientPrivateKey": value}
+    entry = {"url": "https://x.example", "oauth": oauth}
+    machine.write_layer("agent", {"mcpServers": {"s": entry}})
+    config = machine.load()
+    assert not config.errors, config.errors
+    loaded = config.servers["s"]
+    assert isinstance(loaded.oauth, OAuthConfig)
+    expected = shown.format(home=machine.home) if shown != MASK else PEM
+    assert loaded.oauth.client_private_key == expected
+    masked = mask_secrets(loaded)
+    assert masked["oauth"]["clientPrivateKey"] == shown.format(home=machine.home)
+    for text in (repr(loaded), str(loaded), json.dumps(masked)):
+        assert CANARY not in text

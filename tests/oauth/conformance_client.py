@@ -4,7 +4,7 @@ The suite (``@modelcontextprotocol/conformance client --command "<this> " --scen
 starts an authorization server and a protected MCP server, then runs this script with the
 server URL as the last argument, ``MCP_CONFORMANCE_SCENARIO`` naming the scenario and, when the
 scenario hands out credentials, ``MCP_CONFORMANCE_CONTEXT`` (JSON with ``client_id`` and
-``client_secret``).
+``client_secret`` or ``private_key_pem``).
 
 The script writes a config file for one server ``conformance`` in a fresh agent directory and
 runs the real command line, as a person would: ``pi-mcp auth conformance``, then
@@ -33,13 +33,14 @@ STEP_TIMEOUT_S = 60
 def oauth_settings(scenario: str, context: dict[str, Any]) -> dict[str, Any]:
     """The ``oauth`` object of the server entry for ``scenario``."""
     client_id = context.get("client_id")
-    client_secret = context.get("client_secret")
     if scenario.startswith("auth/client-credentials"):
-        if not client_secret:
-            raise SystemExit(
-                f"{scenario}: only client_secret credentials are supported "
-                "(no private_key_jwt assertion)"
-            )
+        # The key or the secret travels through the environment, not the file.
+        if context.get("private_key_pem"):
+            return {
+                "grantType": "client_credentials",
+                "clientId": client_id,
+                "clientPrivateKey": "${CONFORMANCE_CLIENT_KEY}",
+            }
         return {
             "grantType": "client_credentials",
             "clientId": client_id,
@@ -98,6 +99,7 @@ def main(args: list[str]) -> None:
             **os.environ,
             "BROWSER": str(browser),
             "CONFORMANCE_CLIENT_SECRET": str(context.get("client_secret") or ""),
+            "CONFORMANCE_CLIENT_KEY": str(context.get("private_key_pem") or ""),
         }
         base = [sys.executable, "-m", "pi_mcp_adapter", "--agent-dir", str(agent_dir)]
         base += ["--project", str(root)]

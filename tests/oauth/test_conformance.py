@@ -42,9 +42,9 @@ PASSING = [
     "auth/offline-access-scope",
     "auth/offline-access-not-supported",
     "auth/client-credentials-basic",
+    "auth/client-credentials-jwt",
 ]
 UNSUPPORTED = {
-    "auth/client-credentials-jwt": "needs a private_key_jwt client assertion",
     "auth/cross-app-access-complete-flow": "needs an identity-assertion (ID-JAG) grant",
 }
 

@@ -17,7 +17,7 @@ from ._init import (
 )
 from ._loader import ConfigSource, LoadedConfig, ServerProvenance, SourceStatus, load_config
 from ._locations import IMPORT_KINDS, ImportKind
-from ._masking import MASK, mask_secrets
+from ._masking import MASK, is_pem_text, mask_secrets
 from ._merge import DroppedFields, LayerContribution
 from ._models import ServerEntry, Settings
 
@@ -37,6 +37,7 @@ __all__ = [
     "SourceStatus",
     "apply_imports_change",
     "discover_host_configs",
+    "is_pem_text",
     "load_config",
     "mask_secrets",
     "plan_imports_change",

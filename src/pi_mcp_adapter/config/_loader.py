@@ -33,6 +33,7 @@ from ._locations import (
     file_layers,
     is_exclusive_mode,
 )
+from ._masking import is_pem_text
 from ._merge import DroppedFields, LayerContribution, MergedEntry, merge_entries
 from ._models import (
     WRITTEN_KEYS,
@@ -810,14 +811,21 @@ def _finish_server(
     oauth = fields.get("oauth")
     if isinstance(oauth, OAuthConfig):
         credentials = {
-            name: resolve(value, f"oauth.{json_name(OAuthConfig, name)}")
-            for name in ("client_id", "client_secret")
+            name: resolve(
+                value, f"oauth.{json_name(OAuthConfig, name)}", home=name == "client_private_key"
+            )
+            for name in ("client_id", "client_secret", "client_private_key")
             if isinstance(value := getattr(oauth, name), str)
         }
         if credentials:
             fields["oauth"] = oauth.model_copy(update=credentials)
         if "oauth.clientSecret" not in templates:
             register_secret(credentials.get("client_secret"), MASK)
+        if "oauth.clientPrivateKey" not in templates:
+            # PEM text is the secret; a path is not (the file's content is, once read).
+            pem = credentials.get("client_private_key")
+            if pem is not None and is_pem_text(pem):
+                register_secret(pem, MASK)
 
     for field_name, unset in missing_by_field.items():
         listed = ", ".join(unset)

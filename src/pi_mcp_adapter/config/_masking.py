@@ -67,6 +67,7 @@ _PLAIN_OAUTH_KEYS = frozenset(
         "logoUri",
         "authServerMetadataUrl",
         "skipIssuerMetadataValidation",
+        "clientAssertionAlg",
     }
 )
 _RANDOM_LOOKING = re.compile(r"^[A-Za-z0-9_\-+=./~]{24,}$")
@@ -100,6 +101,11 @@ def looks_like_credential(value: str) -> bool:
         and any(c.isdigit() for c in value)
         and any(c.isalpha() for c in value)
     )
+
+
+def is_pem_text(value: str) -> bool:
+    """Whether ``value`` is a PEM block itself (as opposed to the path of a file holding one)."""
+    return value.lstrip().startswith("-----BEGIN")
 
 
 def _hide(value: str) -> str:
@@ -244,6 +250,9 @@ def _secret_shown(value: str, template: str | None) -> str:
 def _mask_oauth_value(key: str, value: object) -> object:
     if key == "clientSecret":
         return _hide(value) if isinstance(value, str) else MASK
+    if key == "clientPrivateKey":
+        # The path of a key file is shown; the key itself never.
+        return value if isinstance(value, str) and not is_pem_text(value) else MASK
     if key == "authorizationParams" and isinstance(value, Mapping):
         return {str(k): mask_extra(str(k), v) for k, v in value.items()}
     if key in _PLAIN_OAUTH_KEYS:

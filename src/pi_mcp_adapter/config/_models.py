@@ -50,12 +50,19 @@ class OAuthConfig(_Model):
 
     Every field is optional: with none set, the client registers itself dynamically (or uses a
     client ID metadata document) after discovering the authorization server from the MCP
-    server's protected-resource metadata. ``repr()`` never shows ``clientSecret``.
+    server's protected-resource metadata. ``repr()`` never shows ``clientSecret`` or
+    ``clientPrivateKey``.
     """
 
     grant_type: GrantType = "authorization_code"
     client_id: str | None = None
     client_secret: str | None = None
+    client_private_key: str | None = None
+    """``client_credentials`` with ``private_key_jwt`` (RFC 7523) instead of a secret: the PEM
+    text of the private key, or the absolute path of a PEM file."""
+    client_assertion_alg: str | None = None
+    """The algorithm that signs the client assertion; by default the key's own (``ES256`` for a
+    P-256 key, ``RS256`` for RSA, ``EdDSA`` for Ed25519...)."""
     client_metadata_url: str | None = None
     """An HTTPS URL used as the client ID where the server supports client ID metadata
     documents, instead of dynamic registration."""
@@ -78,7 +85,7 @@ class OAuthConfig(_Model):
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         extras = self.model_extra or {}
         for name, value in super().__repr_args__():
-            if name == "client_secret" and value is not None:
+            if name in ("client_secret", "client_private_key") and value is not None:
                 yield name, MASK
             elif name == "authorization_params" and isinstance(value, dict):
                 yield name, {k: mask_extra(k, v) for k, v in value.items()}

@@ -383,14 +383,25 @@ def _validate_oauth(
         return None, errors
     config = OAuthConfig.model_validate({**fields, **extras})
     if config.grant_type == "client_credentials":
-        for key, present in (
-            ("clientId", config.client_id),
-            ("clientSecret", config.client_secret),
-        ):
-            if not present:
-                errors.append(
-                    error(f"'oauth.{key}' is required with grantType client_credentials", key)
+        if not config.client_id:
+            errors.append(
+                error("'oauth.clientId' is required with grantType client_credentials", "clientId")
+            )
+        if bool(config.client_secret) == bool(config.client_private_key):
+            errors.append(
+                error(
+                    "grantType client_credentials needs one of 'oauth.clientSecret' and "
+                    "'oauth.clientPrivateKey' (private_key_jwt)",
+                    "clientSecret" if config.client_secret else "grantType",
                 )
+            )
+    elif config.client_private_key:
+        errors.append(
+            error(
+                "'oauth.clientPrivateKey' is used with grantType client_credentials only",
+                "clientPrivateKey",
+            )
+        )
     metadata_url = config.client_metadata_url
     if metadata_url is not None:
         parts = _split_url(metadata_url)

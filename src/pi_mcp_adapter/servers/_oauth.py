@@ -39,12 +39,17 @@ import anyio.abc
 import filelock
 import httpx2
 from mcp.client.auth import OAuthClientProvider, OAuthFlowError
-from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+from mcp.client.auth.extensions.client_credentials import (
+    ClientCredentialsOAuthProvider,
+    PrivateKeyJWTOAuthProvider,
+    SignedJWTParameters,
+)
 from mcp.client.auth.utils import extract_field_from_www_auth, extract_scope_from_www_auth
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata
 
 from pi_mcp_adapter._errors import NeedsAuthError, ServerStartError, UsageError
-from pi_mcp_adapter.config import ServerEntry, Settings
+from pi_mcp_adapter._secrets import MASK, register_secret
+from pi_mcp_adapter.config import ServerEntry, Settings, is_pem_text
 
 if TYPE_CHECKING:
     from pi_mcp_adapter._shared_state import SharedLock
@@ -596,7 +601,97 @@ class _ClientCredentialsProvider(_StoredExpiryMixin, ClientCredentialsOAuthProvi
         return await super()._exchange_token_client_credentials()
 
 
+class _PrivateKeyJwtProvider(_StoredExpiryMixin, PrivateKeyJWTOAuthProvider):
+    """``client_credentials`` authenticated by a signed assertion (``private_key_jwt``,
+    RFC 7523) instead of a secret: the SDK's extension, signing with the configured key."""
+
+    def __init__(self, server: str, entry: ServerEntry, storage: ServerTokenStorage) -> None:
+        oauth = entry.oauth_config
+        assert entry.url is not None
+        assert oauth.client_id
+        assert oauth.client_private_key
+        pem = _private_key_pem(server, oauth.client_private_key)
+        signer = SignedJWTParameters(
+            issuer=oauth.client_id,
+            subject=oauth.client_id,
+            signing_key=pem,
+            signing_algorithm=oauth.client_assertion_alg or _key_algorithm(server, pem),
+        )
+        issuer = (
+            _issuer_of(oauth.auth_server_metadata_url) if oauth.auth_server_metadata_url else None
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # as for client secrets
+            super().__init__(
+                entry.url,
+                storage,
+                client_id=oauth.client_id,
+                assertion_provider=signer.create_assertion_provider(),
+                scope=oauth.scope,
+                issuer=issuer,
+            )
+        self._setup(server, storage, entry)
+
+    async def _exchange_token_client_credentials(self) -> httpx2.Request:
+        self.context.client_metadata.scope = _union_scopes(
+            self._entry.oauth_config.scope, self.context.client_metadata.scope
+        )
+        self.authorization_count += 1
+        return await super()._exchange_token_client_credentials()
+
+
+def _private_key_pem(server: str, value: str) -> str:
+    """The PEM text of ``oauth.clientPrivateKey``: the value itself, or the file it names."""
+    if is_pem_text(value):
+        return value
+    path = Path(value)
+    if not path.is_absolute():
+        raise ServerStartError(
+            server,
+            f"server {server!r}: 'oauth.clientPrivateKey' must be PEM text or an "
+            f"absolute path (or ~/...) of a PEM file, not {value!r}",
+        )
+    try:
+        pem = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ServerStartError(
+            server, f"server {server!r}: cannot read the private key {value}: {exc}"
+        ) from exc
+    register_secret(pem.strip(), MASK)
+    return pem
+
+
+_CURVE_ALGORITHMS = {"secp256r1": "ES256", "secp384r1": "ES384", "secp521r1": "ES512"}
+
+
+def _key_algorithm(server: str, pem: str) -> str:
+    """The JWS algorithm a key signs with, when ``oauth.clientAssertionAlg`` does not say."""
+    from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    try:
+        key = load_pem_private_key(pem.encode(), password=None)
+    except (ValueError, TypeError) as exc:
+        raise ServerStartError(
+            server,
+            f"server {server!r}: 'oauth.clientPrivateKey' is not an unencrypted PEM private key",
+        ) from exc
+    if isinstance(key, rsa.RSAPrivateKey):
+        return "RS256"
+    if isinstance(key, ec.EllipticCurvePrivateKey) and key.curve.name in _CURVE_ALGORITHMS:
+        return _CURVE_ALGORITHMS[key.curve.name]
+    if isinstance(key, ed25519.Ed25519PrivateKey | ed448.Ed448PrivateKey):
+        return "EdDSA"
+    raise ServerStartError(
+        server,
+        f"server {server!r}: no signing algorithm is known for this private key; "
+        "set 'oauth.clientAssertionAlg'",
+    )
+
+
 # -- the per-process registry ---------------------------------------------------------------
+
+_Provider = _CodeFlowProvider | _ClientCredentialsProvider | _PrivateKeyJwtProvider
 
 
 @dataclass(frozen=True, slots=True)
@@ -654,7 +749,7 @@ class OAuthProviders:
         self._environ = dict(os.environ if environ is None else environ)
         self._prompt = prompt or AuthorizationPrompt(environ=self._environ)
         self._store = store
-        self._providers: dict[str, _CodeFlowProvider | _ClientCredentialsProvider] = {}
+        self._providers: dict[str, _Provider] = {}
         self._storages: dict[str, ServerTokenStorage] = {}
 
     @property
@@ -711,7 +806,11 @@ class OAuthProviders:
         except UsageError as exc:
             raise ServerStartError(server, f"server {server!r}: {exc}") from exc
         if entry.oauth_config.grant_type == "client_credentials":
-            provider = _ClientCredentialsProvider(server, entry, storage)
+            provider = (
+                _PrivateKeyJwtProvider(server, entry, storage)
+                if entry.oauth_config.client_private_key
+                else _ClientCredentialsProvider(server, entry, storage)
+            )
         else:
             registered = storage.record().client_info
             redirect_uri = choose_redirect_uri(entry, self._environ, registered)
@@ -719,7 +818,7 @@ class OAuthProviders:
         self._providers[server] = provider
         return provider
 
-    def provider(self, server: str) -> _CodeFlowProvider | _ClientCredentialsProvider | None:
+    def provider(self, server: str) -> _Provider | None:
         """The provider created for ``server`` so far, if any (for counters in tests)."""
         return self._providers.get(server)
 
