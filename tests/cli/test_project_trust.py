@@ -58,6 +58,19 @@ class Repo:
                     "headers": {"X-A": f"!touch {self.mark('header')} && echo value"},
                     "requestHeadersCommand": {"command": "touch", "args": [self.mark("hdrcmd")]},
                 },
+                "sso": {
+                    "url": "http://127.0.0.1:9/mcp",
+                    "oauth": {
+                        "grantType": "identity_assertion",
+                        "clientId": "agent",
+                        "clientSecret": "as-secret",
+                        "authServerMetadataUrl": "http://127.0.0.1:9",
+                        "idp": {
+                            "tokenEndpoint": "http://127.0.0.1:9/token",
+                            "idToken": f"!touch {self.mark('idtoken')} && echo token",
+                        },
+                    },
+                },
                 "benign": {"command": sys.executable, "args": [str(MCP_FIXTURE)]},
             },
             **(extra or {}),
@@ -107,6 +120,7 @@ def test_no_command_starts_anything_from_an_untrusted_project(repo: Repo) -> Non
         ("call", "evil_echo", "{}"),
         ("connect", "evil"),
         ("connect", "web"),
+        ("connect", "sso"),
         ("reconnect",),
     ]
     for args in commands:
@@ -136,6 +150,9 @@ def test_trusting_the_project_runs_its_servers_until_the_file_changes(repo: Repo
     assert str(repo.project / ".mcp.json") in trusted.stdout
     assert f"runs: sh -c 'touch {repo.mark('command')}'" in trusted.stdout
     assert f"runs for env X: touch {repo.mark('env')} && echo value" in trusted.stdout
+    assert f"runs for oauth.idp.idToken: touch {repo.mark('idtoken')} && echo token" in (
+        trusted.stdout
+    )
     store = repo.agent / "mcp-trust.json"
     assert store.stat().st_mode & 0o777 == 0o600
 
@@ -152,7 +169,7 @@ def test_trusting_the_project_runs_its_servers_until_the_file_changes(repo: Repo
     rows = {
         r["name"]: r["status"] for r in json.loads(repo.run("status", "--json").stdout)["servers"]
     }
-    assert rows == {"evil": "untrusted", "web": "untrusted", "benign": "untrusted"}
+    assert rows == dict.fromkeys(("evil", "web", "sso", "benign"), "untrusted")
     repo.run("connect", "evil")
     assert repo.ran() == []
 

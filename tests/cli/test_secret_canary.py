@@ -103,6 +103,21 @@ def servers(home: Path) -> dict[str, Any]:
                 ),
             },
         },
+        "enterprise": {
+            "url": "http://127.0.0.1:9/mcp",
+            "oauth": {
+                "grantType": "identity_assertion",
+                "clientId": "agent",
+                "clientSecret": f"{MARK}-as-secret",
+                "authServerMetadataUrl": "http://127.0.0.1:9",
+                "idp": {
+                    "tokenEndpoint": "http://127.0.0.1:9/token",
+                    "idToken": f"{MARK}-id-token",
+                    "clientId": "agent",
+                    "clientSecret": f"{MARK}-idp-secret",
+                },
+            },
+        },
         "leaky": {
             "command": sys.executable,
             "args": [str(LEAKY), "stderr", *leaky_args],
@@ -128,8 +143,9 @@ COMMANDS: list[tuple[str, ...]] = [
     ("call", "urlpath_anything", "{}"),
     *(
         ("connect", name)
-        for name in ("urlpath", "cmdpath", "sock", "remote", "keyed", "leaky", "echoer")
+        for name in ("urlpath", "cmdpath", "sock", "remote", "keyed", "enterprise", "leaky")
     ),
+    ("connect", "echoer"),
     ("reconnect", "leaky"),
     ("reconnect",),
     ("config",),

@@ -84,6 +84,19 @@ def test_every_reference_oauth_field_is_read(machine: Machine) -> None:
             id="client-credentials-with-secret-and-key",
         ),
         pytest.param(
+            '{"grantType": "identity_assertion", "clientId": "x", "clientSecret": "s3cr3t", '
+            '"authServerMetadataUrl": "https://as.example", "idp": {"tokenEndpoint": "https://idp.example/token"}}',
+            "mcpServers.s.oauth.idp.idToken",
+            "'oauth.idp.idToken' is required with grantType identity_assertion",
+            id="identity-assertion-without-id-token",
+        ),
+        pytest.param(
+            '{"idp": {"tokenEndpoint": "https://idp.example/token"}}',
+            "mcpServers.s.oauth.idp",
+            "'oauth.idp' is used with grantType identity_assertion only",
+            id="idp-without-identity-assertion",
+        ),
+        pytest.param(
             '{"clientPrivateKey": "/keys/app.pem"}',
             "mcpServers.s.oauth.clientPrivateKey",
             "'oauth.clientPrivateKey' is used with grantType client_credentials only",
@@ -213,5 +226,38 @@ def test_a_private_key_is_resolved_and_only_its_path_is_ever_shown(
     assert loaded.oauth.client_private_key == expected
     masked = mask_secrets(loaded)
     assert masked["oauth"]["clientPrivateKey"] == shown.format(home=machine.home)
+    for text in (repr(loaded), str(loaded), json.dumps(masked)):
+        assert CANARY not in text
+
+
+def test_an_identity_provider_is_read_and_its_tokens_never_shown(machine: Machine) -> None:
+    machine.environ["ID_TOKEN"] = f"eyJ-{CANARY}"
+    oauth = {
+        "grantType": "identity_assertion",
+        "clientId": "app",
+        "clientSecret": f"{CANARY}-as",
+        "authServerMetadataUrl": "https://as.example",
+        "idp": {
+            "tokenEndpoint": "https://idp.example/token",
+            "clientId": "agent",
+            "clientSecret": f"{CANARY}-idp",
+            "idToken": "${ID_TOKEN}",
+        },
+    }
+    entry = {"url": "https://x.example", "oauth": oauth}
+    machine.write_layer("agent", {"mcpServers": {"s": entry}})
+    config = machine.load()
+    assert not config.errors, config.errors
+    loaded = config.servers["s"]
+    assert isinstance(loaded.oauth, OAuthConfig)
+    assert loaded.oauth.idp is not None
+    assert loaded.oauth.idp.id_token == f"eyJ-{CANARY}"
+    masked = mask_secrets(loaded)
+    assert masked["oauth"]["idp"] == {
+        "tokenEndpoint": "https://idp.example/token",
+        "clientId": "agent",
+        "clientSecret": MASK,
+        "idToken": MASK,
+    }
     for text in (repr(loaded), str(loaded), json.dumps(masked)):
         assert CANARY not in text

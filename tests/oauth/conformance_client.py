@@ -20,6 +20,8 @@ import os
 import subprocess
 import sys
 import tempfile
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,15 @@ CIMD_URL = "https://conformance-test.local/client-metadata.json"
 STEP_TIMEOUT_S = 60
 
 
-def oauth_settings(scenario: str, context: dict[str, Any]) -> dict[str, Any]:
+def authorization_server_of(url: str) -> str:
+    """The first authorization server the MCP server's protected-resource metadata names."""
+    parts = urllib.parse.urlsplit(url)
+    metadata = f"{parts.scheme}://{parts.netloc}/.well-known/oauth-protected-resource{parts.path}"
+    with urllib.request.urlopen(metadata, timeout=STEP_TIMEOUT_S) as response:
+        return str(json.load(response)["authorization_servers"][0])
+
+
+def oauth_settings(scenario: str, context: dict[str, Any], url: str) -> dict[str, Any]:
     """The ``oauth`` object of the server entry for ``scenario``."""
     client_id = context.get("client_id")
     if scenario.startswith("auth/client-credentials"):
@@ -47,7 +57,19 @@ def oauth_settings(scenario: str, context: dict[str, Any]) -> dict[str, Any]:
             "clientSecret": "${CONFORMANCE_CLIENT_SECRET}",
         }
     if "idp_id_token" in context:
-        raise SystemExit(f"{scenario}: identity-assertion (cross-app) grants are not supported")
+        # Enterprise-managed authorization: the authorization server is configuration that
+        # an administrator provisions; here it is read from the server's resource metadata.
+        return {
+            "grantType": "identity_assertion",
+            "clientId": client_id,
+            "clientSecret": "${CONFORMANCE_CLIENT_SECRET}",
+            "authServerMetadataUrl": authorization_server_of(url),
+            "idp": {
+                "tokenEndpoint": context["idp_token_endpoint"],
+                "clientId": context.get("idp_client_id"),
+                "idToken": "${CONFORMANCE_ID_TOKEN}",
+            },
+        }
     if client_id:
         # Pre-registered client: the secret travels through the environment, not the file.
         return {"clientId": client_id, "clientSecret": "${CONFORMANCE_CLIENT_SECRET}"}
@@ -85,7 +107,11 @@ def main(args: list[str]) -> None:
         agent_dir.mkdir()
         config = {
             "mcpServers": {
-                SERVER: {"url": url, "auth": "oauth", "oauth": oauth_settings(scenario, context)}
+                SERVER: {
+                    "url": url,
+                    "auth": "oauth",
+                    "oauth": oauth_settings(scenario, context, url),
+                }
             },
             "settings": {"autoAuth": True},
         }
@@ -100,6 +126,7 @@ def main(args: list[str]) -> None:
             "BROWSER": str(browser),
             "CONFORMANCE_CLIENT_SECRET": str(context.get("client_secret") or ""),
             "CONFORMANCE_CLIENT_KEY": str(context.get("private_key_pem") or ""),
+            "CONFORMANCE_ID_TOKEN": str(context.get("idp_id_token") or ""),
         }
         base = [sys.executable, "-m", "pi_mcp_adapter", "--agent-dir", str(agent_dir)]
         base += ["--project", str(root)]

@@ -130,6 +130,13 @@ def _what_runs(entry: ServerEntry) -> list[str]:
     token = entry.bearer_token
     if token is not None and (found := command_value(token)) is not None:
         lines.append(f"runs for bearerToken: {mask_text(found.command)}")
+    idp = entry.oauth_config.idp
+    for key, value in (
+        ("idToken", idp and idp.id_token),
+        ("clientSecret", idp and idp.client_secret),
+    ):
+        if value and (found := command_value(value)) is not None:
+            lines.append(f"runs for oauth.idp.{key}: {mask_text(found.command)}")
     return lines or ["(nothing to run)"]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -37,6 +37,7 @@ from ._masking import is_pem_text
 from ._merge import DroppedFields, LayerContribution, MergedEntry, merge_entries
 from ._models import (
     WRITTEN_KEYS,
+    IdentityProviderConfig,
     OAuthConfig,
     RequestHeadersCommand,
     ServerEntry,
@@ -817,8 +818,11 @@ def _finish_server(
             for name in ("client_id", "client_secret", "client_private_key")
             if isinstance(value := getattr(oauth, name), str)
         }
-        if credentials:
-            fields["oauth"] = oauth.model_copy(update=credentials)
+        update: dict[str, object] = dict(credentials)
+        if oauth.idp is not None:
+            update["idp"] = _resolved_idp(oauth.idp, resolve, resolve_secret)
+        if update:
+            fields["oauth"] = oauth.model_copy(update=update)
         if "oauth.clientSecret" not in templates:
             register_secret(credentials.get("client_secret"), MASK)
         if "oauth.clientPrivateKey" not in templates:
@@ -862,3 +866,24 @@ def _build_settings(settings: Mapping[str, object], collector: _Collector) -> Se
             ConfigError(f"settings could not be combined ({wrong}); defaults are used")
         )
         return Settings()
+
+
+def _resolved_idp(
+    idp: IdentityProviderConfig,
+    resolve: Callable[[str, str], str],
+    resolve_secret: Callable[[str, str], str],
+) -> IdentityProviderConfig:
+    """``oauth.idp`` with its variables expanded; the ID token and the secret are registered
+    as secrets, and a ``!command`` among them stays as written (it runs when a token is
+    needed)."""
+    prefix = "oauth.idp."
+    return idp.model_copy(
+        update={
+            "token_endpoint": idp.token_endpoint
+            and resolve(idp.token_endpoint, prefix + "tokenEndpoint"),
+            "client_id": idp.client_id and resolve(idp.client_id, prefix + "clientId"),
+            "id_token": idp.id_token and resolve_secret(idp.id_token, prefix + "idToken"),
+            "client_secret": idp.client_secret
+            and resolve_secret(idp.client_secret, prefix + "clientSecret"),
+        }
+    )

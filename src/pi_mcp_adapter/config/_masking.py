@@ -250,6 +250,12 @@ def _secret_shown(value: str, template: str | None) -> str:
 def _mask_oauth_value(key: str, value: object) -> object:
     if key == "clientSecret":
         return _hide(value) if isinstance(value, str) else MASK
+    if key == "idp" and isinstance(value, Mapping):
+        plain = ("tokenEndpoint", "clientId")
+        return {
+            str(k): v if k in plain else _hide(v) if isinstance(v, str) else MASK
+            for k, v in value.items()
+        }
     if key == "clientPrivateKey":
         # The path of a key file is shown; the key itself never.
         return value if isinstance(value, str) and not is_pem_text(value) else MASK

@@ -28,7 +28,7 @@ ToolPrefixMode = Literal["server", "short", "none", "mcp"]
 Surface = Literal["proxy", "toolsearch"]
 SearchRanking = Literal["lexical", "hybrid"]
 AuthKind = Literal["bearer", "oauth"]
-GrantType = Literal["authorization_code", "client_credentials"]
+GrantType = Literal["authorization_code", "client_credentials", "identity_assertion"]
 OAuthStore = Literal["file", "keyring"]
 
 DEFAULT_IDLE_TIMEOUT_MIN = 10.0
@@ -43,6 +43,26 @@ class _Model(BaseModel):
         extra="allow",
         frozen=True,
     )
+
+
+class IdentityProviderConfig(_Model):
+    """``oauth.idp``: the enterprise identity provider of ``grantType: "identity_assertion"``
+    (SEP-990, Enterprise-Managed Authorization). Its token endpoint exchanges the person's ID
+    token for an identity assertion grant (ID-JAG, RFC 8693 token exchange) that the MCP
+    server's authorization server takes instead of a sign-in. ``repr()`` never shows
+    ``idToken`` or ``clientSecret``."""
+
+    token_endpoint: str | None = None
+    id_token: str | None = None
+    """The person's ID token from the identity provider: ``${VAR}`` or ``!command``."""
+    client_id: str | None = None
+    client_secret: str | None = None
+    """This client's credentials at the identity provider, when it asks for them."""
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        for name, value in super().__repr_args__():
+            secret = name in ("id_token", "client_secret") and value is not None
+            yield name, MASK if secret else value
 
 
 class OAuthConfig(_Model):
@@ -60,6 +80,8 @@ class OAuthConfig(_Model):
     client_private_key: str | None = None
     """``client_credentials`` with ``private_key_jwt`` (RFC 7523) instead of a secret: the PEM
     text of the private key, or the absolute path of a PEM file."""
+    idp: IdentityProviderConfig | None = None
+    """The identity provider of ``grantType: "identity_assertion"``."""
     client_assertion_alg: str | None = None
     """The algorithm that signs the client assertion; by default the key's own (``ES256`` for a
     P-256 key, ``RS256`` for RSA, ``EdDSA`` for Ed25519...)."""

@@ -344,8 +344,8 @@ def _validate_oauth(
         "this entry is ignored in this file; the server's entries in other files still apply"
     )
 
-    def error(message: str, key: str) -> ConfigError:
-        key_path = (*json_path, key)
+    def error(message: str, *keys: str) -> ConfigError:
+        key_path = (*json_path, *keys)
         return ConfigError(
             f"server {raw.name!r}: {message}; {consequence}",
             path=str(raw.path),
@@ -402,6 +402,25 @@ def _validate_oauth(
                 "clientPrivateKey",
             )
         )
+    if config.grant_type == "identity_assertion":
+        idp = config.idp
+        required: tuple[tuple[tuple[str, ...], str | None], ...] = (
+            (("clientId",), config.client_id),
+            (("clientSecret",), config.client_secret),
+            (("authServerMetadataUrl",), config.auth_server_metadata_url),
+            (("idp", "tokenEndpoint"), idp.token_endpoint if idp else None),
+            (("idp", "idToken"), idp.id_token if idp else None),
+        )
+        for keys, present in required:
+            if not present:
+                named = ".".join(keys)
+                # Pointing at the line of what is there: the idp object, or the grant.
+                where = keys if idp is not None or len(keys) == 1 else ("grantType",)
+                errors.append(
+                    error(f"'oauth.{named}' is required with grantType identity_assertion", *where)
+                )
+    elif config.idp is not None:
+        errors.append(error("'oauth.idp' is used with grantType identity_assertion only", "idp"))
     metadata_url = config.client_metadata_url
     if metadata_url is not None:
         parts = _split_url(metadata_url)

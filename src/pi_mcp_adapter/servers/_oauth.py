@@ -44,6 +44,7 @@ from mcp.client.auth.extensions.client_credentials import (
     PrivateKeyJWTOAuthProvider,
     SignedJWTParameters,
 )
+from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuthProvider
 from mcp.client.auth.utils import extract_field_from_www_auth, extract_scope_from_www_auth
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata
 
@@ -689,9 +690,100 @@ def _key_algorithm(server: str, pem: str) -> str:
     )
 
 
+_TOKEN_EXCHANGE_GRANT = "urn:ietf:params:oauth:grant-type:token-exchange"
+_ID_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id_token"
+_ID_JAG_TYPE = "urn:ietf:params:oauth:token-type:id-jag"
+IDP_TIMEOUT_S = 30.0
+
+
+class _IdentityAssertionProvider(IdentityAssertionOAuthProvider):
+    """``identity_assertion`` (SEP-990, Enterprise-Managed Authorization): no sign-in at the
+    MCP server's authorization server; the person's ID token from the enterprise identity
+    provider is exchanged there for an identity assertion grant (ID-JAG, RFC 8693), which the
+    SDK presents to the configured authorization server (RFC 7523 jwt-bearer) for the access
+    token. The authorization server is configuration (``authServerMetadataUrl``), never what
+    the MCP server names, so neither the grant nor the client secret can be redirected."""
+
+    def __init__(self, server: str, entry: ServerEntry, storage: ServerTokenStorage) -> None:
+        oauth = entry.oauth_config
+        idp = oauth.idp
+        assert entry.url is not None
+        assert oauth.client_id
+        assert oauth.client_secret
+        assert oauth.auth_server_metadata_url
+        assert idp is not None
+        assert idp.token_endpoint
+        assert idp.id_token
+        self._server = server
+        self._idp = idp
+        self.authorization_count = 0
+        super().__init__(
+            entry.url,
+            storage,
+            client_id=oauth.client_id,
+            client_secret=oauth.client_secret,
+            issuer=_issuer_of(oauth.auth_server_metadata_url),
+            assertion_provider=self._exchange_id_token,
+            scope=oauth.scope,
+            # RFC 6749 §2.3.1: the method every authorization server must accept.
+            token_endpoint_auth_method="client_secret_basic",
+        )
+
+    async def _exchange_id_token(self, audience: str, resource: str) -> str:
+        """The ID-JAG for ``audience`` (the authorization server) and ``resource`` (the MCP
+        server), from the identity provider's token endpoint."""
+        from ._http_extras import resolve_one
+
+        idp = self._idp
+        assert idp.token_endpoint
+        assert idp.id_token
+        id_token = await resolve_one(self._server, idp.id_token, what="oauth.idp.idToken")
+        data = {
+            "grant_type": _TOKEN_EXCHANGE_GRANT,
+            "subject_token": id_token,
+            "subject_token_type": _ID_TOKEN_TYPE,
+            "requested_token_type": _ID_JAG_TYPE,
+            "audience": audience,
+            "resource": resource,
+        }
+        auth: httpx2.Auth | None = None
+        if idp.client_id and idp.client_secret:
+            secret = await resolve_one(
+                self._server, idp.client_secret, what="oauth.idp.clientSecret"
+            )
+            auth = httpx2.BasicAuth(idp.client_id, secret)
+        elif idp.client_id:
+            data["client_id"] = idp.client_id
+        async with httpx2.AsyncClient(timeout=IDP_TIMEOUT_S) as http:
+            response = await http.post(
+                idp.token_endpoint, data=data, auth=auth or httpx2.USE_CLIENT_DEFAULT
+            )
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        grant = body.get("access_token") if isinstance(body, dict) else None
+        if response.status_code != 200 or not isinstance(grant, str) or not grant:
+            reason = body.get("error") if isinstance(body, dict) else None
+            raise OAuthFlowError(
+                f"server {self._server!r}: the identity provider at {idp.token_endpoint} "
+                f"gave no identity assertion (HTTP {response.status_code}"
+                + (f", {reason}" if isinstance(reason, str) else "")
+                + "); check oauth.idp.idToken (it may have expired)"
+            )
+        register_secret(grant, MASK)
+        self.authorization_count += 1
+        return grant
+
+
 # -- the per-process registry ---------------------------------------------------------------
 
-_Provider = _CodeFlowProvider | _ClientCredentialsProvider | _PrivateKeyJwtProvider
+_Provider = (
+    _CodeFlowProvider
+    | _ClientCredentialsProvider
+    | _PrivateKeyJwtProvider
+    | _IdentityAssertionProvider
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -805,7 +897,9 @@ class OAuthProviders:
             storage = self.storage(server)
         except UsageError as exc:
             raise ServerStartError(server, f"server {server!r}: {exc}") from exc
-        if entry.oauth_config.grant_type == "client_credentials":
+        if entry.oauth_config.grant_type == "identity_assertion":
+            provider = _IdentityAssertionProvider(server, entry, storage)
+        elif entry.oauth_config.grant_type == "client_credentials":
             provider = (
                 _PrivateKeyJwtProvider(server, entry, storage)
                 if entry.oauth_config.client_private_key
@@ -848,8 +942,8 @@ class OAuthProviders:
         entry = self._entry(server)
         if entry is None or entry.oauth_mode != "explicit":
             return False
-        if entry.oauth_config.grant_type == "client_credentials":
-            return False
+        if entry.oauth_config.grant_type != "authorization_code":
+            return False  # no person signs in: a token is obtained when needed
         try:
             return self.storage(server).record().tokens is None
         except UsageError:
