@@ -73,3 +73,30 @@ async def test_a_script_error_is_an_error_result_over_http(
             escaped = await client.call_tool("mcp_script", {"code": "import os\nos.environ"})
             assert escaped.is_error
             assert "'os.environ' is not supported" in text_of(escaped)
+
+
+async def test_a_2026_client_approves_every_tool_of_a_script_in_one_round(
+    gw_workspace: GatewayWorkspace, repo: Path
+) -> None:
+    """A 2026-07-28 client is asked through ``input_required``, before anything runs (a retry
+    must not repeat calls that reached a server): the script's two tools under
+    ``approveTools`` are asked about together, each question showing the script, and the
+    retried call runs it whole."""
+    gw_workspace.write_config(
+        {name: {**entry, "approveTools": True} for name, entry in servers(repo).items()}
+    )
+    asked: list[str] = []
+
+    async def elicitation(context: Any, params: Any) -> Any:
+        import mcp_types as types
+
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"decision": "allow_once"})
+
+    code = CHAIN.replace("REPO", json.dumps(str(repo)))
+    with run_http_gateway(gw_workspace) as gateway:
+        async with gateway.client("2026-07-28", elicitation_callback=elicitation) as client:
+            _expect_chain(await client.call_tool("mcp_script", {"code": code}))
+    assert len(asked) == 2, asked
+    assert all("A script wants to run" in message for message in asked)
+    assert all('await call("git_log"' in message for message in asked)

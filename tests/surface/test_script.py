@@ -269,6 +269,32 @@ async def test_approval_is_asked_once_per_tool_per_script(workspace: Workspace) 
         assert len(asked) == 2  # "allow once" holds for one script, not the next
 
 
+async def test_the_tools_a_script_names_are_asked_about_before_it_runs(
+    workspace: Workspace,
+) -> None:
+    calls = workspace.root / "calls.log"
+    workspace.write_config(
+        {"fixture": fixture_entry("--call-log", str(calls))}, settings={"approveTools": ["echo"]}
+    )
+    asked: list[Question] = []
+    calls_made_when_asked: list[str] = []
+
+    async def ask(question: Question) -> str:
+        asked.append(question)
+        calls_made_when_asked.append(calls.read_text() if calls.exists() else "")
+        return "allow_once"
+
+    code = 'await call("fixture_pid", {})\nawait call("fixture_echo", {"message": "x"})'
+    async with workspace.adapter(ask=ask) as adapter:
+        result = await ScriptTool(adapter).execute({"code": code})
+    assert not result.is_error, result.text_content
+    assert calls_made_when_asked == [""]  # nothing had run, not even the tool before it
+    (question,) = asked
+    assert "A script wants to run echo of fixture" in question.text
+    assert 'await call("fixture_pid", {})' in question.text  # the person reads the script
+    assert len(calls.read_text().splitlines()) == 2
+
+
 async def test_a_denied_tool_stays_denied_for_the_rest_of_the_script(workspace: Workspace) -> None:
     workspace.write_config({"fixture": fixture_entry()}, settings={"approveTools": True})
     asked: list[Question] = []

@@ -18,7 +18,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import replace
 from pathlib import Path
@@ -965,6 +965,12 @@ class McpAdapter:
         """
         await self._wait_until_open()
         return await self.pipeline.call(name, args, server=server, approval_scope=approval_scope)
+
+    async def ask_approvals(self, names: Iterable[str], *, scope: ApprovalScope) -> None:
+        """Ask about the tools in ``names`` that need approval before calls under ``scope``
+        (a script's) are made: every question comes before anything runs, and each answer
+        holds for the scope's calls of that tool."""
+        await self.pipeline.ask_approvals(names, scope)
 
     def _tell_person(self, message: str) -> None:
         if self.host is None:

@@ -56,6 +56,8 @@ APPROVALS_FILE_NAME = "mcp-approvals.json"
 _FILE_VERSION = 1
 _SHARED_TABLE = "approvals"
 ARGUMENTS_PREVIEW_CHARS = 500
+SCRIPT_PREVIEW_CHARS = 2000
+"""A script is read before it is allowed: more of it is shown than of one call's arguments."""
 
 ApprovalChoice = Literal["allow_once", "allow_session", "allow_always", "deny"]
 
@@ -119,6 +121,9 @@ class ApprovalScope:
     tool, and "allow once" covers every call of that tool in the group. A refusal is kept too,
     so a script that retries a denied tool is refused without asking again."""
 
+    script: str | None = None
+    """The code the calls come from. The question shows it instead of one call's arguments:
+    the answer covers every call of the tool the script makes."""
     granted: set[tuple[str, str]] = field(default_factory=set)
     refused: dict[tuple[str, str], str] = field(default_factory=dict)
     # Concurrent calls of one tool (asyncio.gather in a script) must share one question.
@@ -147,13 +152,19 @@ def approval_setting(entry: ServerEntry | None, server: str) -> str:
     return "settings.approveTools"
 
 
+def _preview_code(code: str) -> str:
+    return _shown(code.strip(), SCRIPT_PREVIEW_CHARS)
+
+
 def _preview(arguments: Mapping[str, Any]) -> str:
     text = json.dumps(arguments, ensure_ascii=False, indent=2, default=str)
+    return _shown(text, ARGUMENTS_PREVIEW_CHARS)
+
+
+def _shown(text: str, limit: int) -> str:
     # Control characters could rewrite the user's terminal; show them escaped.
     text = "".join(c if c in "\n\t" or c.isprintable() else repr(c)[1:-1] for c in text)
-    if len(text) > ARGUMENTS_PREVIEW_CHARS:
-        return text[:ARGUMENTS_PREVIEW_CHARS] + "…"
-    return text
+    return text[:limit] + "…" if len(text) > limit else text
 
 
 class ToolApprovals:
@@ -164,11 +175,21 @@ class ToolApprovals:
         self._clock = clock
         self._session: set[tuple[str, str]] = set()
 
-    def question(self, tool: ToolInfo, arguments: Mapping[str, Any]) -> Question:
+    def question(
+        self, tool: ToolInfo, arguments: Mapping[str, Any], *, script: str | None = None
+    ) -> Question:
+        if script is None:
+            text = f"{tool.server} wants to run {tool.original_name} with:\n{_preview(arguments)}"
+        else:
+            text = (
+                f"A script wants to run {tool.original_name} of {tool.server}, with the "
+                f"arguments it computes; the answer holds for each of its calls. The script:\n"
+                f"{_preview_code(script)}"
+            )
         return Question(
             kind="tool_approval",
             title=f"Allow the MCP tool {tool.name} (server {tool.server})?",
-            text=f"{tool.server} wants to run {tool.original_name} with:\n{_preview(arguments)}",
+            text=text,
             options=APPROVAL_OPTIONS,
             context={"server": tool.server, "tool": tool.original_name, "name": tool.name},
         )
@@ -198,7 +219,7 @@ class ToolApprovals:
                 return None
             if key in scope.refused:
                 return scope.refused[key]
-            refusal = await self._decide(tool, arguments, entry=entry, ask=ask)
+            refusal = await self._decide(tool, arguments, entry=entry, ask=ask, script=scope.script)
             if refusal is None:
                 scope.granted.add(key)
             else:
@@ -212,6 +233,7 @@ class ToolApprovals:
         *,
         entry: ServerEntry | None,
         ask: Ask | None,
+        script: str | None = None,
     ) -> str | None:
         key = (tool.server, tool.original_name)
         fingerprint = config_hash(entry) if entry is not None else ""
@@ -224,12 +246,13 @@ class ToolApprovals:
                 "one to ask here (no terminal, or a client without elicitation). The call was "
                 f"not made. To allow it without asking, remove it from {setting}."
             )
+        question = self.question(tool, arguments, script=script)
         try:
-            answer = await ask(self.question(tool, arguments))
+            answer = await ask(question)
         except Exception as exc:  # an asker must never let a call through by failing
             logger.warning("asking for approval of %s failed: %s", tool.name, exc)
             answer = None
-        option = self.question(tool, arguments).option(answer)
+        option = question.option(answer)
         choice = option.id if option is not None else None
         if choice == "allow_once":
             return None

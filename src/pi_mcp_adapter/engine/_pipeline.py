@@ -10,7 +10,7 @@ surfaces render it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -104,6 +104,31 @@ class CallPipeline:
             raise ToolNotFoundError(
                 exc.name, f"{exc.message}\n{why}", suggestions=exc.suggestions
             ) from None
+
+    async def ask_approvals(self, names: Iterable[str], scope: ApprovalScope) -> None:
+        """Ask now about each tool in ``names`` that needs approval, the answers kept in
+        ``scope`` for the calls made under it (a script's, asked before it runs). A name that
+        is no single tool, or a tool its calls would be refused anyway, is left to the call,
+        which says why."""
+        settings = self._settings()
+        caller = current_caller()
+        for name in dict.fromkeys(names):
+            try:
+                tool = await self.resolve(name)
+            except (ToolNotFoundError, AmbiguousToolError):
+                continue
+            if caller is not None and not caller.permits(tool):
+                continue
+            if self.refused_for_change(name, tool) is not None:
+                continue
+            await self._approvals.check(
+                tool,
+                {},
+                entry=self._entries().get(tool.server),
+                settings=settings,
+                ask=self._asker(),
+                scope=scope,
+            )
 
     async def call(
         self,

@@ -761,9 +761,11 @@ class _InputRequired:
     call with the answers (``input_responses``), keyed as asked. The gateway's own questions
     (tool approval) come before any server is reached, so the call can be answered that way
     and run again: the first run asks, is refused, and its result is replaced by the
-    questions; the retry finds its answer under the same key. A question asked after a server
-    was reached (the server's own, or a script's second approval) cannot be: running the call
-    again would repeat what the server did. It is refused, and the call's result stands.
+    questions; the retry finds its answer under the same key (a script asks about the tools it
+    names before it runs, so all of them come in one round). A question asked after a server
+    was reached (the server's own, or a script's about a tool it did not name up front) cannot
+    be: running the call again would repeat what the server did. It is refused, and the
+    call's result stands.
     """
 
     def __init__(self, answers: Mapping[str, types.InputResponse]) -> None:

@@ -121,8 +121,16 @@ class ScriptTool:
         on_print: Callable[[str], None] | None = None,
         limits: ScriptLimits | None = None,
     ) -> ScriptRun:
-        """Run ``code`` with ``call``, ``search`` and ``describe`` bound to this adapter."""
-        functions = _ScriptFunctions(self._adapter, ApprovalScope())
+        """Run ``code`` with ``call``, ``search`` and ``describe`` bound to this adapter.
+
+        The tools the code names (``call("server_tool", ...)``) that need approval are asked
+        about before it runs: the person reads the script and answers once per tool, and a
+        client that can only be asked before anything runs (a 2026-07-28 client of the
+        gateway) gets every question at once. A tool named some other way is asked about at
+        its first call."""
+        scope = ApprovalScope(script=code)
+        await self._adapter.ask_approvals(named_tools(code), scope=scope)
+        functions = _ScriptFunctions(self._adapter, scope)
         return await run_sandboxed(
             code,
             {"call": functions.call, "search": functions.search, "describe": functions.describe},
@@ -133,6 +141,14 @@ class ScriptTool:
     def render(self, run: ScriptRun) -> ToolResult:
         """The result a model reads: what the script printed, then its value or its error."""
         return render_script_run(self._adapter.settings, run)
+
+
+_NAMED_CALL = re.compile(r"""\bcall\(\s*(["'])([^"'\\\n]+)\1""")
+
+
+def named_tools(code: str) -> list[str]:
+    """The tool names ``code`` passes to ``call`` as string literals, in order, once each."""
+    return list(dict.fromkeys(match.group(2) for match in _NAMED_CALL.finditer(code)))
 
 
 def render_script_run(settings: Settings, run: ScriptRun) -> ToolResult:
