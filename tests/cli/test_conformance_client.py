@@ -1,5 +1,7 @@
-"""The official conformance suite's client scenario for SEP-1034 elicitation defaults, with
-``pi-mcp call`` at a terminal and with the Python API as the client (Node 22 from tests/npm)."""
+"""The official conformance suite's client scenarios with ``pi-mcp`` as the client (Node 22
+from tests/npm): the general ones through the command line, and SEP-1034 elicitation defaults
+with ``pi-mcp call`` at a terminal and with the Python API. The OAuth scenarios are in
+``tests/oauth/test_conformance.py``."""
 
 from __future__ import annotations
 
@@ -51,3 +53,24 @@ def test_the_sep1034_defaults_scenario_passes(client: Path) -> None:
     output = completed.stdout + completed.stderr
     assert "OVERALL: PASSED" in output, output[-3000:]
     assert "Passed: 5/5" in output, output[-3000:]
+
+
+@pytest.mark.parametrize("scenario", ["initialize", "tools_call", "sse-retry"])
+def test_the_general_client_scenarios_pass_through_the_command_line(scenario: str) -> None:
+    completed = subprocess.run(
+        [
+            str(NODE22),
+            str(CONFORMANCE),
+            "client",
+            "--command",
+            f"{sys.executable} {TESTS / 'cli' / 'conformance_cli_client.py'}",
+            "--scenario",
+            scenario,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    output = completed.stdout + completed.stderr
+    assert "OVERALL: PASSED" in output, output[-3000:]
+    assert " 0 failed, 0 warnings" in output, output[-3000:]
