@@ -343,3 +343,26 @@ def test_a_stray_backtick_does_not_swallow_the_words_up_to_the_next_quote() -> N
     request = "`Decompile the function at `0x1000` and save it as `out.c` in `/tmp/x`"
     spans = [request[v.start : v.end] for v in find_values(request)]
     assert spans == ["`0x1000`", "`out.c`", "`/tmp/x`"]
+
+
+WORLD_CLOCK = [
+    tool(
+        "time",
+        "convert_time",
+        "Convert time between timezones",
+        "source_timezone",
+        "time",
+        "target_timezone",
+    ),
+    tool("time", "get_current_time", "Get current time in a specific timezone", "timezone"),
+]
+
+
+@pytest.mark.parametrize("ranking", RANKINGS)
+@pytest.mark.parametrize(
+    "query", ["what time is it in New York?", "what's the time in Lisbon", "when is it in Oslo"]
+)
+def test_a_question_asks_for_the_tool_that_gets(ranking: str, query: str) -> None:
+    index = SearchIndex(WORLD_CLOCK, ranking=ranking)
+    assert names(index.search(query).hits)[0] == "time_get_current_time"
+    assert names(index.search("convert 9am New York time to Oslo").hits)[0] == "time_convert_time"

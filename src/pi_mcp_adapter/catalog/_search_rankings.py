@@ -276,6 +276,16 @@ _IMPLIED_TERMS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     }
 )
 _FOLDER_TERMS = (stem("directory"), stem("folder"))
+# A question ("what time is it in Tokyo?", "who maintains this repo?") asks for something to
+# be read, not done: among tools that differ by their action, the one that gets wins. A
+# question about a path or a URL ("what's in ~/inbox?") is about that value, which implies
+# its own action.
+_QUESTION = re.compile(
+    r"^\s*(?:what(?:'s|s)?|who(?:'s)?|whose|which|when|where|how\s+(?:many|much|long|old|far)"
+    r"|is|are|was|were|does|do|did)\b",
+    re.IGNORECASE,
+)
+_QUESTION_TERMS = (stem("get"),)
 
 
 def _is_folder(path: str) -> bool:
@@ -593,6 +603,10 @@ class FieldRanking:
                 # "save it to ~/x.md", "into notes.txt": the path is where something goes.
                 implied = (*implied, *_DESTINATION_TERMS)
             for t in implied:
+                if t in self._idf and weights.get(t, 0.0) < self.implied_weight:
+                    weights[t] = self.implied_weight
+        if _QUESTION.match(text) and not any(span.kind in _IMPLIED_TERMS for span in values):
+            for t in _QUESTION_TERMS:
                 if t in self._idf and weights.get(t, 0.0) < self.implied_weight:
                     weights[t] = self.implied_weight
         out = [_QueryTerm(t, w, True) for t, w in weights.items()]
