@@ -698,9 +698,9 @@ IDP_TIMEOUT_S = 30.0
 
 class _IdentityAssertionProvider(IdentityAssertionOAuthProvider):
     """``identity_assertion`` (SEP-990, Enterprise-Managed Authorization): no sign-in at the
-    MCP server's authorization server; the person's ID token from the enterprise identity
-    provider is exchanged there for an identity assertion grant (ID-JAG, RFC 8693), which the
-    SDK presents to the configured authorization server (RFC 7523 jwt-bearer) for the access
+    MCP server's authorization server; the person's ID token is exchanged at the enterprise
+    identity provider for an identity assertion grant (ID-JAG, RFC 8693), which the SDK
+    presents to the configured authorization server (RFC 7523 jwt-bearer) for the access
     token. The authorization server is configuration (``authServerMetadataUrl``), never what
     the MCP server names, so neither the grant nor the client secret can be redirected."""
 
