@@ -273,6 +273,26 @@ def test_doctor_finds_the_oauth_metadata_and_says_to_sign_in(
 
 
 @pytest.mark.slow
+def test_doctor_does_not_send_a_machine_client_to_sign_in(
+    tmp_path: Path, fixtures: HttpFixtures
+) -> None:
+    """``client_credentials`` (and ``identity_assertion``) get their token at connect: the
+    auth step says so and the handshake is tried, which is where a wrong client shows."""
+    machine = new_machine(tmp_path)
+    port = fixtures.start(OAUTH_FIXTURE)
+    oauth = {"grantType": "client_credentials", "clientId": "robot", "clientSecret": "s3cr3t-x"}
+    configure(machine, {"robot": {"url": f"http://localhost:{port}/mcp", "oauth": oauth}})
+    code, reports = doctor(machine)
+    assert code == 1
+    found = steps(reports["robot"])
+    assert found["auth"]["status"] == "ok"
+    assert "client_credentials obtains a token at connect" in found["auth"]["detail"]
+    assert "initialize" in found
+    assert found["initialize"]["status"] == "fail"
+    assert "pi-mcp auth" not in json.dumps(reports["robot"])
+
+
+@pytest.mark.slow
 def test_a_stored_bearer_token_is_set_from_stdin_used_and_never_shown(
     tmp_path: Path, fixtures: HttpFixtures
 ) -> None:

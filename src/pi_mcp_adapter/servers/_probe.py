@@ -708,6 +708,11 @@ async def _auth_step(
         )
     except McpAdapterError as exc:
         raise steps.fail("auth", f"{detail}; {exc}", started, "fix settings.oauthStore") from None
+    grant = entry.oauth_config.grant_type
+    if (state is None or not state.has_tokens) and grant != "authorization_code":
+        # No person signs in: the token is obtained when the handshake below asks for one.
+        steps.add("auth", "ok", f"{detail}; {grant} obtains a token at connect", started)
+        return
     if state is None or not state.has_tokens:
         raise steps.fail("auth", f"{detail}; not signed in", started, f"run `pi-mcp auth {server}`")
     steps.add("auth", "ok", f"{detail}; tokens stored", started)
