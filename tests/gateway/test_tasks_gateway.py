@@ -82,3 +82,30 @@ async def test_a_client_cancelling_its_call_cancels_the_task_upstream(
         with anyio.fail_after(20):
             while await _running_tasks(client):
                 await anyio.sleep(0.05)
+
+
+# resources/subscribe is a handshake-era method; the SDK client warns that 2026-07-28 replaces it.
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+async def test_a_client_subscribes_to_a_resource_of_a_2026_server(
+    gw_workspace: GatewayWorkspace,
+) -> None:
+    """The upstream speaks 2026-07-28 (no ``resources/subscribe``): the gateway holds a
+    listen stream for the resource while its client is subscribed."""
+    gw_workspace.write_config({"jobs": tasks_entry(gw_workspace.root / "cancelled.txt")})
+    updated = anyio.Event()
+    seen: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            seen.append(str(message.params.uri))
+            updated.set()
+
+    async with stdio_gateway(gw_workspace, message_handler=on_message) as client:
+        await client.subscribe_resource("jobs://board")
+        await client.call_tool("jobs_touch", {"uri": "jobs://board"})
+        with anyio.fail_after(10):
+            await updated.wait()
+        await client.unsubscribe_resource("jobs://board")
+        await client.call_tool("jobs_touch", {"uri": "jobs://board"})
+        await anyio.sleep(0.5)  # an update after unsubscribing would arrive meanwhile
+    assert seen == ["jobs://board"]

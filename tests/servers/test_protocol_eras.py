@@ -58,6 +58,33 @@ async def test_a_tool_added_at_runtime_arrives_through_the_listen_stream(
         assert text_of(await manager.call_tool("jobs", "fresh")) == "I am fresh"
 
 
+async def test_a_resource_subscription_is_a_listen_stream_until_unsubscribed(
+    make_manager: ManagerFactory,
+) -> None:
+    """2026-07-28 has no ``resources/subscribe``: subscribing opens a listen stream for the
+    resource, so its updates still reach the manager's listeners, and unsubscribing ends it."""
+    updates: list[tuple[str, str]] = []
+    updated = anyio.Event()
+
+    async def on_update(server: str, uri: str) -> None:
+        updates.append((server, uri))
+        updated.set()
+
+    async with make_manager({"jobs": tasks_entry()}) as manager:
+        manager.on_resource_updated(on_update)
+        await manager.connect("jobs")
+        await manager.subscribe_resource("jobs", "jobs://board")
+        await manager.subscribe_resource("jobs", "jobs://board")  # twice is once
+        await manager.call_tool("jobs", "touch", {"uri": "jobs://other"})
+        await manager.call_tool("jobs", "touch", {"uri": "jobs://board"})
+        with anyio.fail_after(10):
+            await updated.wait()
+        await manager.subscribe_resource("jobs", "jobs://board", subscribe=False)
+        await manager.call_tool("jobs", "touch", {"uri": "jobs://board"})
+        await anyio.sleep(0.5)  # an update that arrived after unsubscribing would show here
+    assert updates == [("jobs", "jobs://board")]
+
+
 async def test_progress_and_logs_reach_the_callers_relay(make_manager: ManagerFactory) -> None:
     progress: list[tuple[float, float | None, str | None]] = []
     logs: list[Any] = []

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
 import mcp_types as types
 from mcp import Client, MCPError
@@ -174,6 +175,9 @@ class ServerConnection:
         self._pool = pool
         self._modern = False
         self._tasks = False
+        self._owned: anyio.abc.TaskGroup | None = None
+        """The owner's task group while connected: per-resource listen streams run in it."""
+        self._resource_listens: dict[str, anyio.CancelScope] = {}
         self.running_tasks: dict[str, RunningTask] = {}
         """Tasks that calls on this connection are following, by task id."""
 
@@ -359,11 +363,14 @@ class ServerConnection:
             self._started = True
             task_status.started(self)
             async with anyio.create_task_group() as tg:
+                self._owned = tg
                 tg.start_soon(self._refresh_on_change)
                 if subscription is not None:
                     tg.start_soon(self._follow_changes, subscription)
                 await self._stop.wait()
                 tg.cancel_scope.cancel()
+            self._owned = None
+            self._resource_listens.clear()
             self._client = None
             scope.deadline = anyio.current_time() + CLOSE_TIMEOUT_S
 
@@ -468,11 +475,10 @@ class ServerConnection:
             | types.PromptListChangedNotification,
         ):
             self._changed.set()
-        elif (
-            isinstance(message, types.ResourceUpdatedNotification)
-            and self._on_resource_updated is not None
-        ):
-            await self._on_resource_updated(self.server, str(message.params.uri))
+        elif isinstance(message, types.ResourceUpdatedNotification) and not self._modern:
+            # On a 2026-07-28 connection the SDK hands the listen stream's events here as
+            # well: the stream (``_follow_resource``) is the one that passes them on.
+            await self._resource_updated(str(message.params.uri))
 
     async def _relay_sampling(
         self, context: Any, params: types.CreateMessageRequestParams
@@ -535,12 +541,21 @@ class ServerConnection:
         try:
             async for event in subscription:
                 if isinstance(event, ResourceUpdated):
-                    if self._on_resource_updated is not None:
-                        await self._on_resource_updated(self.server, event.uri)
+                    await self._resource_updated(event.uri)
                 else:
                     self._changed.set()
         except SubscriptionLost as exc:
             logger.info("server %r: change notifications ended (%s)", self.server, exc)
+
+    async def _resource_updated(self, uri: str) -> None:
+        if self._on_resource_updated is None:
+            return
+        try:
+            await self._on_resource_updated(self.server, uri)
+        except Exception as exc:  # a listener's failure must not end the connection
+            logger.warning(
+                "server %r: passing on the update of %s failed: %s", self.server, uri, exc
+            )
 
     async def _refresh_on_change(self) -> None:
         while True:
@@ -809,13 +824,59 @@ class ServerConnection:
     ) -> None:
         """Subscribe to (or, with ``subscribe=False``, unsubscribe from) updates of ``uri``.
         Raises like :meth:`call_tool`."""
+        what = f"a {'' if subscribe else 'un'}subscription to {uri!r}"
+        if self._modern:
+            await self._listen_to_resource(uri, subscribe=subscribe, what=what, timeout_s=timeout_s)
+            return
         request: Any
         if subscribe:
             request = types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri))
         else:
             request = types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri))
-        what = f"a {'' if subscribe else 'un'}subscription to {uri!r}"
         await self._request(what, request, types.EmptyResult, timeout_s)
+
+    async def _listen_to_resource(
+        self, uri: str, *, subscribe: bool, what: str, timeout_s: float | None
+    ) -> None:
+        """On a 2026-07-28 connection a subscription is a ``subscriptions/listen`` stream for
+        the resource, held in the owner's task group until unsubscribed or disconnected."""
+        if not subscribe:
+            scope = self._resource_listens.pop(uri, None)
+            if scope is not None:
+                scope.cancel()
+            return
+        if uri in self._resource_listens:
+            return
+        client = self._require_client(what)
+        owned = self._owned
+        if owned is None:
+            raise ConnectionLostError(self.server, f"server {self.server!r} is not connected")
+        try:
+            with anyio.fail_after(timeout_s if timeout_s is not None else math.inf):
+                await owned.start(self._follow_resource, client, uri)
+        except Exception as exc:
+            raise request_error(self.server, exc, what=what, timeout_s=timeout_s) from exc
+
+    async def _follow_resource(
+        self, client: Client, uri: str, *, task_status: anyio.abc.TaskStatus[None]
+    ) -> None:
+        with anyio.CancelScope() as scope:
+            async with client.listen(resource_subscriptions=[uri]) as subscription:
+                if uri not in (subscription.honored.resource_subscriptions or ()):
+                    raise MCPError(
+                        code=types.INVALID_PARAMS,
+                        message=f"the server does not offer updates of {uri}",
+                    )
+                self._resource_listens[uri] = scope
+                task_status.started()
+                try:
+                    async for event in subscription:
+                        if isinstance(event, ResourceUpdated):
+                            await self._resource_updated(event.uri)
+                except SubscriptionLost as exc:
+                    logger.info("server %r: updates of %s ended (%s)", self.server, uri, exc)
+        if self._resource_listens.get(uri) is scope:
+            del self._resource_listens[uri]
 
     async def ping(self, *, timeout_s: float) -> None:
         """Check that the server answers (raises like :meth:`call_tool`)."""
