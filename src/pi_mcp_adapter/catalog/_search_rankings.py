@@ -279,10 +279,10 @@ _FOLDER_TERMS = (stem("directory"), stem("folder"))
 # A question ("what time is it in Tokyo?", "who maintains this repo?") asks for something to
 # be read, not done: among tools that differ by their action, the one that gets wins. A
 # question about a path or a URL ("what's in ~/inbox?") is about that value, which implies
-# its own action.
+# its own action. Yes/no questions are left out: "is there a way to send an email" asks for
+# sending.
 _QUESTION = re.compile(
-    r"^\s*(?:what(?:'s|s)?|who(?:'s)?|whose|which|when|where|how\s+(?:many|much|long|old|far)"
-    r"|is|are|was|were|does|do|did)\b",
+    r"^\s*(?:what(?:'s|s)?|who(?:'s)?|whose|which|when|where|how\s+(?:many|much|long|old|far))\b",
     re.IGNORECASE,
 )
 _QUESTION_TERMS = (stem("get"),)
