@@ -107,6 +107,26 @@ async def test_pydantic_ai_elicit_and_sample_answer_the_server(workspace: Worksp
     assert answers.asked == [("q", "Book a table at Chez Fixture"), ("q", "a long story")]
 
 
+async def test_pydantic_ai_answers_sampling_with_its_sampling_model(workspace: Workspace) -> None:
+    workspace.write_config({"q": QUESTIONS})
+    seen: list[list[ModelMessage]] = []
+
+    def summarizer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(messages)
+        return ModelResponse(parts=[TextPart("brief")])
+
+    async with McpCapability.open(
+        sampling_model=FunctionModel(summarizer), **workspace.adapter_kwargs()
+    ) as mcp:
+        agent = PaiAgent(_pai_script(SUMMARIZE), capabilities=[mcp])
+        result = await agent.run("summarize")
+    [summary] = _pai_returns(result.all_messages())
+    assert summary == "model said: brief"
+    [request] = seen
+    prompt = [p for m in request if isinstance(m, ModelRequest) for p in m.parts]
+    assert "a long story" in repr(prompt)
+
+
 async def test_pydantic_ai_without_elicit_declines_and_notifies(workspace: Workspace) -> None:
     workspace.write_config({"q": QUESTIONS})
     notices: list[tuple[str, NotifyLevel]] = []

@@ -7,6 +7,10 @@
         result = await agent.run("What time is it in Tokyo?")
 
 or ``McpCapability(adapter)`` over an adapter you opened yourself.
+``McpCapability.open(sampling_model=model)`` answers servers' ``sampling/createMessage``
+requests with a pydantic-ai model (a ``Model`` or a name such as ``"openai:gpt-5"``), as
+pydantic-ai's own MCP client does with its sampling model; without it servers are not told
+this client can sample (or pass your own ``sample=`` function).
 
 The capability's toolset lists every tool registered by the surfaces (the ``mcp`` proxy tool,
 or ``ToolSearch`` and its deferred tools, and direct tools); its ``prepare_tools`` hook drops
@@ -22,16 +26,30 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Self
+
+import mcp_types as types
 
 try:
     import pydantic_core
     from pydantic_ai import RunContext
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.exceptions import ToolFailed
-    from pydantic_ai.messages import BinaryContent, BinaryImage
+    from pydantic_ai.messages import (
+        BinaryContent,
+        BinaryImage,
+        ModelMessage,
+        ModelRequest,
+        ModelResponse,
+        SystemPromptPart,
+        UserPromptPart,
+    )
+    from pydantic_ai.messages import TextPart as PaiTextPart
+    from pydantic_ai.models import Model
     from pydantic_ai.run import AgentRunResult
+    from pydantic_ai.settings import ModelSettings
     from pydantic_ai.tools import ToolDefinition as PaiToolDefinition
     from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
@@ -40,10 +58,12 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
         "pip install 'pi-mcp-adapter[pydantic-ai]'"
     ) from exc
 
+from pi_mcp_adapter._errors import UsageError
 from pi_mcp_adapter.engine import (
     ImagePart,
     McpAdapter,
     NotifyLevel,
+    Sample,
     TextPart,
     ToolDefinition,
     ToolResult,
@@ -53,7 +73,7 @@ from pi_mcp_adapter.surface import SurfaceKind, Surfaces
 from ._attach import AdapterBinding
 from ._export import ExportHost
 
-__all__ = ["McpCapability", "McpToolset", "to_pydantic_ai_content"]
+__all__ = ["McpCapability", "McpToolset", "sampling_with", "to_pydantic_ai_content"]
 
 _log = logging.getLogger("pi_mcp_adapter")
 
@@ -144,6 +164,20 @@ class McpCapability(AdapterBinding, AbstractCapability[Any]):
         self.surfaces: Surfaces = self.host.attach(adapter, surface=surface)
         self.toolset = McpToolset(self.host)
 
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls, *, sampling_model: Model | str | None = None, **options: Any
+    ) -> AsyncIterator[Self]:
+        """:meth:`AdapterBinding.open`, and ``sampling_model``: the pydantic-ai model that
+        answers servers' sampling requests (:func:`sampling_with`)."""
+        if sampling_model is not None:
+            if options.get("sample") is not None:
+                raise UsageError("give sampling_model or sample, not both")
+            options["sample"] = sampling_with(sampling_model)
+        async with super().open(**options) as binding:
+            yield binding
+
     # ------------------------------------------------------------------ capability hooks
 
     def get_toolset(self) -> McpToolset:
@@ -164,6 +198,60 @@ class McpCapability(AdapterBinding, AbstractCapability[Any]):
     ) -> AgentRunResult[Any]:
         await self.adapter.end_turn()
         return result
+
+
+def sampling_with(model: Model | str) -> Sample:
+    """A ``sample`` function (``McpAdapter(sample=...)``) that answers a server's
+    ``sampling/createMessage`` with a pydantic-ai model: the server's system prompt and
+    messages (text and images) become the model's request, with its ``maxTokens``,
+    ``temperature`` and ``stopSequences``; the reply's text is the answer."""
+    from pydantic_ai.direct import model_request
+    from pydantic_ai.models import infer_model
+
+    chosen = infer_model(model)
+
+    async def sample(
+        server: str, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        settings: ModelSettings = {"max_tokens": params.max_tokens}
+        if params.temperature is not None:
+            settings["temperature"] = params.temperature
+        if params.stop_sequences:
+            settings["stop_sequences"] = list(params.stop_sequences)
+        response = await model_request(chosen, _sampling_messages(params), model_settings=settings)
+        text = "".join(part.content for part in response.parts if isinstance(part, PaiTextPart))
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text=text),
+            model=chosen.model_name,
+            stop_reason="endTurn",
+        )
+
+    return sample
+
+
+def _sampling_messages(params: types.CreateMessageRequestParams) -> list[ModelMessage]:
+    """A server's sampling conversation as pydantic-ai messages."""
+    messages: list[ModelMessage] = []
+    if params.system_prompt:
+        messages.append(ModelRequest(parts=[SystemPromptPart(params.system_prompt)]))
+    for message in params.messages:
+        contents = message.content if isinstance(message.content, list) else [message.content]
+        if message.role == "assistant":
+            text = "".join(c.text for c in contents if isinstance(c, types.TextContent))
+            messages.append(ModelResponse(parts=[PaiTextPart(text)]))
+            continue
+        prompt: list[str | BinaryContent] = []
+        for content in contents:
+            if isinstance(content, types.TextContent):
+                prompt.append(content.text)
+            elif isinstance(content, types.ImageContent):
+                data = base64.b64decode(content.data)
+                prompt.append(BinaryImage(data=data, media_type=content.mime_type))
+            else:
+                prompt.append(f"[{content.type} content: not passed to the model]")
+        messages.append(ModelRequest(parts=[UserPromptPart(prompt)]))
+    return messages
 
 
 def to_pydantic_ai_content(result: ToolResult) -> ToolReturnContent:
