@@ -172,6 +172,22 @@ async def test_openai_agents_elicit_and_sample_answer_the_server(workspace: Work
     assert answers.asked == [("q", "Book a table at Chez Fixture"), ("q", "a long story")]
 
 
+async def test_openai_agents_answers_sampling_with_its_sampling_model(
+    workspace: Workspace,
+) -> None:
+    workspace.write_config({"q": QUESTIONS})
+    summarizer = ScriptedModel([[assistant_message("brief")]])
+    model = ScriptedModel(
+        [[function_call("mcp", SUMMARIZE, call_id="c1")], [assistant_message("done")]]
+    )
+    async with McpTools.open(sampling_model=summarizer, **workspace.adapter_kwargs()) as mcp:
+        result = await Runner.run(Agent(name="a", model=model, tools=mcp.tools), "go")
+    [summary] = _agents_outputs(result)
+    assert summary == "model said: brief"
+    assert summarizer.first_call is not None
+    assert "a long story" in repr(summarizer.first_call.input)
+
+
 async def test_openai_agents_without_elicit_declines_and_notifies(workspace: Workspace) -> None:
     workspace.write_config({"q": QUESTIONS})
     notices: list[str] = []

@@ -18,17 +18,33 @@ own tools as ``own_tools``: they lead the list, stay enabled, and MCP tools neve
 
 Results keep images (``ToolOutputImage`` with a data URL) next to text; an error result comes
 back as its text (``"Error: ..."``), which is how the SDK shows a failure to the model.
+``McpTools.open(sampling_model=model)`` answers servers' ``sampling/createMessage`` requests
+with an Agents SDK model (a ``Model`` or a model name); without it servers are not told this
+client can sample (or pass your own ``sample=`` function).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Self
+
+import mcp_types as types
 
 try:
-    from agents import FunctionTool, RunContextWrapper, ToolOutputImage, ToolOutputText
+    from agents import (
+        FunctionTool,
+        ItemHelpers,
+        Model,
+        ModelSettings,
+        ModelTracing,
+        RunContextWrapper,
+        ToolOutputImage,
+        ToolOutputText,
+    )
+    from agents.models.multi_provider import MultiProvider
     from agents.tool_context import ToolContext
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise ImportError(
@@ -36,10 +52,12 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
         "pip install 'pi-mcp-adapter[openai-agents]'"
     ) from exc
 
+from pi_mcp_adapter._errors import UsageError
 from pi_mcp_adapter.engine import (
     ImagePart,
     McpAdapter,
     NotifyLevel,
+    Sample,
     TextPart,
     ToolDefinition,
     ToolResult,
@@ -49,7 +67,7 @@ from pi_mcp_adapter.surface import SurfaceKind, Surfaces
 from ._attach import AdapterBinding
 from ._export import ExportHost
 
-__all__ = ["McpTools", "to_agents_output"]
+__all__ = ["McpTools", "sampling_with", "to_agents_output"]
 
 _log = logging.getLogger("pi_mcp_adapter")
 
@@ -149,6 +167,66 @@ class McpTools(AdapterBinding):
     def tools(self) -> list[Any]:
         """The live list to pass as ``Agent(tools=...)``."""
         return self.agents_host.function_tools
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls, *, sampling_model: Model | str | None = None, **options: Any
+    ) -> AsyncIterator[Self]:
+        """:meth:`AdapterBinding.open`, and ``sampling_model``: the Agents SDK model that
+        answers servers' sampling requests (:func:`sampling_with`)."""
+        if sampling_model is not None:
+            if options.get("sample") is not None:
+                raise UsageError("give sampling_model or sample, not both")
+            options["sample"] = sampling_with(sampling_model)
+        async with super().open(**options) as binding:
+            yield binding
+
+
+def sampling_with(model: Model | str) -> Sample:
+    """A ``sample`` function (``McpAdapter(sample=...)``) that answers a server's
+    ``sampling/createMessage`` with an Agents SDK model: the server's system prompt becomes the
+    instructions and its messages the input (text; other content is named, not passed), with
+    its ``maxTokens`` and ``temperature``; the reply's text is the answer."""
+    chosen = MultiProvider().get_model(model) if isinstance(model, str) else model
+
+    async def sample(
+        server: str, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        response = await chosen.get_response(
+            params.system_prompt,
+            _sampling_input(params),
+            ModelSettings(max_tokens=params.max_tokens, temperature=params.temperature),
+            [],
+            None,
+            [],
+            ModelTracing.DISABLED,
+            previous_response_id=None,
+            conversation_id=None,
+            prompt=None,
+        )
+        text = "".join(ItemHelpers.extract_text(item) or "" for item in response.output)
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text=text),
+            model=model if isinstance(model, str) else type(model).__name__,
+            stop_reason="endTurn",
+        )
+
+    return sample
+
+
+def _sampling_input(params: types.CreateMessageRequestParams) -> list[Any]:
+    """A server's sampling conversation as Responses-style input items."""
+    items: list[Any] = []
+    for message in params.messages:
+        contents = message.content if isinstance(message.content, list) else [message.content]
+        text = "\n".join(
+            c.text if isinstance(c, types.TextContent) else f"[{c.type} content: not passed]"
+            for c in contents
+        )
+        items.append({"role": message.role, "content": text})
+    return items
 
 
 def to_agents_output(result: ToolResult) -> AgentsOutput:
