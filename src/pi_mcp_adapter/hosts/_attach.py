@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 
-from pi_mcp_adapter.engine import Host, McpAdapter, NotifyLevel
+from pi_mcp_adapter._errors import UsageError
+from pi_mcp_adapter.engine import Host, McpAdapter, NotifyLevel, Sample
 from pi_mcp_adapter.surface import SurfaceKind, Surfaces, register_surfaces
 
 from ._answers import elicit_or_decline
@@ -54,7 +55,9 @@ class AdapterBinding:
 
     @classmethod
     @asynccontextmanager
-    async def open(cls, *, watch_config: bool = False, **options: Any) -> AsyncIterator[Self]:
+    async def open(
+        cls, *, watch_config: bool = False, sampling_model: Any = None, **options: Any
+    ) -> AsyncIterator[Self]:
         """Open an adapter (``McpAdapter(**adapter_options)``) and the binding over it; both
         close when the block ends, in the task that entered it. Options the binding's own
         constructor takes (``surface``, ``on_notify``...) go to it, the rest to the adapter.
@@ -63,7 +66,13 @@ class AdapterBinding:
         ``elicit(server, params)`` answers the forms and URLs servers ask the person for during
         a call (form defaults are filled in for fields the answer leaves out); without it they
         are declined, with a notice. ``sample(server, params)`` answers their LLM completion
-        requests; without it servers are not told this client can sample."""
+        requests; without it servers are not told this client can sample.
+        ``sampling_model`` answers them with a model of the binding's runtime instead
+        (:meth:`sampler`)."""
+        if sampling_model is not None:
+            if options.get("sample") is not None:
+                raise UsageError("give sampling_model or sample, not both")
+            options["sample"] = cls.sampler(sampling_model)
         own = set(inspect.signature(cls.__init__).parameters) - {"self", "adapter"}
         binding_options = {k: v for k, v in options.items() if k in own}
         adapter_options = {k: v for k, v in options.items() if k not in own}
@@ -91,6 +100,12 @@ class AdapterBinding:
             finally:
                 binding.close()
                 tg.cancel_scope.cancel()
+
+    @classmethod
+    def sampler(cls, model: Any) -> Sample:
+        """The ``sample`` function that answers servers' sampling requests with ``model``, a
+        model of the binding's runtime (each binding's ``sampling_with``)."""
+        raise UsageError(f"{cls.__name__} has no sampling model")
 
     async def ready(self) -> None:
         """Wait until the tools shown up front are registered: the direct tools and the tools

@@ -27,9 +27,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
-from typing import Any, Self
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import mcp_types as types
 
@@ -52,7 +51,6 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
         "pip install 'pi-mcp-adapter[openai-agents]'"
     ) from exc
 
-from pi_mcp_adapter._errors import UsageError
 from pi_mcp_adapter.engine import (
     ImagePart,
     McpAdapter,
@@ -169,18 +167,8 @@ class McpTools(AdapterBinding):
         return self.agents_host.function_tools
 
     @classmethod
-    @asynccontextmanager
-    async def open(
-        cls, *, sampling_model: Model | str | None = None, **options: Any
-    ) -> AsyncIterator[Self]:
-        """:meth:`AdapterBinding.open`, and ``sampling_model``: the Agents SDK model that
-        answers servers' sampling requests (:func:`sampling_with`)."""
-        if sampling_model is not None:
-            if options.get("sample") is not None:
-                raise UsageError("give sampling_model or sample, not both")
-            options["sample"] = sampling_with(sampling_model)
-        async with super().open(**options) as binding:
-            yield binding
+    def sampler(cls, model: Any) -> Sample:
+        return sampling_with(model)
 
 
 def sampling_with(model: Model | str) -> Sample:

@@ -26,9 +26,8 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
-from typing import Any, Self
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import mcp_types as types
 
@@ -58,7 +57,6 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
         "pip install 'pi-mcp-adapter[pydantic-ai]'"
     ) from exc
 
-from pi_mcp_adapter._errors import UsageError
 from pi_mcp_adapter.engine import (
     ImagePart,
     McpAdapter,
@@ -165,18 +163,8 @@ class McpCapability(AdapterBinding, AbstractCapability[Any]):
         self.toolset = McpToolset(self.host)
 
     @classmethod
-    @asynccontextmanager
-    async def open(
-        cls, *, sampling_model: Model | str | None = None, **options: Any
-    ) -> AsyncIterator[Self]:
-        """:meth:`AdapterBinding.open`, and ``sampling_model``: the pydantic-ai model that
-        answers servers' sampling requests (:func:`sampling_with`)."""
-        if sampling_model is not None:
-            if options.get("sample") is not None:
-                raise UsageError("give sampling_model or sample, not both")
-            options["sample"] = sampling_with(sampling_model)
-        async with super().open(**options) as binding:
-            yield binding
+    def sampler(cls, model: Any) -> Sample:
+        return sampling_with(model)
 
     # ------------------------------------------------------------------ capability hooks
 
