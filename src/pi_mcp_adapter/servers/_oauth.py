@@ -121,6 +121,12 @@ def _union_scopes(*scopes: str | None) -> str | None:
     return " ".join(seen) or None
 
 
+def _configured_issuer(entry: ServerEntry) -> str | None:
+    """The issuer ``authServerMetadataUrl`` pins for ``client_credentials``, if set."""
+    url = entry.oauth_config.auth_server_metadata_url
+    return _issuer_of(url) if url else None
+
+
 def _issuer_of(metadata_url: str) -> str:
     """The issuer a configured ``authServerMetadataUrl`` names (either form is accepted)."""
     parts = urlsplit(metadata_url)
@@ -207,6 +213,14 @@ class _StoredExpiryMixin:
 
     context: Any
     _initialized: bool
+
+    def _count_token_request(self) -> None:
+        """A ``client_credentials`` token request is about to go out: discovery replaced the
+        scope with the server's challenge, so the configured one is asked for too."""
+        self.context.client_metadata.scope = _union_scopes(
+            self._entry.oauth_config.scope, self.context.client_metadata.scope
+        )
+        self.authorization_count += 1
 
     def _setup(self, server: str, storage: ServerTokenStorage, entry: ServerEntry) -> None:
         self._server = server
@@ -565,9 +579,6 @@ class _ClientCredentialsProvider(_StoredExpiryMixin, ClientCredentialsOAuthProvi
         assert entry.url is not None
         assert oauth.client_id
         assert oauth.client_secret
-        issuer = (
-            _issuer_of(oauth.auth_server_metadata_url) if oauth.auth_server_metadata_url else None
-        )
         with warnings.catch_warnings():
             # Without a configured issuer the SDK warns that discovery picks the server; that
             # is the documented behaviour of a config without authServerMetadataUrl.
@@ -578,16 +589,12 @@ class _ClientCredentialsProvider(_StoredExpiryMixin, ClientCredentialsOAuthProvi
                 client_id=oauth.client_id,
                 client_secret=oauth.client_secret,
                 scope=oauth.scope,
-                issuer=issuer,
+                issuer=_configured_issuer(entry),
             )
         self._setup(server, storage, entry)
 
     async def _exchange_token_client_credentials(self) -> httpx2.Request:
-        # Discovery replaced the scope with the server's challenge; keep the configured one too.
-        self.context.client_metadata.scope = _union_scopes(
-            self._entry.oauth_config.scope, self.context.client_metadata.scope
-        )
-        self.authorization_count += 1
+        self._count_token_request()
         metadata = self.context.oauth_metadata
         supported = (metadata.token_endpoint_auth_methods_supported or []) if metadata else []
         info = self.context.client_info
@@ -618,9 +625,6 @@ class _PrivateKeyJwtProvider(_StoredExpiryMixin, PrivateKeyJWTOAuthProvider):
             signing_key=pem,
             signing_algorithm=oauth.client_assertion_alg or _key_algorithm(server, pem),
         )
-        issuer = (
-            _issuer_of(oauth.auth_server_metadata_url) if oauth.auth_server_metadata_url else None
-        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # as for client secrets
             super().__init__(
@@ -629,15 +633,12 @@ class _PrivateKeyJwtProvider(_StoredExpiryMixin, PrivateKeyJWTOAuthProvider):
                 client_id=oauth.client_id,
                 assertion_provider=signer.create_assertion_provider(),
                 scope=oauth.scope,
-                issuer=issuer,
+                issuer=_configured_issuer(entry),
             )
         self._setup(server, storage, entry)
 
     async def _exchange_token_client_credentials(self) -> httpx2.Request:
-        self.context.client_metadata.scope = _union_scopes(
-            self._entry.oauth_config.scope, self.context.client_metadata.scope
-        )
-        self.authorization_count += 1
+        self._count_token_request()
         return await super()._exchange_token_client_credentials()
 
 
