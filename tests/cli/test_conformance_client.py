@@ -28,6 +28,17 @@ TOOL = "test_client_elicitation_defaults"
 """The one tool the scenario's server offers; it elicits a form whose fields all have defaults."""
 
 
+def run_client_scenario(command: str, scenario: str) -> str:
+    """The suite's report of ``scenario`` with ``command`` as its client."""
+    completed = subprocess.run(
+        [str(NODE22), str(CONFORMANCE), "client", "--command", command, "--scenario", scenario],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return completed.stdout + completed.stderr
+
+
 @pytest.mark.parametrize(
     "client",
     [
@@ -36,41 +47,14 @@ TOOL = "test_client_elicitation_defaults"
     ],
 )
 def test_the_sep1034_defaults_scenario_passes(client: Path) -> None:
-    completed = subprocess.run(
-        [
-            str(NODE22),
-            str(CONFORMANCE),
-            "client",
-            "--command",
-            f"{sys.executable} {client} {TOOL}",
-            "--scenario",
-            SCENARIO,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    output = completed.stdout + completed.stderr
+    output = run_client_scenario(f"{sys.executable} {client} {TOOL}", SCENARIO)
     assert "OVERALL: PASSED" in output, output[-3000:]
     assert "Passed: 5/5" in output, output[-3000:]
 
 
 @pytest.mark.parametrize("scenario", ["initialize", "tools_call", "sse-retry"])
 def test_the_general_client_scenarios_pass_through_the_command_line(scenario: str) -> None:
-    completed = subprocess.run(
-        [
-            str(NODE22),
-            str(CONFORMANCE),
-            "client",
-            "--command",
-            f"{sys.executable} {TESTS / 'cli' / 'conformance_cli_client.py'}",
-            "--scenario",
-            scenario,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    output = completed.stdout + completed.stderr
+    client = TESTS / "cli" / "conformance_cli_client.py"
+    output = run_client_scenario(f"{sys.executable} {client}", scenario)
     assert "OVERALL: PASSED" in output, output[-3000:]
     assert " 0 failed, 0 warnings" in output, output[-3000:]
