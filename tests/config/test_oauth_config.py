@@ -196,6 +196,15 @@ def test_client_secret_from_the_environment_is_resolved_and_never_shown(machine:
         assert CANARY not in shown
 
 
+def _loaded_entry(machine: Machine, oauth: dict[str, object]) -> ServerEntry:
+    """Server ``s`` with this ``oauth`` object, loaded from the agent's config file."""
+    entry = {"url": "https://x.example", "oauth": oauth}
+    machine.write_layer("agent", {"mcpServers": {"s": entry}})
+    config = machine.load()
+    assert not config.errors, config.errors
+    return config.servers["s"]
+
+
 PEM = (
     "-----BEGIN PRIVATE KEY-----\n"
     f"MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg{CANARY}\n"
@@ -216,11 +225,7 @@ def test_a_private_key_is_resolved_and_only_its_path_is_ever_shown(
 ) -> None:
     machine.environ["APP_KEY"] = PEM
     oauth = {"grantType": "client_credentials", "clientId": "app", "clientPrivateKey": value}
-    entry = {"url": "https://x.example", "oauth": oauth}
-    machine.write_layer("agent", {"mcpServers": {"s": entry}})
-    config = machine.load()
-    assert not config.errors, config.errors
-    loaded = config.servers["s"]
+    loaded = _loaded_entry(machine, oauth)
     assert isinstance(loaded.oauth, OAuthConfig)
     expected = shown.format(home=machine.home) if shown != MASK else PEM
     assert loaded.oauth.client_private_key == expected
@@ -244,11 +249,7 @@ def test_an_identity_provider_is_read_and_its_tokens_never_shown(machine: Machin
             "idToken": "${ID_TOKEN}",
         },
     }
-    entry = {"url": "https://x.example", "oauth": oauth}
-    machine.write_layer("agent", {"mcpServers": {"s": entry}})
-    config = machine.load()
-    assert not config.errors, config.errors
-    loaded = config.servers["s"]
+    loaded = _loaded_entry(machine, oauth)
     assert isinstance(loaded.oauth, OAuthConfig)
     assert loaded.oauth.idp is not None
     assert loaded.oauth.idp.id_token == f"eyJ-{CANARY}"
