@@ -12,6 +12,10 @@ import pytest
 
 from pi_mcp_adapter._secrets import forget_secrets
 
+# Every `pi-mcp` a test starts inherits this: a warm process started on first use would outlive
+# the test (the tests of that process turn it back on).
+os.environ["PI_MCP_WARM"] = "0"
+
 
 @pytest.fixture
 def anyio_backend() -> str:

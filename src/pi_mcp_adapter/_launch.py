@@ -11,8 +11,11 @@ process would have (same configuration files, same trust decisions, same termina
 and reports its exit code, which this process exits with. Signals this process receives
 (Ctrl-C) are forwarded to the fork.
 
-Anything that keeps the hand-over from happening (no pool, a stale socket, ``PI_MCP_POOL=0``,
-a command that is not short) runs the command here as usual.
+Anything that keeps the hand-over from happening (no warm process, a stale socket,
+``PI_MCP_POOL=0``, a command that is not short) runs the command here as usual. A short command
+that finds no warm process also starts one, detached, that holds nothing but imported code (no
+server, no configuration, no secret: each command brings its own) and exits after
+``WARM_IDLE_S`` without a command; ``PI_MCP_WARM=0`` keeps it from starting.
 """
 
 from __future__ import annotations
@@ -26,20 +29,31 @@ if TYPE_CHECKING:
     import socket
 
 WARM_SOCKET_NAME = "cli.sock"
+WARM_LOCK_NAME = "warm.lock"
+"""Held (flock) by a warm process started on first use for its whole life; holds its pid."""
+WARM_IDLE_S = 600.0
+"""How long a warm process started on first use waits for a command before it exits
+(``PI_MCP_WARM_IDLE_S`` overrides it)."""
 WARM_COMMANDS = frozenset(
     {"call", "status", "tools", "search", "describe", "prompt", "connect", "reconnect", "stats"}
 )
 """Commands that end by themselves and only talk to the terminal; ``serve``, ``auth`` (a
 browser sign-in), ``init`` and the rest run here."""
 _GLOBAL_OPTIONS_WITH_VALUE = ("--config", "--agent-dir", "--project")
+_INTERPRETER_ENV = frozenset({"PATH", "HOME", "LANG", "TMPDIR", "VIRTUAL_ENV"})
 _LINE_LIMIT_BYTES = 1 << 16
 
 
 def main() -> None:
     """Run ``pi-mcp`` with ``sys.argv`` (in the warm process when it can)."""
-    code = run_warm(sys.argv[1:])
-    if code is not None:
-        sys.exit(code)
+    args = sys.argv[1:]
+    agent_dir = _warm_agent_dir(args)
+    if agent_dir is not None:
+        code = hand_over(agent_dir, args)
+        if code is not None:
+            sys.exit(code)
+        if os.environ.get("PI_MCP_WARM", "1") != "0":
+            start_warm_process(agent_dir)
     from pi_mcp_adapter.cli import main as cli_main
 
     sys.exit(cli_main())
@@ -53,11 +67,72 @@ def warm_socket_path(agent_dir: Path) -> Path:
 def run_warm(args: list[str]) -> int | None:
     """Hand ``args`` to the warm process and return the command's exit code; None when it
     cannot take the command (then nothing has run)."""
-    if os.environ.get("PI_MCP_POOL", "1") == "0":
+    agent_dir = _warm_agent_dir(args)
+    return None if agent_dir is None else hand_over(agent_dir, args)
+
+
+def start_warm_process(agent_dir: Path) -> None:
+    """Start, detached from this process and its terminal, a warm process for ``agent_dir``
+    that exits after ``WARM_IDLE_S`` without a command; nothing when one runs or is starting
+    (it holds the lock from its first instant), or when the agent dir does not exist yet."""
+    pool_dir = agent_dir / "pool"
+    if not agent_dir.is_dir() or warm_process_pid(pool_dir) is not None:
+        return
+    import contextlib
+    import subprocess
+
+    idle_s = os.environ.get("PI_MCP_WARM_IDLE_S", "") or str(WARM_IDLE_S)
+    # It only imports, so it needs only what shapes the interpreter: no secret of this
+    # command's environment lives on in it (each command sends its own).
+    environ = {
+        name: value
+        for name, value in os.environ.items()
+        if name in _INTERPRETER_ENV or name.startswith(("LC_", "PYTHON"))
+    }
+    with contextlib.suppress(OSError):  # the command runs here all the same
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from pi_mcp_adapter.cli._warm import serve_warm; "
+                "serve_warm(sys.argv[1], idle_s=float(sys.argv[2]))",
+                os.fspath(pool_dir),
+                idle_s,
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd="/",
+            env=environ,
+            start_new_session=True,  # neither the terminal's signals nor its closing reach it
+            close_fds=True,  # a caller reading this command's pipes to their end never waits
+        )
+
+
+def warm_process_pid(pool_dir: Path) -> int | None:
+    """The pid of the warm process started on first use for ``pool_dir``, None when none
+    runs (its lock is free)."""
+    import fcntl
+
+    try:
+        descriptor = os.open(pool_dir / WARM_LOCK_NAME, os.O_RDONLY)
+    except OSError:
         return None
-    agent_dir = _agent_dir_for(args)
-    if agent_dir is None:
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = os.read(descriptor, 32).decode(errors="replace").strip()
+            return int(text) if text.isdigit() else -1
+        fcntl.flock(descriptor, fcntl.LOCK_UN)
         return None
+    finally:
+        os.close(descriptor)
+
+
+def hand_over(agent_dir: Path, args: list[str]) -> int | None:
+    """Hand ``args`` to the warm process of ``agent_dir`` and return the command's exit code;
+    None when none takes the command (then nothing has run)."""
     path = warm_socket_path(agent_dir)
     if len(os.fsencode(path)) > 107 or not path.exists():
         return None
@@ -107,9 +182,22 @@ def run_warm(args: list[str]) -> int | None:
 
 
 def install_identity() -> list[str]:
-    """This interpreter and this copy of the package: a warm process of another installation
-    (another version, another virtual environment) must not run this command."""
-    return [sys.executable, os.path.dirname(os.path.abspath(__file__))]
+    """This interpreter, this copy of the package and the age of its newest file: a warm process
+    of another installation (another virtual environment), or one that imported the package
+    before it was upgraded or edited, must not run this command."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    return [sys.executable, package, str(_newest_mtime_ns(package))]
+
+
+def _newest_mtime_ns(directory: str) -> int:
+    newest = 0
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.name.endswith(".py"):
+                newest = max(newest, entry.stat().st_mtime_ns)
+            elif entry.is_dir() and entry.name != "__pycache__":
+                newest = max(newest, _newest_mtime_ns(entry.path))
+    return newest
 
 
 def _read_line(connection: socket.socket) -> dict[str, object]:
@@ -127,6 +215,13 @@ def _read_line(connection: socket.socket) -> dict[str, object]:
     if not isinstance(message, dict):
         raise ValueError("the answer is not a JSON object")
     return message
+
+
+def _warm_agent_dir(args: list[str]) -> Path | None:
+    """The agent dir whose warm process may run ``args``; None when none may."""
+    if os.environ.get("PI_MCP_POOL", "1") == "0":
+        return None
+    return _agent_dir_for(args)
 
 
 def _agent_dir_for(args: list[str]) -> Path | None:

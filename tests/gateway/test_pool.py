@@ -6,6 +6,7 @@ servers, real ``pi-mcp`` commands; psutil counts the server processes.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -14,6 +15,7 @@ import socket
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -511,3 +513,121 @@ def test_an_approval_question_of_a_warm_command_is_asked_on_the_callers_terminal
     finally:
         argv, env = terminal_command(tmp_path, "serve", "--stop")
         subprocess.run(argv, env=env, capture_output=True, timeout=60)
+
+
+# -- the warm process started on first use ------------------------------------------------------
+
+
+@pytest.fixture
+def warm_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Let `pi-mcp` commands start a warm process on first use, as they do outside tests."""
+    monkeypatch.delenv("PI_MCP_WARM")
+
+
+def warm_process_of(root: Path) -> psutil.Process:
+    """The warm process of ``root``'s agent dir, once it takes commands."""
+    socket_path = root / "agent" / "pool" / "cli.sock"
+    for _ in range(600):
+        if socket_path.exists():
+            break
+        time.sleep(0.05)
+    status = json.loads(pi_mcp(root, "status", "--json").stdout)["warmProcess"]
+    assert status is not None
+    assert socket_path.exists()
+    return psutil.Process(int(status["pid"]))
+
+
+def wait_until_gone(process: psutil.Process, timeout: float = 20) -> None:
+    _gone, alive = psutil.wait_procs([process], timeout=timeout)
+    assert alive == []
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("warm_start")
+def test_the_first_short_command_starts_a_warm_process_that_holds_no_secret_and_no_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WARM_CANARY", CANARY)
+    write_config(tmp_path / "mcp.json", {"fx": fixture_entry(env={"TOKEN": "${WARM_CANARY}"})})
+    (tmp_path / "agent").mkdir()
+    # Output captured to its end: the detached process must not hold these pipes open.
+    first = pi_mcp(tmp_path, "call", "fx_echo", '{"message": "cold"}')
+    assert (first.returncode, first.stdout) == (0, "Echo: cold\n"), first.stderr
+    process = warm_process_of(tmp_path)
+    try:
+        assert process.terminal() is None
+        assert process.cwd() == "/"
+        assert process.ppid() != os.getpid()  # detached: not a child of the test
+        assert all(CANARY not in value for value in process.environ().values())
+        lock = tmp_path / "agent" / "pool" / "warm.lock"
+        assert stat.S_IMODE(lock.stat().st_mode) == 0o600
+        assert stat.S_IMODE(lock.parent.stat().st_mode) == 0o700
+        # The next commands run in it, each with its own environment (the server gets the
+        # secret, the output does not show it); their servers are not kept.
+        code, output = warm(tmp_path, "call", "fx_env", '{"name": "TOKEN"}')
+        assert code == 0
+        assert output.strip()
+        assert CANARY not in output
+        assert warm(tmp_path, "call", "fx_echo", '{"message": "warm"}') == (0, "Echo: warm\n")
+        assert fixture_processes(process.pid) == []
+        assert f"warm process: pid {process.pid}" in pi_mcp(tmp_path, "status").stdout
+        # A second first-use start while it runs starts nothing.
+        pi_mcp(tmp_path, "tools")
+        assert warm_process_of(tmp_path).pid == process.pid
+        stopped = pi_mcp(tmp_path, "serve", "--stop")
+        assert f"stopped the warm process (pid {process.pid})" in stopped.stdout
+        wait_until_gone(process)
+        assert not (tmp_path / "agent" / "pool" / "cli.sock").exists()
+        monkeypatch.setenv("PI_MCP_WARM", "0")  # or this status would start the next one
+        assert json.loads(pi_mcp(tmp_path, "status", "--json").stdout)["warmProcess"] is None
+    finally:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("warm_start")
+def test_the_warm_process_exits_when_idle_or_when_the_package_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_config(tmp_path / "mcp.json", {"fx": fixture_entry()})
+    (tmp_path / "agent").mkdir()
+    monkeypatch.setenv("PI_MCP_WARM_IDLE_S", "1")
+    assert pi_mcp(tmp_path, "tools").returncode == 0
+    idle = warm_process_of(tmp_path)
+    wait_until_gone(idle)
+    assert not (tmp_path / "agent" / "pool" / "cli.sock").exists()
+    monkeypatch.setenv("PI_MCP_WARM_IDLE_S", "600")
+    assert pi_mcp(tmp_path, "tools").returncode == 0
+    process = warm_process_of(tmp_path)
+    try:
+        # A command from a copy of the package edited or upgraded since the warm process
+        # imported it runs by itself, and the outdated process ends.
+        newer = (
+            "import sys\n"
+            "from pi_mcp_adapter import _launch\n"
+            "current = _launch.install_identity()\n"
+            "_launch.install_identity = lambda: [*current[:2], str(int(current[2]) + 1)]\n"
+            "code = _launch.run_warm(sys.argv[1:])\n"
+            "sys.stderr.write(f'WARM {code}\\n')\n"
+        )
+        probe = subprocess.run(
+            [sys.executable, "-c", newer, "--agent-dir", str(tmp_path / "agent"), "tools"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+        )
+        assert probe.stderr.splitlines()[-1] == "WARM None", probe.stderr
+        wait_until_gone(process)
+    finally:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+
+
+def test_no_warm_process_starts_when_turned_off(tmp_path: Path) -> None:
+    write_config(tmp_path / "mcp.json", {"fx": fixture_entry()})
+    (tmp_path / "agent").mkdir()
+    assert os.environ["PI_MCP_WARM"] == "0"
+    assert pi_mcp(tmp_path, "tools").returncode == 0
+    assert not (tmp_path / "agent" / "pool").exists()

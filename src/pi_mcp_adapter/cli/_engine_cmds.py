@@ -319,7 +319,14 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
     def body(adapter: McpAdapter) -> None:
         from pi_mcp_adapter.surface._render import render_status
 
-        from ._pool_cmds import current_pool, describe_pool, pool_json, pool_tasks
+        from ._pool_cmds import (
+            current_pool,
+            describe_pool,
+            describe_warm_process,
+            pool_json,
+            pool_tasks,
+            warm_process,
+        )
         from ._project_trust import trust_json
 
         view = adapter.status()
@@ -337,6 +344,7 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
                     "runningTasks": [to_camel_keys(asdict(t)) for t in view.running_tasks],
                     "projectTrust": trust_json(adapter.config),
                     "pool": pool_json(pool),
+                    "warmProcess": warm_process(adapter.agent_dir),
                     **_shared_state_json(adapter),
                 }
             )
@@ -346,6 +354,9 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
             sys.stdout.write(cli_wording(render_status(shown)) + "\n")
             if pool is not None:
                 sys.stdout.write(describe_pool(pool) + "\n")
+            warm = warm_process(adapter.agent_dir)
+            if warm is not None:
+                sys.stdout.write(describe_warm_process(warm) + "\n")
             if adapter.shared_state is not None:
                 adapter.shared_state.ping()
                 sys.stdout.write(adapter.shared_state.describe() + "\n")

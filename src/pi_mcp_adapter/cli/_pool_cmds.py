@@ -7,14 +7,16 @@ output in ``<agent dir>/pool/pool.log``); ``--background`` returns once it answe
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pi_mcp_adapter._launch import warm_socket_path
+from pi_mcp_adapter._launch import WARM_IDLE_S, warm_process_pid, warm_socket_path
 
 from ._app import CliContext, fail
 
@@ -111,6 +113,45 @@ def stop_pool(agent_dir: Path) -> int | None:
             return pid if isinstance(pid, int) else None
         time.sleep(_POLL_S)
     raise fail(f"the server pool (pid {pid}) did not stop within {STOP_TIMEOUT_S:g} s")
+
+
+def warm_process(agent_dir: Path) -> dict[str, Any] | None:
+    """The warm process started on first use for ``agent_dir`` (``status --json``'s
+    ``warmProcess``), None when none runs."""
+    pid = warm_process_pid(warm_socket_path(agent_dir).parent)
+    if pid is None:
+        return None
+    idle_s = float(os.environ.get("PI_MCP_WARM_IDLE_S", "") or WARM_IDLE_S)
+    return {"pid": pid, "socket": str(warm_socket_path(agent_dir)), "idleExitS": idle_s}
+
+
+def describe_warm_process(warm: dict[str, Any]) -> str:
+    """One line about the warm process for ``pi-mcp status``."""
+    return (
+        f"warm process: pid {warm['pid']} (short commands start in it; it holds no server and "
+        f"exits after {warm['idleExitS']:g} s without one; PI_MCP_WARM=0 keeps it from starting)"
+    )
+
+
+def stop_warm_process(agent_dir: Path) -> int | None:
+    """Stop the warm process started on first use for ``agent_dir`` and wait until it is gone;
+    its pid, or None when none ran.
+
+    Raises:
+        typer.Exit: it did not stop in time.
+    """
+    pool_dir = warm_socket_path(agent_dir).parent
+    pid = warm_process_pid(pool_dir)
+    if pid is None or pid <= 0:
+        return None
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if warm_process_pid(pool_dir) is None:
+            return pid
+        time.sleep(_POLL_S)
+    raise fail(f"the warm process (pid {pid}) did not stop within {STOP_TIMEOUT_S:g} s")
 
 
 def _alive(pid: object) -> bool:

@@ -94,7 +94,8 @@ def serve(
         ),
     ] = False,
     stop: Annotated[
-        bool, typer.Option("--stop", help="Stop the server pool of this agent dir.")
+        bool,
+        typer.Option("--stop", help="Stop the server pool and the warm process of this agent dir."),
     ] = False,
     pool_only: Annotated[bool, typer.Option("--pool-only", hidden=True)] = False,
     warm_cli: Annotated[bool, typer.Option("--warm-cli", hidden=True)] = False,
@@ -144,13 +145,16 @@ def serve(
         sys.stdout.write(client_entry(print_config, options, context) + "\n")
         return
     if stop:
-        from ._pool_cmds import stop_pool
+        from ._pool_cmds import stop_pool, stop_warm_process
 
         stopped = stop_pool(context.agent_dir)
         if stopped is None:
             sys.stdout.write(f"no server pool runs for {context.agent_dir}\n")
         else:
             sys.stdout.write(f"stopped the server pool (pid {stopped})\n")
+        warm = stop_warm_process(context.agent_dir)
+        if warm is not None:
+            sys.stdout.write(f"stopped the warm process (pid {warm})\n")
         return
     if background:
         from ._pool_cmds import start_background

@@ -13,13 +13,15 @@ fork starts from the imported modules alone, reads its configuration, trust and 
 the client would have, and exits.
 
 Resource handling: :func:`running_warm_cli` starts the process beside a pool and stops it with
-the pool (SIGTERM, then SIGKILL after a grace period); commands still running finish on their
-own.
+the pool (SIGTERM, then SIGKILL after a grace period). Without a pool, the first short command
+starts one (``pi_mcp_adapter._launch.start_warm_process``) that ends after an idle spell or on
+SIGTERM (``pi-mcp serve --stop``). Commands still running finish on their own.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import io
 import json
 import os
@@ -27,12 +29,13 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import traceback
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from pi_mcp_adapter._launch import WARM_SOCKET_NAME, install_identity
+from pi_mcp_adapter._launch import WARM_LOCK_NAME, WARM_SOCKET_NAME, install_identity
 
 STOP_GRACE_S = 5.0
 PARENT_CHECK_INTERVAL_S = 2.0
@@ -66,24 +69,42 @@ _PRELOADED = (
 )
 """What a command would import on its way (the SDK through the connection and OAuth modules)."""
 
+_identity: list[str] = []
+"""This process's :func:`install_identity`, taken before it imported the package."""
+_lock_descriptor: int | None = None
+"""``warm.lock``, held for the life of a warm process started on first use (not by forks)."""
 _command: Any = None
 """The click command behind ``pi-mcp``, built once: typer builds it from the command functions'
 signatures, which costs more than answering a call through the pool."""
 
 
-def serve_warm(pool_dir: str) -> None:
-    """Import what commands need, then fork one process per command until SIGTERM."""
+def serve_warm(pool_dir: str, idle_s: float | None = None) -> None:
+    """Import what commands need, then fork one process per command until SIGTERM.
+
+    Beside a pool (``idle_s`` None) it also ends when the pool does. Started on first use
+    (``idle_s`` given) it holds ``warm.lock`` for its life (one per agent dir), leaves a warm
+    process that already answers alone, and ends after ``idle_s`` without a command. Either
+    ends when its socket is taken over (a pool started since) or removed.
+    """
     import importlib
 
-    global _command
+    global _command, _identity
 
+    directory = Path(pool_dir)
+    if idle_s is not None and not _lock_for_life(directory):
+        return
+    path = directory / WARM_SOCKET_NAME
+    if idle_s is not None and _answers(path):
+        return
+    # Before the imports: code that changes while they run makes this process refuse commands
+    # (they run cold) rather than run what it did not import.
+    _identity = install_identity()
     for module in _PRELOADED:
         with contextlib.suppress(ImportError):
             importlib.import_module(module)
     from pi_mcp_adapter.cli import build_command
 
     _command = build_command()
-    path = Path(pool_dir) / WARM_SOCKET_NAME
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -92,36 +113,86 @@ def serve_warm(pool_dir: str) -> None:
         listener.bind(os.fspath(path))
     finally:
         os.umask(previous)
+    bound = os.stat(path).st_ino
     listener.listen(64)
-    # Woken now and then to notice a pool that died without stopping this process.
+    # Woken now and then to notice a pool that died without stopping this process, an idle
+    # spell that has lasted, or a socket that is not this process's any more.
     listener.settimeout(PARENT_CHECK_INTERVAL_S)
     parent = os.getppid()
+    last_command = time.monotonic()
     # Forks are reaped by the kernel: nothing here waits for them.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit_quietly)
     try:
-        while os.getppid() == parent:
+        while _socket_inode(path) == bound:
+            if idle_s is None and os.getppid() != parent:
+                break
+            if idle_s is not None and time.monotonic() - last_command > idle_s:
+                break
             try:
                 connection, _address = listener.accept()
             except TimeoutError:
                 continue
+            last_command = time.monotonic()
             try:
-                _take(connection, listener)
+                outdated = _take(connection, listener)
             except Exception:  # one broken request must not stop the others
+                outdated = False
                 traceback.print_exc()
             finally:
                 connection.close()
+            if outdated and idle_s is not None:
+                break  # the next command starts a warm process with the package as it is now
     finally:
         listener.close()
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        if _socket_inode(path) == bound:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+
+def _lock_for_life(directory: Path) -> bool:
+    """Take ``warm.lock`` in ``directory`` (created 0700) and write this pid into it; False when
+    another process holds it."""
+    global _lock_descriptor
+
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    descriptor = os.open(directory / WARM_LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        return False
+    os.ftruncate(descriptor, 0)
+    os.write(descriptor, f"{os.getpid()}\n".encode())
+    _lock_descriptor = descriptor
+    return True
+
+
+def _answers(path: Path) -> bool:
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(os.fspath(path))
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
+
+
+def _socket_inode(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
 
 
 def _exit_quietly(_signum: int, _frame: object) -> None:
     raise SystemExit(0)
 
 
-def _take(connection: socket.socket, listener: socket.socket) -> None:
+def _take(connection: socket.socket, listener: socket.socket) -> bool:
+    """Run one command in a fork; True when the client's copy of the package is newer than the
+    one this process imported (its command was refused)."""
     connection.settimeout(10)
     message, fds, _flags, _address = socket.recv_fds(connection, 1 << 16, 3)
     data = message
@@ -129,19 +200,25 @@ def _take(connection: socket.socket, listener: socket.socket) -> None:
         while b"\n" not in data:
             chunk = connection.recv(1 << 16)
             if not chunk or len(data) > _REQUEST_LIMIT_BYTES:
-                return
+                return False
             data += chunk
         request = json.loads(data.partition(b"\n")[0])
         if len(fds) != 3 or not isinstance(request, dict):
-            return
-        if request.get("install") != install_identity():
-            # Another installation's command: the client runs it itself.
+            return False
+        install = request.get("install")
+        if install != _identity:
+            # Another installation's command, or this one's after an upgrade or an edit: the
+            # client runs it itself.
             connection.sendall(b'{"refused": "another installation"}\n')
-            return
+            return isinstance(install, list) and install[:2] == _identity[:2]
         pid = os.fork()
         if pid == 0:
             listener.close()
+            if _lock_descriptor is not None:
+                # A long command must not keep the next warm process from starting.
+                os.close(_lock_descriptor)
             _run_in_fork(connection, request, fds)  # never returns
+        return False
     finally:
         for fd in fds:
             os.close(fd)
