@@ -11,9 +11,12 @@ over the rounds and its ratio to the floor, and the median CPU time (user + syst
 ratio: on a shared machine CPU time is what a command costs, wall time adds waiting for a
 core. Targets (wall): search <= 2.5x; status, tools and describe <= 2x; --help <= 1.5x.
 
-Then the four cache-only commands again with a background pool running (``pi-mcp serve
---background``): the entry point hands them to the pool's warm process, which runs each in a
-fork. Their CPU column counts only the process you start (the fork is not its child).
+The cache-only commands run three ways: with no warm process (``PI_MCP_WARM=0``, which is
+also what the first short command in an agent dir costs), as they run by default (the first
+command started a warm process, which has the CLI, the engine and the SDK imported and runs each
+later command in a fork), and with a background pool running (``pi-mcp serve --background``,
+whose warm process does the same). Their CPU column counts only the process you start (the fork
+is not its child).
 
 Usage: .venv/bin/python bench/bench_cli_start.py [--rounds N]
 """
@@ -38,7 +41,6 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "mcp_fixture.py"
 FLOOR = "floor: import typer, pydantic"
 TARGETS = {"--help": 1.5, "search": 2.5, "describe": 2.0, "status": 2.0, "tools": 2.0}
-POOLED = ("search", "describe", "status", "tools")
 TYPER_COMMAND = """
 import sys
 from typing import Annotated
@@ -89,35 +91,59 @@ def main() -> None:
         }
         (home / "agent" / "mcp.json").write_text(json.dumps(config))
         env = {**os.environ, "HOME": str(home), "PI_CODING_AGENT_DIR": str(home / "agent")}
+        env.pop("PI_MCP_WARM", None)
         # As an installed package would be: with bytecode caches (pip writes them at install).
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         pi_mcp = [python, "-m", "pi_mcp_adapter", "--project", str(home / "project")]
+        cold_env = {**env, "PI_MCP_WARM": "0"}
         # Warm: the server listed into the metadata cache, the tools' vectors written.
-        subprocess.run([*pi_mcp, "tools"], env=env, check=True, stdout=subprocess.DEVNULL)
-        subprocess.run([*pi_mcp, "search", "x"], env=env, check=True, stdout=subprocess.DEVNULL)
+        for warm_up in (["tools"], ["search", "x"]):
+            subprocess.run([*pi_mcp, *warm_up], env=cold_env, check=True, stdout=subprocess.DEVNULL)
         cases: dict[str, list[str]] = {
             "bare interpreter": [python, "-c", "pass"],
             FLOOR: [python, "-c", "import typer, pydantic"],
             "typer command validating one model": [python, "-c", TYPER_COMMAND, "show", "x"],
             "--help": [*pi_mcp, "--help"],
             "--version": [*pi_mcp, "--version"],
+        }
+        commands = {
             "search": [*pi_mcp, "search", "echo tool", "--limit", "3"],
             "describe": [*pi_mcp, "describe", "fx_echo"],
             "status": [*pi_mcp, "status"],
             "tools": [*pi_mcp, "tools"],
         }
-        walls, cpus = run_rounds(cases, env, options.rounds)
-        # The same commands with a background pool running: its warm process, which has the
-        # CLI, the engine and the SDK imported, runs each command in a fork (docs/pool.md).
-        subprocess.run([*pi_mcp, "serve", "--background"], env=env, check=True, capture_output=True)
+        cases |= {f"{name}, no warm process": argv for name, argv in commands.items()}
+        walls, cpus = run_rounds(cases, cold_env, options.rounds)
+        # As commands run by default: the first one started the warm process.
+        subprocess.run([*pi_mcp, "status"], env=env, check=True, stdout=subprocess.DEVNULL)
+        wait_for(home / "agent" / "pool" / "cli.sock")
+        try:
+            warm_cases = {FLOOR: cases[FLOOR]} | {
+                f"{name}, default (warm process)": argv for name, argv in commands.items()
+            }
+            warm_walls, warm_cpus = run_rounds(warm_cases, env, options.rounds)
+        finally:
+            subprocess.run([*pi_mcp, "serve", "--stop"], env=cold_env, capture_output=True)
+        # The same commands with a background pool running, whose warm process does the same.
+        subprocess.run(
+            [*pi_mcp, "serve", "--background"], env=cold_env, check=True, capture_output=True
+        )
         try:
             pooled_cases = {FLOOR: cases[FLOOR]} | {
-                f"{name}, pool running": cases[name] for name in POOLED
+                f"{name}, pool running": argv for name, argv in commands.items()
             }
-            pooled_walls, pooled_cpus = run_rounds(pooled_cases, env, options.rounds)
+            pooled_walls, pooled_cpus = run_rounds(pooled_cases, cold_env, options.rounds)
         finally:
-            subprocess.run([*pi_mcp, "serve", "--stop"], env=env, capture_output=True)
+            subprocess.run([*pi_mcp, "serve", "--stop"], env=cold_env, capture_output=True)
     report(f"CLI start, median of {options.rounds} rounds", cases, walls, cpus)
+    print()
+    report(
+        f"CLI start as commands run by default (a warm process started by the first), median "
+        f"of {options.rounds} rounds",
+        warm_cases,
+        warm_walls,
+        warm_cpus,
+    )
     print()
     report(
         f"CLI start with a background pool (pi-mcp serve --background), median of "
@@ -126,6 +152,14 @@ def main() -> None:
         pooled_walls,
         pooled_cpus,
     )
+
+
+def wait_for(path: Path, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{path} did not appear within {timeout_s:g} s")
+        time.sleep(0.05)
 
 
 def run_rounds(
@@ -161,7 +195,7 @@ def report(
         median = statistics.median(walls[name])
         p90 = sorted(walls[name])[int(0.9 * (len(walls[name]) - 1))]
         cpu = statistics.median(cpus[name])
-        target = TARGETS.get(name.removesuffix(", pool running"))
+        target = TARGETS.get(name.partition(",")[0])
         verdict = ""
         if target is not None:
             verdict = f"<= {target}x: {'met' if median / floor <= target else 'NOT met'}"

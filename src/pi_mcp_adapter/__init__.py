@@ -26,41 +26,64 @@ to register and never reaches past the engine.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
-from ._errors import (
-    AmbiguousToolError,
-    ConfigError,
-    ConnectionLostError,
-    ConnectTimeoutError,
-    HttpStatusError,
-    McpAdapterError,
-    NeedsAuthError,
-    NotMcpError,
-    RequestTimeoutError,
-    ServerBackoffError,
-    ServerDisabledError,
-    ServerNotConfiguredError,
-    ServerReportedError,
-    ServerStartError,
-    ServerUnavailableError,
-    ServerUntrustedError,
-    ToolLookupError,
-    ToolNotFoundError,
-    UsageError,
-)
-
+# Not `typing.TYPE_CHECKING`: the `pi-mcp` entry point imports this package before it hands a
+# command to the warm process, which needs the standard library's sockets and nothing more.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from pi_mcp_adapter.catalog import ToolInfo
     from pi_mcp_adapter.config import ServerEntry, Settings
 
+    from ._errors import (
+        AmbiguousToolError,
+        ConfigError,
+        ConnectionLostError,
+        ConnectTimeoutError,
+        HttpStatusError,
+        McpAdapterError,
+        NeedsAuthError,
+        NotMcpError,
+        RequestTimeoutError,
+        ServerBackoffError,
+        ServerDisabledError,
+        ServerNotConfiguredError,
+        ServerReportedError,
+        ServerStartError,
+        ServerUnavailableError,
+        ServerUntrustedError,
+        ToolLookupError,
+        ToolNotFoundError,
+        UsageError,
+    )
     from .engine import Host, McpAdapter, Question, ToolDefinition, ToolResult
 
 __version__ = "0.1.0"
 
 # Loaded on first access (PEP 562): `pi-mcp --help` and `--version` import this package and
-# must not pay for pydantic models, the engine or the MCP SDK.
+# must not pay for pydantic models, the engine or the MCP SDK, nor a hand-over to the warm
+# process for the errors' imports.
 _LAZY = {
+    "AmbiguousToolError": "._errors",
+    "ConfigError": "._errors",
+    "ConnectionLostError": "._errors",
+    "ConnectTimeoutError": "._errors",
+    "HttpStatusError": "._errors",
+    "McpAdapterError": "._errors",
+    "NeedsAuthError": "._errors",
+    "NotMcpError": "._errors",
+    "RequestTimeoutError": "._errors",
+    "ServerBackoffError": "._errors",
+    "ServerDisabledError": "._errors",
+    "ServerNotConfiguredError": "._errors",
+    "ServerReportedError": "._errors",
+    "ServerStartError": "._errors",
+    "ServerUnavailableError": "._errors",
+    "ServerUntrustedError": "._errors",
+    "ToolLookupError": "._errors",
+    "ToolNotFoundError": "._errors",
+    "UsageError": "._errors",
     "Host": ".engine",
     "McpAdapter": ".engine",
     "Question": ".engine",
