@@ -35,7 +35,7 @@ def _pi_mcp(root: Path, config: Path, *args: str) -> subprocess.CompletedProcess
         text=True,
         timeout=60,
         cwd=root,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(root)},
+        env={"PATH": "/usr/bin:/bin", "HOME": str(root), "PI_MCP_WARM": "0"},
     )
 
 
