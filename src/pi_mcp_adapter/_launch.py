@@ -76,7 +76,10 @@ def start_warm_process(agent_dir: Path) -> None:
     that exits after ``WARM_IDLE_S`` without a command; nothing when one runs or is starting
     (it holds the lock from its first instant), or when the agent dir does not exist yet."""
     pool_dir = agent_dir / "pool"
-    if not agent_dir.is_dir() or warm_process_pid(pool_dir) is not None:
+    socket_path = warm_socket_path(agent_dir)
+    if len(os.fsencode(socket_path)) > 107 or not agent_dir.is_dir():
+        return  # no socket could be bound there
+    if warm_process_pid(pool_dir) is not None:
         return
     import contextlib
     import subprocess
@@ -94,8 +97,8 @@ def start_warm_process(agent_dir: Path) -> None:
             [
                 sys.executable,
                 "-c",
-                "import sys; from pi_mcp_adapter.cli._warm import serve_warm; "
-                "serve_warm(sys.argv[1], idle_s=float(sys.argv[2]))",
+                "import sys; from pi_mcp_adapter._launch import serve_warm_on_first_use; "
+                "serve_warm_on_first_use(sys.argv[1], float(sys.argv[2]))",
                 os.fspath(pool_dir),
                 idle_s,
             ],
@@ -107,6 +110,42 @@ def start_warm_process(agent_dir: Path) -> None:
             start_new_session=True,  # neither the terminal's signals nor its closing reach it
             close_fds=True,  # a caller reading this command's pipes to their end never waits
         )
+
+
+def serve_warm_on_first_use(pool_dir: str, idle_s: float) -> None:
+    """Be the warm process a short command started: hold ``warm.lock`` for life (one per agent
+    dir), then serve until ``idle_s`` pass without a command. Nothing when another holds the
+    lock or a warm process answers already; both are checked before the CLI is imported, so a
+    process started in vain costs little."""
+    import fcntl
+
+    os.makedirs(pool_dir, mode=0o700, exist_ok=True)
+    descriptor = os.open(os.path.join(pool_dir, WARM_LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        return
+    os.ftruncate(descriptor, 0)
+    os.write(descriptor, f"{os.getpid()}\n".encode())
+    if _answers(os.path.join(pool_dir, WARM_SOCKET_NAME)):
+        return  # a pool's warm process
+    from pi_mcp_adapter.cli._warm import serve_warm
+
+    serve_warm(pool_dir, idle_s=idle_s, lock_descriptor=descriptor)
+
+
+def _answers(path: str) -> bool:
+    import socket
+
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
 
 
 def warm_process_pid(pool_dir: Path) -> int | None:

@@ -21,7 +21,6 @@ SIGTERM (``pi-mcp serve --stop``). Commands still running finish on their own.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import io
 import json
 import os
@@ -35,7 +34,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from pi_mcp_adapter._launch import WARM_LOCK_NAME, WARM_SOCKET_NAME, install_identity
+from pi_mcp_adapter._launch import WARM_SOCKET_NAME, install_identity
 
 STOP_GRACE_S = 5.0
 PARENT_CHECK_INTERVAL_S = 2.0
@@ -72,31 +71,30 @@ _PRELOADED = (
 _identity: list[str] = []
 """This process's :func:`install_identity`, taken before it imported the package."""
 _lock_descriptor: int | None = None
-"""``warm.lock``, held for the life of a warm process started on first use (not by forks)."""
+"""``warm.lock``, held for the life of a warm process started on first use (closed in forks)."""
 _command: Any = None
 """The click command behind ``pi-mcp``, built once: typer builds it from the command functions'
 signatures, which costs more than answering a call through the pool."""
 
 
-def serve_warm(pool_dir: str, idle_s: float | None = None) -> None:
+def serve_warm(
+    pool_dir: str, idle_s: float | None = None, lock_descriptor: int | None = None
+) -> None:
     """Import what commands need, then fork one process per command until SIGTERM.
 
     Beside a pool (``idle_s`` None) it also ends when the pool does. Started on first use
-    (``idle_s`` given) it holds ``warm.lock`` for its life (one per agent dir), leaves a warm
-    process that already answers alone, and ends after ``idle_s`` without a command. Either
+    (``idle_s`` given, by ``pi_mcp_adapter._launch.serve_warm_on_first_use``, which holds
+    ``lock_descriptor``: ``warm.lock``) it ends after ``idle_s`` without a command. Either
     ends when its socket is taken over (a pool started since) or removed.
     """
     import importlib
 
-    global _command, _identity
+    global _command, _identity, _lock_descriptor
 
+    _lock_descriptor = lock_descriptor
     directory = Path(pool_dir)
-    if idle_s is not None and not _lock_for_life(directory):
-        return
     path = directory / WARM_SOCKET_NAME
-    if idle_s is not None and _answers(path):
-        return
-    # Before the imports: code that changes while they run makes this process refuse commands
+    # Before most imports: code that changes while they run makes this process refuse commands
     # (they run cold) rather than run what it did not import.
     _identity = install_identity()
     for module in _PRELOADED:
@@ -148,35 +146,6 @@ def serve_warm(pool_dir: str, idle_s: float | None = None) -> None:
         if _socket_inode(path) == bound:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
-
-
-def _lock_for_life(directory: Path) -> bool:
-    """Take ``warm.lock`` in ``directory`` (created 0700) and write this pid into it; False when
-    another process holds it."""
-    global _lock_descriptor
-
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    descriptor = os.open(directory / WARM_LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(descriptor)
-        return False
-    os.ftruncate(descriptor, 0)
-    os.write(descriptor, f"{os.getpid()}\n".encode())
-    _lock_descriptor = descriptor
-    return True
-
-
-def _answers(path: Path) -> bool:
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.connect(os.fspath(path))
-    except OSError:
-        return False
-    finally:
-        probe.close()
-    return True
 
 
 def _socket_inode(path: Path) -> int | None:
