@@ -1,15 +1,15 @@
-"""The ``pi-mcp`` entry point: a short command runs in the server pool's warm process when one
-serves the agent dir, else here.
+"""The ``pi-mcp`` entry point: a short command runs in a warm process of the agent dir when one
+serves it, else here.
 
 Starting Python and importing the CLI, the engine and the MCP SDK costs several times more than
-answering a call through the pool. While a pool runs (``pi-mcp serve``), it keeps a process
-with all of that imported (``pi_mcp_adapter.cli._warm``); this entry point, which imports
+answering a call through the pool. A warm process (``pi_mcp_adapter.cli._warm``, started by the
+first short command or beside a pool) has all of that imported; this entry point, which imports
 nothing but the standard library, hands it the command line, the working directory, the
-environment, the umask and its own stdin, stdout and stderr (passed as file descriptors over
-the pool's private socket). The warm process forks; the fork runs the command exactly as this
-process would have (same configuration files, same trust decisions, same terminal for questions)
-and reports its exit code, which this process exits with. Signals this process receives
-(Ctrl-C) are forwarded to the fork.
+environment, the umask and its own stdin, stdout and stderr (passed as file descriptors over a
+private socket). The warm process forks; the fork runs the command exactly as this process
+would have (same configuration files, same trust decisions, same terminal for questions) and
+reports its exit code, which this process exits with. Signals this process receives (Ctrl-C)
+are forwarded to the fork.
 
 Anything that keeps the hand-over from happening (no warm process, a stale socket,
 ``PI_MCP_POOL=0``, a command that is not short) runs the command here as usual. A short command
@@ -23,8 +23,8 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # not typing's: importing typing costs more than the hand-over needs
 if TYPE_CHECKING:
     import socket
 
