@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 
 WARM_SOCKET_NAME = "cli.sock"
 WARM_LOCK_NAME = "warm.lock"
-"""Held (flock) by a warm process started on first use for its whole life; holds its pid."""
+"""Held (flock) by a warm process started on first use for its whole life; holds its pid and
+its idle timeout in seconds."""
 WARM_IDLE_S = 600.0
 """How long a warm process started on first use waits for a command before it exits
 (``PI_MCP_WARM_IDLE_S`` overrides it)."""
@@ -127,7 +128,7 @@ def serve_warm_on_first_use(pool_dir: str, idle_s: float) -> None:
         os.close(descriptor)
         return
     os.ftruncate(descriptor, 0)
-    os.write(descriptor, f"{os.getpid()}\n".encode())
+    os.write(descriptor, f"{os.getpid()} {idle_s:g}\n".encode())
     if _answers(os.path.join(pool_dir, WARM_SOCKET_NAME)):
         return  # a pool's warm process
     from pi_mcp_adapter.cli._warm import serve_warm
@@ -161,8 +162,8 @@ def warm_process_pid(pool_dir: Path) -> int | None:
         try:
             fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            text = os.read(descriptor, 32).decode(errors="replace").strip()
-            return int(text) if text.isdigit() else -1
+            text = os.read(descriptor, 64).decode(errors="replace").split()
+            return int(text[0]) if text and text[0].isdigit() else -1
         fcntl.flock(descriptor, fcntl.LOCK_UN)
         return None
     finally:

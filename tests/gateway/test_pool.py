@@ -601,6 +601,10 @@ def test_the_warm_process_exits_when_idle_or_when_the_package_changed(
     assert pi_mcp(tmp_path, "tools").returncode == 0
     process = warm_process_of(tmp_path)
     try:
+        # Status reports the running process's own timeout, not the asking environment's.
+        monkeypatch.setenv("PI_MCP_WARM_IDLE_S", "5")
+        shown = json.loads(pi_mcp(tmp_path, "status", "--json").stdout)["warmProcess"]
+        assert shown["idleExitS"] == 600
         # A command from a copy of the package edited or upgraded since the warm process
         # imported it runs by itself, and the outdated process ends.
         newer = (

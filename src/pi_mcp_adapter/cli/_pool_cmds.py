@@ -16,7 +16,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pi_mcp_adapter._launch import WARM_IDLE_S, warm_process_pid, warm_socket_path
+from pi_mcp_adapter._launch import (
+    WARM_IDLE_S,
+    WARM_LOCK_NAME,
+    warm_process_pid,
+    warm_socket_path,
+)
 
 from ._app import CliContext, fail
 
@@ -118,10 +123,13 @@ def stop_pool(agent_dir: Path) -> int | None:
 def warm_process(agent_dir: Path) -> dict[str, Any] | None:
     """The warm process started on first use for ``agent_dir`` (``status --json``'s
     ``warmProcess``), None when none runs."""
-    pid = warm_process_pid(warm_socket_path(agent_dir).parent)
+    pool_dir = warm_socket_path(agent_dir).parent
+    pid = warm_process_pid(pool_dir)
     if pid is None:
         return None
-    idle_s = float(os.environ.get("PI_MCP_WARM_IDLE_S", "") or WARM_IDLE_S)
+    idle_s = WARM_IDLE_S
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        idle_s = float((pool_dir / WARM_LOCK_NAME).read_text().split()[1])
     return {"pid": pid, "socket": str(warm_socket_path(agent_dir)), "idleExitS": idle_s}
 
 
