@@ -117,41 +117,44 @@ def main() -> None:
         # As commands run by default: the first one started the warm process.
         subprocess.run([*pi_mcp, "status"], env=env, check=True, stdout=subprocess.DEVNULL)
         wait_for(home / "agent" / "pool" / "cli.sock")
-        try:
-            warm_cases = {FLOOR: cases[FLOOR]} | {
-                f"{name}, default (warm process)": argv for name, argv in commands.items()
-            }
-            warm_walls, warm_cpus = run_rounds(warm_cases, env, options.rounds)
-        finally:
-            subprocess.run([*pi_mcp, "serve", "--stop"], env=cold_env, capture_output=True)
+        stop = [*pi_mcp, "serve", "--stop"]
+        warm = rounds_beside(", default (warm process)", commands, cases, env, stop, options)
         # The same commands with a background pool running, whose warm process does the same.
         subprocess.run(
             [*pi_mcp, "serve", "--background"], env=cold_env, check=True, capture_output=True
         )
-        try:
-            pooled_cases = {FLOOR: cases[FLOOR]} | {
-                f"{name}, pool running": argv for name, argv in commands.items()
-            }
-            pooled_walls, pooled_cpus = run_rounds(pooled_cases, cold_env, options.rounds)
-        finally:
-            subprocess.run([*pi_mcp, "serve", "--stop"], env=cold_env, capture_output=True)
+        pooled = rounds_beside(", pool running", commands, cases, cold_env, stop, options)
     report(f"CLI start, median of {options.rounds} rounds", cases, walls, cpus)
     print()
     report(
         f"CLI start as commands run by default (a warm process started by the first), median "
         f"of {options.rounds} rounds",
-        warm_cases,
-        warm_walls,
-        warm_cpus,
+        *warm,
     )
     print()
     report(
         f"CLI start with a background pool (pi-mcp serve --background), median of "
         f"{options.rounds} rounds",
-        pooled_cases,
-        pooled_walls,
-        pooled_cpus,
+        *pooled,
     )
+
+
+def rounds_beside(
+    suffix: str,
+    commands: dict[str, list[str]],
+    cases: dict[str, list[str]],
+    env: dict[str, str],
+    stop: list[str],
+    options: argparse.Namespace,
+) -> tuple[dict[str, list[str]], dict[str, list[float]], dict[str, list[float]]]:
+    """The commands' rounds (and the floor's, in the same rounds) while a warm process runs;
+    ``stop`` ends it afterwards."""
+    try:
+        named = {FLOOR: cases[FLOOR]} | {name + suffix: argv for name, argv in commands.items()}
+        walls, cpus = run_rounds(named, env, options.rounds)
+    finally:
+        subprocess.run(stop, env={**env, "PI_MCP_WARM": "0"}, capture_output=True)
+    return named, walls, cpus
 
 
 def wait_for(path: Path, timeout_s: float = 60.0) -> None:
