@@ -43,6 +43,9 @@ browser sign-in), ``init`` and the rest run here."""
 _GLOBAL_OPTIONS_WITH_VALUE = ("--config", "--agent-dir", "--project")
 _INTERPRETER_ENV = frozenset({"PATH", "HOME", "LANG", "TMPDIR", "VIRTUAL_ENV"})
 _LINE_LIMIT_BYTES = 1 << 16
+SUN_PATH_LIMIT = 107
+"""The longest socket path ``bind`` and ``connect`` take on Linux (108 bytes with the final
+NUL)."""
 
 
 def main() -> None:
@@ -77,10 +80,9 @@ def start_warm_process(agent_dir: Path) -> None:
     that exits after ``WARM_IDLE_S`` without a command; nothing when one runs or is starting
     (it holds the lock from its first instant), or when the agent dir does not exist yet."""
     pool_dir = agent_dir / "pool"
-    socket_path = warm_socket_path(agent_dir)
-    if len(os.fsencode(socket_path)) > 107 or not agent_dir.is_dir():
+    if not socket_path_fits(warm_socket_path(agent_dir)) or not agent_dir.is_dir():
         return  # no socket could be bound there
-    if warm_process_pid(pool_dir) is not None:
+    if running_warm_process(pool_dir) is not None:
         return
     import contextlib
     import subprocess
@@ -149,9 +151,9 @@ def _answers(path: str) -> bool:
     return True
 
 
-def warm_process_pid(pool_dir: Path) -> int | None:
-    """The pid of the warm process started on first use for ``pool_dir``, None when none
-    runs (its lock is free)."""
+def running_warm_process(pool_dir: Path) -> tuple[int, float] | None:
+    """The pid and idle timeout of the warm process started on first use for ``pool_dir``
+    (pid -1 when its lock holds none yet), None when none runs (its lock is free)."""
     import fcntl
 
     try:
@@ -162,19 +164,29 @@ def warm_process_pid(pool_dir: Path) -> int | None:
         try:
             fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            text = os.read(descriptor, 64).decode(errors="replace").split()
-            return int(text[0]) if text and text[0].isdigit() else -1
+            fields = os.read(descriptor, 64).decode(errors="replace").split()
+            pid = int(fields[0]) if fields and fields[0].isdigit() else -1
+            try:
+                idle_s = float(fields[1])
+            except (IndexError, ValueError):
+                idle_s = WARM_IDLE_S
+            return pid, idle_s
         fcntl.flock(descriptor, fcntl.LOCK_UN)
         return None
     finally:
         os.close(descriptor)
 
 
+def socket_path_fits(path: Path) -> bool:
+    """Whether a Unix socket can be bound or reached at ``path`` (its length)."""
+    return len(os.fsencode(path)) <= SUN_PATH_LIMIT
+
+
 def hand_over(agent_dir: Path, args: list[str]) -> int | None:
     """Hand ``args`` to the warm process of ``agent_dir`` and return the command's exit code;
     None when none takes the command (then nothing has run)."""
     path = warm_socket_path(agent_dir)
-    if len(os.fsencode(path)) > 107 or not path.exists():
+    if not socket_path_fits(path) or not path.exists():
         return None
     # Only now: --help, --version and every run without a pool pay nothing for these.
     import contextlib

@@ -16,12 +16,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pi_mcp_adapter._launch import (
-    WARM_IDLE_S,
-    WARM_LOCK_NAME,
-    warm_process_pid,
-    warm_socket_path,
-)
+from pi_mcp_adapter._launch import running_warm_process, warm_socket_path
 
 from ._app import CliContext, fail
 
@@ -123,14 +118,12 @@ def stop_pool(agent_dir: Path) -> int | None:
 def warm_process(agent_dir: Path) -> dict[str, Any] | None:
     """The warm process started on first use for ``agent_dir`` (``status --json``'s
     ``warmProcess``), None when none runs."""
-    pool_dir = warm_socket_path(agent_dir).parent
-    pid = warm_process_pid(pool_dir)
-    if pid is None:
+    socket_path = warm_socket_path(agent_dir)
+    running = running_warm_process(socket_path.parent)
+    if running is None:
         return None
-    idle_s = WARM_IDLE_S
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        idle_s = float((pool_dir / WARM_LOCK_NAME).read_text().split()[1])
-    return {"pid": pid, "socket": str(warm_socket_path(agent_dir)), "idleExitS": idle_s}
+    pid, idle_s = running
+    return {"pid": pid, "socket": str(socket_path), "idleExitS": idle_s}
 
 
 def describe_warm_process(warm: dict[str, Any]) -> str:
@@ -149,14 +142,15 @@ def stop_warm_process(agent_dir: Path) -> int | None:
         typer.Exit: it did not stop in time.
     """
     pool_dir = warm_socket_path(agent_dir).parent
-    pid = warm_process_pid(pool_dir)
-    if pid is None or pid <= 0:
+    running = running_warm_process(pool_dir)
+    if running is None or running[0] <= 0:
         return None
+    pid = running[0]
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT_S
     while time.monotonic() < deadline:
-        if warm_process_pid(pool_dir) is None:
+        if running_warm_process(pool_dir) is None:
             return pid
         time.sleep(_POLL_S)
     raise fail(f"the warm process (pid {pid}) did not stop within {STOP_TIMEOUT_S:g} s")

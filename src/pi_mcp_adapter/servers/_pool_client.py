@@ -36,6 +36,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from pi_mcp_adapter._launch import socket_path_fits
 from pi_mcp_adapter.config import ServerEntry
 
 __all__ = [
@@ -59,8 +60,6 @@ HELLO_ANSWER_TIMEOUT_S = 120.0
 """The pool answers once the server is connected, which may include starting it: bounded by
 the server's own start-up timeout on the pool's side; this only guards against a pool that
 accepted the connection and hangs."""
-_SUN_PATH_LIMIT = 107
-"""The longest socket path ``connect`` takes on Linux (108 bytes with the final NUL)."""
 
 
 class PoolRefusedError(Exception):
@@ -115,7 +114,7 @@ def server_fingerprint(entry: ServerEntry, *, cwd: Path | str | None = None) -> 
 def pool_is_offered(agent_dir: Path) -> bool:
     """Whether a pool socket exists for ``agent_dir`` (one stat; it may still be stale)."""
     path = pool_socket_path(agent_dir)
-    return len(os.fsencode(path)) <= _SUN_PATH_LIMIT and path.exists()
+    return socket_path_fits(path) and path.exists()
 
 
 async def read_hello_line(stream: anyio.abc.ByteStream) -> tuple[dict[str, Any], bytes]:
