@@ -635,3 +635,25 @@ def test_no_warm_process_starts_when_turned_off(tmp_path: Path) -> None:
     assert os.environ["PI_MCP_WARM"] == "0"
     assert pi_mcp(tmp_path, "tools").returncode == 0
     assert not (tmp_path / "agent" / "pool").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("warm_start")
+def test_a_background_pool_takes_over_from_the_warm_process_started_on_first_use(
+    tmp_path: Path,
+) -> None:
+    write_config(tmp_path / "mcp.json", {"fx": fixture_entry()})
+    (tmp_path / "agent").mkdir()
+    assert pi_mcp(tmp_path, "tools").returncode == 0
+    first_use = warm_process_of(tmp_path)
+    try:
+        with background_pool(tmp_path):
+            # The pool's own warm process holds the socket now; the other one ends.
+            wait_until_gone(first_use)
+            assert warm(tmp_path, "call", "fx_echo", '{"message": "pool"}') == (
+                0,
+                "Echo: pool\n",
+            )
+    finally:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            first_use.kill()
