@@ -24,17 +24,20 @@ import os
 import sys
 from pathlib import Path
 
+from pi_mcp_adapter._warm_process import (
+    WARM_IDLE_S,
+    WARM_LOCK_NAME,
+    WARM_SOCKET_NAME,
+    install_identity,
+    running_warm_process,
+    socket_path_fits,
+    warm_socket_path,
+)
+
 TYPE_CHECKING = False  # not typing's: importing typing costs more than the hand-over needs
 if TYPE_CHECKING:
     import socket
 
-WARM_SOCKET_NAME = "cli.sock"
-WARM_LOCK_NAME = "warm.lock"
-"""Held (flock) by a warm process started on first use for its whole life; holds its pid and
-its idle timeout in seconds."""
-WARM_IDLE_S = 600.0
-"""How long a warm process started on first use waits for a command before it exits
-(``PI_MCP_WARM_IDLE_S`` overrides it)."""
 WARM_COMMANDS = frozenset(
     {"call", "status", "tools", "search", "describe", "prompt", "connect", "reconnect", "stats"}
 )
@@ -43,9 +46,6 @@ browser sign-in), ``init`` and the rest run here."""
 _GLOBAL_OPTIONS_WITH_VALUE = ("--config", "--agent-dir", "--project")
 _INTERPRETER_ENV = frozenset({"PATH", "HOME", "LANG", "TMPDIR", "VIRTUAL_ENV"})
 _LINE_LIMIT_BYTES = 1 << 16
-SUN_PATH_LIMIT = 107
-"""The longest socket path ``bind`` and ``connect`` take on Linux (108 bytes with the final
-NUL)."""
 
 
 def main() -> None:
@@ -61,11 +61,6 @@ def main() -> None:
     from pi_mcp_adapter.cli import main as cli_main
 
     sys.exit(cli_main())
-
-
-def warm_socket_path(agent_dir: Path) -> Path:
-    """Where the warm process of ``agent_dir``'s pool listens."""
-    return agent_dir / "pool" / WARM_SOCKET_NAME
 
 
 def run_warm(args: list[str]) -> int | None:
@@ -151,37 +146,6 @@ def _answers(path: str) -> bool:
     return True
 
 
-def running_warm_process(pool_dir: Path) -> tuple[int, float] | None:
-    """The pid and idle timeout of the warm process started on first use for ``pool_dir``
-    (pid -1 when its lock holds none yet), None when none runs (its lock is free)."""
-    import fcntl
-
-    try:
-        descriptor = os.open(pool_dir / WARM_LOCK_NAME, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fields = os.read(descriptor, 64).decode(errors="replace").split()
-            pid = int(fields[0]) if fields and fields[0].isdigit() else -1
-            try:
-                idle_s = float(fields[1])
-            except (IndexError, ValueError):
-                idle_s = WARM_IDLE_S
-            return pid, idle_s
-        fcntl.flock(descriptor, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(descriptor)
-
-
-def socket_path_fits(path: Path) -> bool:
-    """Whether a Unix socket can be bound or reached at ``path`` (its length)."""
-    return len(os.fsencode(path)) <= SUN_PATH_LIMIT
-
-
 def hand_over(agent_dir: Path, args: list[str]) -> int | None:
     """Hand ``args`` to the warm process of ``agent_dir`` and return the command's exit code;
     None when none takes the command (then nothing has run)."""
@@ -231,25 +195,6 @@ def hand_over(agent_dir: Path, args: list[str]) -> int | None:
             return 1  # the command's process died without saying how
         code = ended.get("exit")
         return code if isinstance(code, int) else 1
-
-
-def install_identity() -> list[str]:
-    """This interpreter, this copy of the package and the age of its newest file: a warm process
-    of another installation (another virtual environment), or one that imported the package
-    before it was upgraded or edited, must not run this command."""
-    package = os.path.dirname(os.path.abspath(__file__))
-    return [sys.executable, package, str(_newest_mtime_ns(package))]
-
-
-def _newest_mtime_ns(directory: str) -> int:
-    newest = 0
-    with os.scandir(directory) as entries:
-        for entry in entries:
-            if entry.name.endswith(".py"):
-                newest = max(newest, entry.stat().st_mtime_ns)
-            elif entry.is_dir() and entry.name != "__pycache__":
-                newest = max(newest, _newest_mtime_ns(entry.path))
-    return newest
 
 
 def _read_line(connection: socket.socket) -> dict[str, object]:

@@ -114,3 +114,26 @@ def test_hosts_and_the_cli_never_import_server_or_catalog_internals() -> None:
         if package in ("servers", "catalog")
     }
     assert offending == set()
+
+
+def test_only_the_entry_point_stands_on_the_launcher() -> None:
+    # ``_launch`` hands commands to the CLI, so it stands above it; what the CLI, the warm
+    # process and the pool client share with it lives in ``_warm_process`` below them all.
+    importers = {
+        str(path.relative_to(SRC))
+        for path in SRC.rglob("*.py")
+        if "_launch" in _imported_modules(path) and path.name != "_launch.py"
+    }
+    assert importers == {"__main__.py"}
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """The modules directly under pi_mcp_adapter that one module imports by name."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module == "pi_mcp_adapter":
+                found.update(alias.name for alias in node.names)
+            elif node.module.startswith("pi_mcp_adapter."):
+                found.add(node.module.split(".")[1])
+    return found

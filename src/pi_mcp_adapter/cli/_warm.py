@@ -34,7 +34,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from pi_mcp_adapter._launch import WARM_SOCKET_NAME, install_identity
+from pi_mcp_adapter._warm_process import WARM_SOCKET_NAME, install_identity
 
 STOP_GRACE_S = 5.0
 PARENT_CHECK_INTERVAL_S = 2.0

@@ -36,7 +36,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from pi_mcp_adapter._launch import socket_path_fits
+from pi_mcp_adapter._warm_process import socket_path_fits
 from pi_mcp_adapter.config import ServerEntry
 
 __all__ = [
