@@ -657,3 +657,39 @@ def test_a_background_pool_takes_over_from_the_warm_process_started_on_first_use
     finally:
         with contextlib.suppress(psutil.NoSuchProcess):
             first_use.kill()
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("warm_start")
+def test_a_command_whose_caller_is_killed_ends_with_its_servers(tmp_path: Path) -> None:
+    write_config(tmp_path / "mcp.json", {"fx": fixture_entry()})
+    (tmp_path / "agent").mkdir()
+    assert pi_mcp(tmp_path, "tools").returncode == 0
+    process = warm_process_of(tmp_path)
+    try:
+        mark = make_mark(tmp_path, "slow-started")
+        caller = subprocess.Popen(
+            [
+                str(PI_MCP),
+                *("--config", "mcp.json", "--agent-dir", str(tmp_path / "agent")),
+                *("call", "fx_slow", json.dumps({"seconds": 120, "mark": str(mark)})),
+            ],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        anyio.run(wait_for_mark, mark)
+        (command,) = process.children()
+        servers = fixture_processes(command.pid)
+        assert len(servers) == 1
+        # SIGKILL is the one signal the caller cannot pass on: the command notices its
+        # caller's end of the connection close, and ends as it would have ended here.
+        caller.kill()
+        caller.wait()
+        _gone, alive = psutil.wait_procs([command, *servers], timeout=15)
+        assert alive == []
+        # The warm process itself serves on.
+        assert warm(tmp_path, "call", "fx_echo", '{"message": "next"}') == (0, "Echo: next\n")
+    finally:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()

@@ -28,6 +28,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from collections.abc import AsyncIterator
@@ -186,7 +187,12 @@ def _take(connection: socket.socket, listener: socket.socket) -> bool:
             if _lock_descriptor is not None:
                 # A long command must not keep the next warm process from starting.
                 os.close(_lock_descriptor)
-            _run_in_fork(connection, request, fds)  # never returns
+            try:
+                _run_in_fork(connection, request, fds)  # never returns
+            finally:
+                # Not even a second Ctrl-C during its last steps may bring the fork back to
+                # the serving loop.
+                os._exit(1)
         return False
     finally:
         for fd in fds:
@@ -216,10 +222,12 @@ def _run_in_fork(connection: socket.socket, request: dict[str, object], fds: lis
         sys.argv = argv
         connection.settimeout(None)
         connection.sendall(json.dumps({"pid": os.getpid()}).encode() + b"\n")
+        threading.Thread(target=_end_with_the_client, args=(connection,), daemon=True).start()
         code = _run_command(argv[1:])
     except BaseException:  # whatever happens, the client gets an exit code
         traceback.print_exc()
     finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the command is over
         with contextlib.suppress(BaseException):
             import atexit
 
@@ -230,6 +238,22 @@ def _run_in_fork(connection: socket.socket, request: dict[str, object], fds: lis
         with contextlib.suppress(OSError):
             connection.sendall(json.dumps({"exit": code}).encode() + b"\n")
         os._exit(code)
+
+
+def _end_with_the_client(connection: socket.socket) -> None:
+    """End the command when its client is gone.
+
+    The client waits for the exit code and sends nothing more, so the connection ends early
+    only when the client died: killed with SIGKILL, the one signal it cannot pass on. The
+    command then stops as on Ctrl-C (its calls cancelled, its servers stopped), and is killed
+    if that takes longer than ``STOP_GRACE_S``; a server's supervisor ends with it.
+    """
+    with contextlib.suppress(OSError):
+        while connection.recv(1):
+            pass
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(STOP_GRACE_S)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _run_command(args: list[str]) -> int:
