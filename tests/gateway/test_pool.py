@@ -282,6 +282,20 @@ def warm(
     return (None if code == "None" else int(code)), completed.stdout
 
 
+def start_slow_call(root: Path, mark: Path) -> subprocess.Popen[bytes]:
+    """`pi-mcp call` of the fixture's slow tool, which opens ``mark`` once it runs."""
+    return subprocess.Popen(
+        [
+            str(PI_MCP),
+            *("--config", "mcp.json", "--agent-dir", str(root / "agent")),
+            *("call", "fx_slow", json.dumps({"seconds": 120, "mark": str(mark)})),
+        ],
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 @contextmanager
 def background_pool(root: Path) -> Iterator[int]:
     started = pi_mcp(root, "serve", "--background")
@@ -331,16 +345,7 @@ def test_cli_calls_use_the_background_pool_and_stop_leaves_no_process(
         assert warm(tmp_path, "call", "fx_pid", env={"PI_MCP_POOL": "0"}) == (None, "")
         # Ctrl-C on a command the warm process runs stops that command, as it would here.
         mark = make_mark(tmp_path, "slow-started")
-        slow = subprocess.Popen(
-            [
-                str(PI_MCP),
-                *("--config", "mcp.json", "--agent-dir", str(tmp_path / "agent")),
-                *("call", "fx_slow", json.dumps({"seconds": 60, "mark": str(mark)})),
-            ],
-            cwd=tmp_path,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
+        slow = start_slow_call(tmp_path, mark)
         anyio.run(wait_for_mark, mark)
         slow.send_signal(signal.SIGINT)
         assert slow.wait(timeout=30) == 130
@@ -668,16 +673,7 @@ def test_a_command_whose_caller_is_killed_ends_with_its_servers(tmp_path: Path) 
     process = warm_process_of(tmp_path)
     try:
         mark = make_mark(tmp_path, "slow-started")
-        caller = subprocess.Popen(
-            [
-                str(PI_MCP),
-                *("--config", "mcp.json", "--agent-dir", str(tmp_path / "agent")),
-                *("call", "fx_slow", json.dumps({"seconds": 120, "mark": str(mark)})),
-            ],
-            cwd=tmp_path,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        caller = start_slow_call(tmp_path, mark)
         anyio.run(wait_for_mark, mark)
         (command,) = process.children()
         servers = fixture_processes(command.pid)
