@@ -6,8 +6,9 @@ Usage: ``.venv/bin/python bench/bench_search.py [--set FILE ...] [--queries N] [
 Quality: each set's queries run through :class:`SearchIndex` as ``pi-mcp eval-search`` runs
 them, one table per set, rankings side by side. The sets are the development set next to the
 repository (``../shared/eval/etom-dev/etom_dev.json``, skipped when absent) and the set over
-real servers' tool lists in ``bench/data/real_servers.json``, and the set over the same
-catalog that search is never tuned on, ``bench/data/real_servers_held_out.json``.
+real servers' tool lists in ``bench/data/real_servers.json``, the set over the same
+catalog that search is never tuned on, ``bench/data/real_servers_held_out.json``, and a held-out
+set over a second catalog of ten other real servers, ``bench/data/other_servers_held_out.json``.
 
 Speed: the first set's catalog (2,375 tools in the development set); larger sizes replicate
 it under renamed servers (``<server> copy 2``...), so the vocabulary of tool text stays the
@@ -52,6 +53,7 @@ REPO = Path(__file__).resolve().parents[1]
 DEV_SET = REPO.parent / "shared" / "eval" / "etom-dev" / "etom_dev.json"
 REAL_SET = REPO / "bench" / "data" / "real_servers.json"
 HELD_OUT_SET = REPO / "bench" / "data" / "real_servers_held_out.json"
+OTHER_CATALOG_SET = REPO / "bench" / "data" / "other_servers_held_out.json"
 QUALITY_RANKINGS = ("lexical", "hybrid", "seed004", "bm25")
 
 
@@ -269,7 +271,7 @@ def main() -> int:
     parser.add_argument("--skip-speed", action="store_true")
     args = parser.parse_args()
     console = Console()
-    paths: list[Path] = args.set or [DEV_SET, REAL_SET, HELD_OUT_SET]
+    paths: list[Path] = args.set or [DEV_SET, REAL_SET, HELD_OUT_SET, OTHER_CATALOG_SET]
     sets: dict[str, LabelledSet] = {}
     for path in paths:
         if path.exists():

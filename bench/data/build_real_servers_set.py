@@ -7,7 +7,10 @@ The catalog is the ``tools/list`` of real servers as captured in ``tests/catalog
 
 - ``real_servers_queries.json`` -> ``real_servers.json``, used while tuning search;
 - ``real_servers_held_out_queries.json`` -> ``real_servers_held_out.json``, written by hand
-  and never tuned on: it checks that what was tuned elsewhere generalises.
+  and never tuned on: it checks that what was tuned elsewhere generalises;
+- ``other_servers_held_out_queries.json`` -> ``other_servers_held_out.json``, held out too,
+  over a second catalog: ten other real servers (``other_servers/``, captured by
+  ``other_servers/capture.py``) that nothing else in the project uses.
 
 Each is joined with the catalog into the labelled-set format of ``DESIGN.md`` so that
 ``pi-mcp eval-search`` and ``bench/bench_search.py`` can read it. Every gold id is checked
@@ -27,6 +30,7 @@ FIXTURES = HERE.parents[1] / "tests" / "catalog" / "data"
 SETS = {
     "real_servers_queries.json": "real_servers.json",
     "real_servers_held_out_queries.json": "real_servers_held_out.json",
+    "other_servers_held_out_queries.json": "other_servers_held_out.json",
 }
 
 
@@ -40,8 +44,10 @@ def main() -> int:
 def build(source: Path, out: Path) -> int:
     spec = json.loads(source.read_text(encoding="utf-8"))
     tools: list[dict[str, object]] = []
+    # A set names the folder of its tool lists when they are not the test fixtures.
+    fixtures = HERE / spec["fixtures"] if "fixtures" in spec else FIXTURES
     for server, fixture in spec["servers"].items():
-        listed = json.loads((FIXTURES / fixture).read_text(encoding="utf-8"))["tools"]
+        listed = json.loads((fixtures / fixture).read_text(encoding="utf-8"))["tools"]
         for tool in listed:
             tools.append(
                 {

@@ -61,8 +61,7 @@ async def dump(params: StdioServerParameters) -> list[dict[str, Any]]:
             while True:
                 page = await client.list_tools(cursor=cursor)
                 tools.extend(
-                    t.model_dump(mode="json", by_alias=True, exclude_none=True)
-                    for t in page.tools
+                    t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in page.tools
                 )
                 cursor = page.next_cursor
                 if not cursor:
