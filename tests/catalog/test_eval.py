@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pi_mcp_adapter._errors import UsageError
-from pi_mcp_adapter.catalog._eval import evaluate, load_labelled_set
+from pi_mcp_adapter.catalog._eval import EvalReport, LevelMetrics, evaluate, load_labelled_set
 from pi_mcp_adapter.cli import app
 
 DEV_SET = Path(__file__).resolve().parents[3] / "shared" / "eval" / "etom-dev" / "etom_dev.json"
@@ -277,17 +277,25 @@ def test_the_real_server_sets_name_only_tools_of_their_catalog(path: Path) -> No
         assert all(set(s) <= ids for s in query.gold_sets), query.qid
 
 
+def beside_bm25(
+    path: Path, ranking: str
+) -> tuple[EvalReport, dict[str, LevelMetrics], dict[str, LevelMetrics]]:
+    """``ranking``'s report on the set at ``path`` and its metrics and BM25's, by level label
+    (skips the test when ``ranking`` is hybrid and the semantic extra is not installed)."""
+    labelled = load_labelled_set(path)
+    report = evaluate(labelled, ranking=ranking)
+    if report.ranking != ranking:
+        pytest.skip("the semantic extra is not installed")
+    bm25 = evaluate(labelled, ranking="bm25")
+    return report, {m.label: m for m in report.levels}, {m.label: m for m in bm25.levels}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("ranking", ["lexical", "hybrid"])
 def test_our_rankings_beat_bm25_on_real_servers_and_never_answer_hybrid_with_nothing(
     ranking: str,
 ) -> None:
-    labelled = load_labelled_set(REAL_SET)
-    report = evaluate(labelled, ranking=ranking)
-    if report.ranking != ranking:
-        pytest.skip("the semantic extra is not installed")
-    ours = {m.label: m for m in report.levels}
-    bm25 = {m.label: m for m in evaluate(labelled, ranking="bm25").levels}
+    report, ours, bm25 = beside_bm25(REAL_SET, ranking)
     # Measured (docs/search.md): lexical 0.714 / 0.878, hybrid 0.762 / 0.894, bm25 0.357 / 0.450.
     assert level_value(ours, 2, "hit_at_5") >= level_value(bm25, 2, "hit_at_5") + 0.2
     assert level_value(ours, 4, "sets_at_5") >= level_value(bm25, 4, "sets_at_5") + 0.3
@@ -299,12 +307,7 @@ def test_our_rankings_beat_bm25_on_real_servers_and_never_answer_hybrid_with_not
 @pytest.mark.slow
 @pytest.mark.parametrize("ranking", ["lexical", "hybrid"])
 def test_search_meets_its_targets_on_the_set_it_was_not_tuned_on(ranking: str) -> None:
-    labelled = load_labelled_set(HELD_OUT_SET)
-    report = evaluate(labelled, ranking=ranking)
-    if report.ranking != ranking:
-        pytest.skip("the semantic extra is not installed")
-    ours = {m.label: m for m in report.levels}
-    bm25 = {m.label: m for m in evaluate(labelled, ranking="bm25").levels}
+    _report, ours, bm25 = beside_bm25(HELD_OUT_SET, ranking)
     # Measured (docs/search.md): multi-step lexical 0.902, hybrid 0.955, bm25 0.618.
     assert level_value(ours, 4, "sets_at_5") >= 0.85
     assert level_value(ours, 2, "hit_at_5") >= level_value(bm25, 2, "hit_at_5") + 0.2
@@ -313,12 +316,7 @@ def test_search_meets_its_targets_on_the_set_it_was_not_tuned_on(ranking: str) -
 @pytest.mark.slow
 @pytest.mark.parametrize("ranking", ["lexical", "hybrid"])
 def test_search_beats_bm25_on_a_catalog_it_was_never_tuned_on(ranking: str) -> None:
-    labelled = load_labelled_set(OTHER_CATALOG_SET)
-    report = evaluate(labelled, ranking=ranking)
-    if report.ranking != ranking:
-        pytest.skip("the semantic extra is not installed")
-    ours = {m.label: m for m in report.levels}
-    bm25 = {m.label: m for m in evaluate(labelled, ranking="bm25").levels}
+    _report, ours, bm25 = beside_bm25(OTHER_CATALOG_SET, ranking)
     # Measured (docs/search.md): one tool hit@5 lexical 0.680, hybrid 0.740, bm25 0.580;
     # several steps lexical 0.747, hybrid 0.787, bm25 0.640.
     assert level_value(ours, 2, "hit_at_5") >= level_value(bm25, 2, "hit_at_5") + 0.05
