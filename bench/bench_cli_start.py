@@ -92,6 +92,7 @@ def main() -> None:
         (home / "agent" / "mcp.json").write_text(json.dumps(config))
         env = {**os.environ, "HOME": str(home), "PI_CODING_AGENT_DIR": str(home / "agent")}
         env.pop("PI_MCP_WARM", None)
+        env.pop("CI", None)  # as on a person's machine: a CI job starts no warm process
         # As an installed package would be: with bytecode caches (pip writes them at install).
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         pi_mcp = [python, "-m", "pi_mcp_adapter", "--project", str(home / "project")]

@@ -15,7 +15,8 @@ Anything that keeps the hand-over from happening (no warm process, a stale socke
 ``PI_MCP_POOL=0``, a command that is not short) runs the command here as usual. A short command
 that finds no warm process also starts one, detached, that holds nothing but imported code (no
 server, no configuration, no secret: each command brings its own) and exits after
-``WARM_IDLE_S`` without a command; ``PI_MCP_WARM=0`` keeps it from starting.
+``WARM_IDLE_S`` without a command; ``PI_MCP_WARM=0`` keeps it from starting, and in a CI job
+only ``PI_MCP_WARM=1`` starts it.
 """
 
 from __future__ import annotations
@@ -56,11 +57,21 @@ def main() -> None:
         code = hand_over(agent_dir, args)
         if code is not None:
             sys.exit(code)
-        if os.environ.get("PI_MCP_WARM", "1") != "0":
+        if _warm_start_wanted():
             start_warm_process(agent_dir)
     from pi_mcp_adapter.cli import main as cli_main
 
     sys.exit(cli_main())
+
+
+def _warm_start_wanted() -> bool:
+    """Whether a short command that found no warm process starts one: yes, unless
+    ``PI_MCP_WARM=0``, or a CI job runs it (``CI`` set, as CI services do) and ``PI_MCP_WARM=1``
+    does not ask for it there. A CI job is one run whose end should leave no process behind."""
+    wanted = os.environ.get("PI_MCP_WARM", "")
+    if wanted:
+        return wanted != "0"
+    return os.environ.get("CI", "").lower() in ("", "0", "false", "no")
 
 
 def run_warm(args: list[str]) -> int | None:

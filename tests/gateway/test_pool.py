@@ -525,8 +525,10 @@ def test_an_approval_question_of_a_warm_command_is_asked_on_the_callers_terminal
 
 @pytest.fixture
 def warm_start(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Let `pi-mcp` commands start a warm process on first use, as they do outside tests."""
+    """Let `pi-mcp` commands start a warm process on first use, as they do outside tests (and
+    outside CI jobs)."""
     monkeypatch.delenv("PI_MCP_WARM")
+    monkeypatch.delenv("CI", raising=False)
 
 
 def warm_process_of(root: Path) -> psutil.Process:
@@ -634,12 +636,41 @@ def test_the_warm_process_exits_when_idle_or_when_the_package_changed(
             process.kill()
 
 
-def test_no_warm_process_starts_when_turned_off(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "environ",
+    [{"PI_MCP_WARM": "0"}, {"CI": "true"}, {"CI": "1", "PI_MCP_WARM": "0"}],
+    ids=["turned-off", "in-a-ci-job", "turned-off-in-a-ci-job"],
+)
+def test_no_warm_process_starts_when_turned_off_or_in_a_ci_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, environ: dict[str, str]
+) -> None:
     write_config(tmp_path / "mcp.json", {"fx": fixture_entry()})
     (tmp_path / "agent").mkdir()
-    assert os.environ["PI_MCP_WARM"] == "0"
+    monkeypatch.delenv("PI_MCP_WARM")
+    monkeypatch.delenv("CI", raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
     assert pi_mcp(tmp_path, "tools").returncode == 0
     assert not (tmp_path / "agent" / "pool").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("warm_start")
+def test_a_ci_job_can_ask_for_the_warm_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_config(tmp_path / "mcp.json", {"fx": fixture_entry()})
+    (tmp_path / "agent").mkdir()
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.setenv("PI_MCP_WARM", "1")
+    assert pi_mcp(tmp_path, "tools").returncode == 0
+    process = warm_process_of(tmp_path)
+    try:
+        assert pi_mcp(tmp_path, "serve", "--stop").returncode == 0
+        wait_until_gone(process)
+    finally:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
 
 
 @pytest.mark.slow
