@@ -8,7 +8,8 @@
 - ``_pipeline``  one call pipeline: lookup, argument checks, definition-change block,
                  approval, the call, statistics and trace.
 - ``_notices``   what the person is told (failures, auth, changes, reloads), the status line.
-- ``_questions`` servers' elicitation and sampling routed to the person's answerer.
+- ``_server_status`` each server's state, the status report, and why a tool may be missing
+                 with what to do about it.
 - ``_routes``    which server answers a prompt, resource, completion or subscription.
 - ``_values``    what those operations return: server states, search results, call outcomes.
 - ``_host``      the host protocol a binding implements, and the tool definitions and results

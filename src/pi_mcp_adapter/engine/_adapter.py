@@ -44,10 +44,7 @@ from pi_mcp_adapter.catalog import (
     MetadataCache,
     PromptInfo,
     ServerMetadata,
-    ToolDefinitionDiff,
     ToolInfo,
-    carries_prefix_of,
-    diff_definitions,
     format_tool_name,
 )
 from pi_mcp_adapter.config import LoadedConfig, ServerEntry, Settings, load_config
@@ -69,6 +66,7 @@ from ._host import Host
 from ._notices import DEFAULT_STATUS_DEBOUNCE_S, Notices
 from ._pipeline import CallPipeline
 from ._questions import Elicit, Sample, ServerQuestions
+from ._server_status import ServerStatuses
 from ._trace import open_call_trace
 from ._values import (
     CallOutcome,
@@ -108,7 +106,9 @@ class McpAdapter:
 
     A thin facade over its parts: :class:`CatalogState` (what is known, what is being listed),
     :class:`CallPipeline` (one path for every call), :class:`Notices` (what the person is
-    told), and the :class:`ServerManager` (the only thing that connects).
+    told), :class:`ServerStatuses` (what is said about each server), :class:`UpstreamRoutes`
+    (prompts, resources, completions) and the :class:`ServerManager` (the only thing that
+    connects).
 
     Args:
         config: an already loaded configuration, kept for the adapter's life (:meth:`reload`
@@ -247,6 +247,12 @@ class McpAdapter:
             questions_during=self._questions.asked_during,
         )
         self._failures = FailureMemory(self.agent_dir / FAILURES_FILE_NAME)
+        self._statuses = ServerStatuses(
+            config=lambda: self.config,
+            state=self.state,
+            manager=lambda: self._manager,
+            oauth=lambda: self.oauth,
+        )
 
     def _load_config(self) -> LoadedConfig:
         if self._config_loader is not None:
@@ -539,49 +545,7 @@ class McpAdapter:
         from the cache that may be stale. Empty when there is nothing to add. Written in the
         proxy tool's syntax, as every engine hint (the CLI rewords it into ``pi-mcp``
         commands)."""
-        # Untrusted servers count as disabled, but a person trusting the file wants to know.
-        shown = [n for n, e in self.servers.items() if e.is_enabled or e.untrusted is not None]
-        statuses = [self.server_status(n) for n in shown]
-        if server is not None:
-            wanted = [s for s in statuses if s.name == server]
-        else:
-            wanted = [s for s in statuses if self._names_tool_of(name, s.name)]
-        rows = wanted or statuses
-        failed = [s for s in rows if s.status in ("failed", "needs-auth") and s.tool_count == 0]
-        never = [s for s in rows if s.status in ("not-cached", "connecting")]
-        cached = [s for s in rows if s.status == "cached"]
-        untrusted = [s for s in rows if s.status == "untrusted"]
-        lines: list[str] = []
-        for row in untrusted:
-            lines.append(f"MCP server {row.name!r} {row.error}; its tools are unknown until then.")
-        for row in failed:
-            reason = (row.error or "unknown error").splitlines()[0]
-            lines.append(
-                f"MCP server {row.name!r} failed ({reason}); its tools are unknown. Retry with "
-                f'mcp({{connect: "{row.name}"}}).'
-            )
-        for row in never:
-            lines.append(
-                f"MCP server {row.name!r} has not been listed yet; list it with "
-                f'mcp({{connect: "{row.name}"}}).'
-            )
-        if cached and wanted:
-            names = ", ".join(repr(s.name) for s in cached)
-            first = cached[0].name
-            lines.append(
-                f"The tools of {names} come from the metadata cache and may be stale: refresh "
-                f'with mcp({{connect: "{first}"}}).'
-            )
-        return "\n".join(lines)
-
-    def _names_tool_of(self, name: str, server: str) -> bool:
-        entry = self.servers[server]
-        return carries_prefix_of(
-            name,
-            server,
-            mode=entry.tool_prefix or self.settings.tool_prefix,
-            separator=self.settings.tool_separator,
-        )
+        return self._statuses.explain_miss(name, server)
 
     # ------------------------------------------------------------------ reload
 
@@ -770,67 +734,16 @@ class McpAdapter:
         return self.state.metadata(server)
 
     def server_status(self, name: str) -> ServerStatus:
-        """One server's state; connects nothing."""
-        entry = self.servers.get(name)
-        invalid = self.config.invalid_servers.get(name)
-        if invalid is not None:
-            return ServerStatus(name, "invalid", 0, error=invalid.message)
-        if entry is None:
-            raise ServerNotConfiguredError(name, self._unknown_server_message(name))
-        tool_count = len(self.state.tools(name)) if entry.is_enabled else 0
-        record = self.state.changes(name)
-        changed = record.names()
-        diffs: tuple[ToolDefinitionDiff, ...] = ()
-        if record:
-            meta = self.state.metadata(name)
-            diffs = diff_definitions(record, meta.tools if meta is not None else ())
-        if entry.untrusted is not None and entry.enabled and not entry.disabled:
-            return ServerStatus(
-                name, "untrusted", 0, lifecycle=entry.lifecycle, error=entry.untrusted.message
-            )
-        if not entry.is_enabled:
-            return ServerStatus(name, "disabled", 0, lifecycle=entry.lifecycle)
-        manager = self._manager
-        state = manager.state(name) if manager is not None else None
-        if manager is None or state is None or state.status in ("closed", "idle", "new"):
-            status = "cached" if self.state.is_known(name) else "not-cached"
-            if self.state.is_listing(name):
-                status = "connecting"
-            elif entry.oauth_mode == "explicit" and self.oauth.needs_auth(name):
-                status = "needs-auth"
-            return ServerStatus(
-                name,
-                status,
-                tool_count,
-                lifecycle=entry.lifecycle,
-                changed_tools=changed,
-                definition_changes=diffs,
-            )
-        failed_ago = None
-        if state.failed_at is not None:
-            failed_ago = max(0.0, manager.now() - state.failed_at)
-        return ServerStatus(
-            name,
-            state.status,
-            tool_count,
-            transport=state.transport,
-            lifecycle=entry.lifecycle,
-            error=state.error,
-            failed_ago_s=failed_ago,
-            changed_tools=changed,
-            definition_changes=diffs,
-        )
+        """One server's state; connects nothing.
+
+        Raises:
+            ServerNotConfiguredError: no server of that name (and none invalid).
+        """
+        return self._statuses.of(name)
 
     def status(self) -> StatusReport:
         """Every configured server's state, invalid ones included, and the config errors."""
-        names = list(self.servers) + [
-            n for n in self.config.invalid_servers if n not in self.servers
-        ]
-        return StatusReport(
-            servers=tuple(self.server_status(n) for n in names),
-            config_errors=tuple(str(e) for e in self.config.errors),
-            running_tasks=self._manager.running_tasks() if self._manager is not None else (),
-        )
+        return self._statuses.report()
 
     def search(
         self,
@@ -849,7 +762,7 @@ class McpAdapter:
             ServerNotConfiguredError: an unknown server filter.
         """
         if server is not None and server not in self.servers:
-            raise ServerNotConfiguredError(server, self._unknown_server_message(server))
+            raise ServerNotConfiguredError(server, self._statuses.unknown_server_message(server))
         page = self.state.index.search(
             query, server=server, regex=regex, limit=limit or DEFAULT_SEARCH_LIMIT, offset=offset
         )
@@ -866,10 +779,6 @@ class McpAdapter:
             )
         return SearchResults(page, unavailable)
 
-    def _unknown_server_message(self, server: str) -> str:
-        known = ", ".join(sorted(self.servers)) or "none configured"
-        return f"Unknown MCP server {server!r}. Configured servers: {known}"
-
     def require_server(self, server: str) -> ServerEntry:
         """The config entry of ``server``.
 
@@ -878,7 +787,7 @@ class McpAdapter:
         """
         entry = self.servers.get(server)
         if entry is None:
-            raise ServerNotConfiguredError(server, self._unknown_server_message(server))
+            raise ServerNotConfiguredError(server, self._statuses.unknown_server_message(server))
         return entry
 
     def instructions(self, server: str) -> str | None:

@@ -1,0 +1,166 @@
+"""What the engine says about each configured server: its state, the status report, and why a
+tool may be missing, with what to do about it.
+
+It reads the configuration, the catalog state, the manager and the OAuth providers, and
+changes and connects nothing; every host shows these same words (the CLI rewords the proxy
+calls in them into ``pi-mcp`` commands).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from pi_mcp_adapter._errors import ServerNotConfiguredError
+from pi_mcp_adapter.catalog import ToolDefinitionDiff, carries_prefix_of, diff_definitions
+from pi_mcp_adapter.config import LoadedConfig, ServerEntry, Settings
+
+from ._catalog_state import CatalogState
+from ._values import ServerStatus, StatusReport
+
+if TYPE_CHECKING:
+    from pi_mcp_adapter.servers import OAuthProviders, ServerManager
+
+
+class ServerStatuses:
+    """Each server's state and the explanations built from it."""
+
+    def __init__(
+        self,
+        *,
+        config: Callable[[], LoadedConfig],
+        state: CatalogState,
+        manager: Callable[[], ServerManager | None],
+        oauth: Callable[[], OAuthProviders],
+    ) -> None:
+        self._config = config
+        self._state = state
+        self._manager = manager
+        self._oauth = oauth
+
+    @property
+    def _servers(self) -> Mapping[str, ServerEntry]:
+        return self._config().servers
+
+    @property
+    def _settings(self) -> Settings:
+        return self._config().settings
+
+    def of(self, name: str) -> ServerStatus:
+        """One server's state; connects nothing."""
+        entry = self._servers.get(name)
+        invalid = self._config().invalid_servers.get(name)
+        if invalid is not None:
+            return ServerStatus(name, "invalid", 0, error=invalid.message)
+        if entry is None:
+            raise ServerNotConfiguredError(name, self.unknown_server_message(name))
+        tool_count = len(self._state.tools(name)) if entry.is_enabled else 0
+        record = self._state.changes(name)
+        changed = record.names()
+        diffs: tuple[ToolDefinitionDiff, ...] = ()
+        if record:
+            meta = self._state.metadata(name)
+            diffs = diff_definitions(record, meta.tools if meta is not None else ())
+        if entry.untrusted is not None and entry.enabled and not entry.disabled:
+            return ServerStatus(
+                name, "untrusted", 0, lifecycle=entry.lifecycle, error=entry.untrusted.message
+            )
+        if not entry.is_enabled:
+            return ServerStatus(name, "disabled", 0, lifecycle=entry.lifecycle)
+        manager = self._manager()
+        state = manager.state(name) if manager is not None else None
+        if manager is None or state is None or state.status in ("closed", "idle", "new"):
+            status = "cached" if self._state.is_known(name) else "not-cached"
+            if self._state.is_listing(name):
+                status = "connecting"
+            elif entry.oauth_mode == "explicit" and self._oauth().needs_auth(name):
+                status = "needs-auth"
+            return ServerStatus(
+                name,
+                status,
+                tool_count,
+                lifecycle=entry.lifecycle,
+                changed_tools=changed,
+                definition_changes=diffs,
+            )
+        failed_ago = None
+        if state.failed_at is not None:
+            failed_ago = max(0.0, manager.now() - state.failed_at)
+        return ServerStatus(
+            name,
+            state.status,
+            tool_count,
+            transport=state.transport,
+            lifecycle=entry.lifecycle,
+            error=state.error,
+            failed_ago_s=failed_ago,
+            changed_tools=changed,
+            definition_changes=diffs,
+        )
+
+    def report(self) -> StatusReport:
+        """Every configured server's state, invalid ones included, and the config errors."""
+        manager = self._manager()
+        names = list(self._servers) + [
+            n for n in self._config().invalid_servers if n not in self._servers
+        ]
+        return StatusReport(
+            servers=tuple(self.of(n) for n in names),
+            config_errors=tuple(str(e) for e in self._config().errors),
+            running_tasks=manager.running_tasks() if manager is not None else (),
+        )
+
+    def explain_miss(self, name: str, server: str | None = None) -> str:
+        """Why a tool called ``name`` (of ``server``, when the caller named it) may be
+        missing, and what to do: servers that failed or were never listed, or tool lists read
+        from the cache that may be stale. Empty when there is nothing to add. Written in the
+        proxy tool's syntax, as every engine hint (the CLI rewords it into ``pi-mcp``
+        commands)."""
+        # Untrusted servers count as disabled, but a person trusting the file wants to know.
+        shown = [n for n, e in self._servers.items() if e.is_enabled or e.untrusted is not None]
+        statuses = [self.of(n) for n in shown]
+        if server is not None:
+            wanted = [s for s in statuses if s.name == server]
+        else:
+            wanted = [s for s in statuses if self._names_tool_of(name, s.name)]
+        rows = wanted or statuses
+        failed = [s for s in rows if s.status in ("failed", "needs-auth") and s.tool_count == 0]
+        never = [s for s in rows if s.status in ("not-cached", "connecting")]
+        cached = [s for s in rows if s.status == "cached"]
+        untrusted = [s for s in rows if s.status == "untrusted"]
+        lines: list[str] = []
+        for row in untrusted:
+            lines.append(f"MCP server {row.name!r} {row.error}; its tools are unknown until then.")
+        for row in failed:
+            reason = (row.error or "unknown error").splitlines()[0]
+            lines.append(
+                f"MCP server {row.name!r} failed ({reason}); its tools are unknown. Retry with "
+                f'mcp({{connect: "{row.name}"}}).'
+            )
+        for row in never:
+            lines.append(
+                f"MCP server {row.name!r} has not been listed yet; list it with "
+                f'mcp({{connect: "{row.name}"}}).'
+            )
+        if cached and wanted:
+            names = ", ".join(repr(s.name) for s in cached)
+            first = cached[0].name
+            lines.append(
+                f"The tools of {names} come from the metadata cache and may be stale: refresh "
+                f'with mcp({{connect: "{first}"}}).'
+            )
+        return "\n".join(lines)
+
+    def _names_tool_of(self, name: str, server: str) -> bool:
+        entry = self._servers[server]
+        return carries_prefix_of(
+            name,
+            server,
+            mode=entry.tool_prefix or self._settings.tool_prefix,
+            separator=self._settings.tool_separator,
+        )
+
+    def unknown_server_message(self, server: str) -> str:
+        """What an unknown server name gets told: the servers there are."""
+        known = ", ".join(sorted(self._servers)) or "none configured"
+        return f"Unknown MCP server {server!r}. Configured servers: {known}"
