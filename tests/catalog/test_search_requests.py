@@ -304,6 +304,21 @@ def test_a_request_understood_only_through_a_synonym_is_a_weak_match(ranking: st
     assert index.search("add 17 and 25").confident
 
 
+@pytest.mark.parametrize("ranking", RANKINGS)
+def test_a_word_the_catalog_lacks_is_read_through_the_words_that_begin_as_it_does(
+    ranking: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "differing" is nowhere; git_diff's "differences" begins as it does.
+    assert names(SearchIndex(GIT_AND_FILES, ranking=ranking).search("differing").hits)[0] == (
+        "git_git_diff"
+    )
+    assert FieldRanking(GIT_AND_FILES)._relatives("differ") == ["differenc"]
+    assert FieldRanking(GIT_AND_FILES)._relatives("diff") == []  # too short to say
+    # Without that reading, the lexical ranking has nothing to go on.
+    monkeypatch.setattr(FieldRanking, "relative_prefix", 99)
+    assert SearchIndex(GIT_AND_FILES, ranking="lexical").search("differing").hits == ()
+
+
 # -- phrases and long requests ------------------------------------------------------------
 
 PRICES = [
