@@ -7,7 +7,7 @@ Run from the repository root after ``make npm``::
 Listing tools needs no network. Each fixture is the server's ``tools/list`` result (every
 page), dumped in the wire's camelCase shape and in the order the server sent (property order
 matters to renderings), so the schema-rendering tests read exactly what a live server sends.
-The search benchmark's second catalog (``bench/data``) is built from these lists too.
+The real-server search sets (``bench/data/real_servers*.json``) are built from these lists too.
 """
 
 from __future__ import annotations
