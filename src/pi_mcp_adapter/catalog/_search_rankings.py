@@ -390,7 +390,7 @@ class FieldRanking:
     synonym_doubt = 0.5
     # A word the catalog lacks is read, like a synonym, as the catalog's words that begin as
     # it does: at least this many letters and this share of the shorter word in common
-    # ("differ" -> "difference", "memorised" -> "memory"). The light stemmer leaves such
+    # ("differ" -> "difference", "configure" -> "configuration"). The light stemmer leaves such
     # families apart. On the development set it flagged 0.70 of infeasible requests instead
     # of 0.65 (their odd words no longer count as unknown to the catalog, but only half
     # understood) at a cost of 0.003 in chains across servers (level 4); on the real-server
