@@ -135,3 +135,12 @@ def test_prompt_renders_a_servers_prompt(home: Path) -> None:
     missing = pi_mcp(home, "prompt", "workbench_greet", check=False)
     assert missing.returncode == 1
     assert "needs argument(s): name" in missing.stderr
+
+
+def test_status_without_any_server_says_how_to_add_one(tmp_path: Path) -> None:
+    (tmp_path / "project").mkdir()
+    (tmp_path / "agent").mkdir()
+    shown = pi_mcp(tmp_path, "status").stdout
+    assert "No MCP servers configured." in shown
+    assert "`pi-mcp add NAME -- COMMAND [ARGS...]`" in shown
+    assert "`pi-mcp init`" in shown

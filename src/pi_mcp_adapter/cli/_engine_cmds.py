@@ -352,6 +352,11 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
             # The config errors are on stderr already (create_adapter); once is enough.
             shown = replace(view, config_errors=())
             sys.stdout.write(cli_wording(render_status(shown)) + "\n")
+            if not view.servers:
+                sys.stdout.write(
+                    "Add one with `pi-mcp add NAME -- COMMAND [ARGS...]` (or a URL), or take "
+                    "the servers of your other MCP hosts with `pi-mcp init`.\n"
+                )
             if pool is not None:
                 sys.stdout.write(describe_pool(pool) + "\n")
             warm = warm_process(adapter.agent_dir)
