@@ -65,9 +65,10 @@ def main() -> None:
 
 
 def _warm_start_wanted() -> bool:
-    """Whether a short command that found no warm process starts one: yes, unless
-    ``PI_MCP_WARM=0``, or a CI job runs it (``CI`` set, as CI services do) and ``PI_MCP_WARM=1``
-    does not ask for it there. A CI job is one run whose end should leave no process behind."""
+    """Whether a short command that found no warm process starts one. ``PI_MCP_WARM`` decides
+    when set (``0``: no, anything else: yes); otherwise yes, except in a CI job (``CI`` set to
+    a true value, as CI services set it): a job is one run whose end should leave no process
+    behind."""
     wanted = os.environ.get("PI_MCP_WARM", "")
     if wanted:
         return wanted != "0"
