@@ -761,8 +761,8 @@ class McpAdapter:
             UsageError: an invalid regex.
             ServerNotConfiguredError: an unknown server filter.
         """
-        if server is not None and server not in self.servers:
-            raise ServerNotConfiguredError(server, self._statuses.unknown_server_message(server))
+        if server is not None:
+            self.require_server(server)
         page = self.state.index.search(
             query, server=server, regex=regex, limit=limit or DEFAULT_SEARCH_LIMIT, offset=offset
         )
