@@ -544,6 +544,17 @@ def warm_process_of(root: Path) -> psutil.Process:
     return psutil.Process(int(status["pid"]))
 
 
+@contextmanager
+def ended_after(process: psutil.Process) -> Iterator[psutil.Process]:
+    """``process`` for the block, killed after it if it still runs: a failing test must not
+    leave a warm process behind."""
+    try:
+        yield process
+    finally:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+
+
 def wait_until_gone(process: psutil.Process, timeout: float = 20) -> None:
     _gone, alive = psutil.wait_procs([process], timeout=timeout)
     assert alive == []
@@ -560,8 +571,7 @@ def test_the_first_short_command_starts_a_warm_process_that_holds_no_secret_and_
     # Output captured to its end: the detached process must not hold these pipes open.
     first = pi_mcp(tmp_path, "call", "fx_echo", '{"message": "cold"}')
     assert (first.returncode, first.stdout) == (0, "Echo: cold\n"), first.stderr
-    process = warm_process_of(tmp_path)
-    try:
+    with ended_after(warm_process_of(tmp_path)) as process:
         assert process.terminal() is None
         assert process.cwd() == "/"
         assert process.ppid() != os.getpid()  # detached: not a child of the test
@@ -587,9 +597,6 @@ def test_the_first_short_command_starts_a_warm_process_that_holds_no_secret_and_
         assert not (tmp_path / "agent" / "pool" / "cli.sock").exists()
         monkeypatch.setenv("PI_MCP_WARM", "0")  # or this status would start the next one
         assert json.loads(pi_mcp(tmp_path, "status", "--json").stdout)["warmProcess"] is None
-    finally:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            process.kill()
 
 
 @pytest.mark.slow
@@ -606,8 +613,7 @@ def test_the_warm_process_exits_when_idle_or_when_the_package_changed(
     assert not (tmp_path / "agent" / "pool" / "cli.sock").exists()
     monkeypatch.setenv("PI_MCP_WARM_IDLE_S", "600")
     assert pi_mcp(tmp_path, "tools").returncode == 0
-    process = warm_process_of(tmp_path)
-    try:
+    with ended_after(warm_process_of(tmp_path)) as process:
         # Status reports the running process's own timeout, not the asking environment's.
         monkeypatch.setenv("PI_MCP_WARM_IDLE_S", "5")
         shown = json.loads(pi_mcp(tmp_path, "status", "--json").stdout)["warmProcess"]
@@ -631,9 +637,6 @@ def test_the_warm_process_exits_when_idle_or_when_the_package_changed(
         )
         assert probe.stderr.splitlines()[-1] == "WARM None", probe.stderr
         wait_until_gone(process)
-    finally:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            process.kill()
 
 
 @pytest.mark.parametrize(
@@ -664,13 +667,9 @@ def test_a_ci_job_can_ask_for_the_warm_process(
     monkeypatch.setenv("CI", "true")
     monkeypatch.setenv("PI_MCP_WARM", "1")
     assert pi_mcp(tmp_path, "tools").returncode == 0
-    process = warm_process_of(tmp_path)
-    try:
+    with ended_after(warm_process_of(tmp_path)) as process:
         assert pi_mcp(tmp_path, "serve", "--stop").returncode == 0
         wait_until_gone(process)
-    finally:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            process.kill()
 
 
 @pytest.mark.slow
@@ -681,18 +680,13 @@ def test_a_background_pool_takes_over_from_the_warm_process_started_on_first_use
     write_config(tmp_path / "mcp.json", {"fx": fixture_entry()})
     (tmp_path / "agent").mkdir()
     assert pi_mcp(tmp_path, "tools").returncode == 0
-    first_use = warm_process_of(tmp_path)
-    try:
-        with background_pool(tmp_path):
-            # The pool's own warm process holds the socket now; the other one ends.
-            wait_until_gone(first_use)
-            assert warm(tmp_path, "call", "fx_echo", '{"message": "pool"}') == (
-                0,
-                "Echo: pool\n",
-            )
-    finally:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            first_use.kill()
+    with ended_after(warm_process_of(tmp_path)) as first_use, background_pool(tmp_path):
+        # The pool's own warm process holds the socket now; the other one ends.
+        wait_until_gone(first_use)
+        assert warm(tmp_path, "call", "fx_echo", '{"message": "pool"}') == (
+            0,
+            "Echo: pool\n",
+        )
 
 
 @pytest.mark.slow
@@ -701,8 +695,7 @@ def test_a_command_whose_caller_is_killed_ends_with_its_servers(tmp_path: Path) 
     write_config(tmp_path / "mcp.json", {"fx": fixture_entry()})
     (tmp_path / "agent").mkdir()
     assert pi_mcp(tmp_path, "tools").returncode == 0
-    process = warm_process_of(tmp_path)
-    try:
+    with ended_after(warm_process_of(tmp_path)) as process:
         mark = make_mark(tmp_path, "slow-started")
         caller = start_slow_call(tmp_path, mark)
         anyio.run(wait_for_mark, mark)
@@ -717,6 +710,3 @@ def test_a_command_whose_caller_is_killed_ends_with_its_servers(tmp_path: Path) 
         assert alive == []
         # The warm process itself serves on.
         assert warm(tmp_path, "call", "fx_echo", '{"message": "next"}') == (0, "Echo: next\n")
-    finally:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            process.kill()
