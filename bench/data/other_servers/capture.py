@@ -23,12 +23,15 @@ import json
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import anyio
-from mcp import Client, StdioServerParameters
+from mcp import StdioServerParameters
 
 HERE = Path(__file__).resolve().parent
+# The test fixtures' capture script lists a server's tools the same way.
+sys.path.insert(0, str(HERE.parents[2] / "tests" / "catalog" / "data"))
+from refresh import dump_tools  # noqa: E402
+
 PLACEHOLDER = "placeholder-not-a-credential"
 
 
@@ -53,27 +56,12 @@ def servers(npm_bin: Path, py_bin: Path, scratch: Path) -> dict[str, StdioServer
     }
 
 
-async def dump(params: StdioServerParameters) -> list[dict[str, Any]]:
-    tools: list[dict[str, Any]] = []
-    with anyio.fail_after(60):
-        async with Client(params, mode="legacy", cache=None) as client:
-            cursor: str | None = None
-            while True:
-                page = await client.list_tools(cursor=cursor)
-                tools.extend(
-                    t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in page.tools
-                )
-                cursor = page.next_cursor
-                if not cursor:
-                    return tools
-
-
 async def main(npm_bin: Path, py_bin: Path) -> int:
     failed = 0
     with tempfile.TemporaryDirectory() as scratch:
         for name, params in servers(npm_bin, py_bin, Path(scratch)).items():
             try:
-                tools = await dump(params)
+                tools = await dump_tools(params)
             except Exception as exc:  # report and go on with the others
                 print(f"{name}: {exc!r}", file=sys.stderr)
                 failed += 1

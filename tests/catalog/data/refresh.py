@@ -51,7 +51,8 @@ def _servers(scratch_dir: str) -> dict[str, StdioServerParameters]:
     }
 
 
-async def _dump_tools(params: StdioServerParameters) -> list[dict[str, Any]]:
+async def dump_tools(params: StdioServerParameters) -> list[dict[str, Any]]:
+    """A server's whole ``tools/list`` (every page), in the wire's camelCase shape."""
     tools: list[dict[str, Any]] = []
     with anyio.fail_after(CONNECT_BUDGET_S):
         async with Client(params, mode="legacy", cache=None) as client:
@@ -72,7 +73,7 @@ async def main(only: list[str]) -> None:
         for name, params in _servers(scratch_dir).items():
             if only and name not in only:
                 continue
-            tools = await _dump_tools(params)
+            tools = await dump_tools(params)
             out = DATA_DIR / f"{name}.json"
             out.write_text(json.dumps({"tools": tools}, indent=2, ensure_ascii=False) + "\n")
             print(f"{out.relative_to(REPO_ROOT)}: {len(tools)} tools")
