@@ -248,6 +248,40 @@ def test_a_path_without_an_extension_is_a_folder(ranking: str) -> None:
     assert names(index.search("what's in ~/inbox/notes.md?").hits)[0] != "files_list_directory"
 
 
+def test_dates_addresses_and_hashes_are_values() -> None:
+    request = (
+        "from 2021-03-15 to March 30th, 2021 show commit a1b2c3d9 and the owner of "
+        "0x5FbDB2315678afecb367f032d93F642f64180aa3, not deadbeef, abc123 or 2021"
+    )
+    spans = {request[v.start : v.end]: v.kind for v in find_values(request)}
+    assert spans == {
+        "2021-03-15": "date",
+        "March 30th, 2021": "date",
+        "a1b2c3d9": "hash",
+        "0x5FbDB2315678afecb367f032d93F642f64180aa3": "address",
+    }
+
+
+@pytest.mark.parametrize("ranking", RANKINGS)
+@pytest.mark.parametrize(
+    ("request_text", "description", "taking"),
+    [
+        ("show commit a1b2c3d", "Shows a commit", "revision"),
+        ("entries from March 15, 2021 to 2021-06-30", "Lists time entries", "start_date"),
+        ("who owns 0x5FbDB2315678afecb367f032d93F642f64180aa3", "Who owns it", "wallet_address"),
+    ],
+)
+def test_of_two_tools_alike_the_one_taking_the_value_given_comes_first(
+    ranking: str, request_text: str, description: str, taking: str
+) -> None:
+    alike = [
+        tool("s", "first", description, "name"),
+        tool("s", "second", description, "name", taking),
+    ]
+    hits = SearchIndex([*alike, *FOLDERS], ranking=ranking).search(request_text).hits
+    assert names(hits)[:2] == ["s_second", "s_first"]
+
+
 @pytest.mark.parametrize(
     ("query", "expected"),
     [

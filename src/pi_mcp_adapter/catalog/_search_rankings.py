@@ -313,6 +313,9 @@ _VALUE_PARAMETERS: Mapping[str, frozenset[str]] = MappingProxyType(
             "path": "path paths file files filename filepath dir directory folder destination",
             "url": "url urls uri link href website",
             "email": "email emails recipient recipients",
+            "date": "date dates datetime time start end since until day timestamp period",
+            "address": "address wallet contract account",
+            "hash": "hash sha commit revision ref txid",
         }.items()
     }
 )
@@ -475,6 +478,9 @@ class FieldRanking:
             "url": self.locator_weight,
             "path": self.locator_weight,
             "email": self.locator_weight,
+            "date": self.locator_weight,
+            "address": self.locator_weight,
+            "hash": self.locator_weight,
         }
         n_docs = len(tools)
         server_words: dict[str, list[str]] = {}
@@ -1195,7 +1201,15 @@ def _semantic_text(text: str) -> str:
 
 
 _VALUE_NOUNS: Mapping[str, str] = MappingProxyType(
-    {"quoted": " ", "path": " a file ", "url": " a web page ", "email": " an email address "}
+    {
+        "quoted": " ",
+        "path": " a file ",
+        "url": " a web page ",
+        "email": " an email address ",
+        "date": " a date ",
+        "address": " an address ",
+        "hash": " an id ",
+    }
 )
 
 

@@ -389,7 +389,7 @@ def named_products(text: str) -> list[str]:
     return [w for w in found if w not in QUERY_STOPWORDS]
 
 
-ValueKind = Literal["quoted", "url", "email", "path"]
+ValueKind = Literal["quoted", "url", "email", "path", "date", "address", "hash"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,6 +419,25 @@ _VALUE_PATTERNS: tuple[tuple[ValueKind, re.Pattern[str]], ...] = (
     ),
     ("url", re.compile(r"\b(?:[a-z][a-z0-9+.\-]*://|www\.)[^\s\"'<>]+", re.IGNORECASE)),
     ("email", re.compile(r"\b[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+\b")),
+    # Dates, an Ethereum-style address and hashes (a git commit, a transaction) say what
+    # they are to a tool as a path does: a tool with a date, address or revision parameter
+    # can take them.
+    (
+        "date",
+        re.compile(
+            r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?Z?)?\b"
+            r"|\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?"
+            r"|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+            r"\s+\d{1,2}(?:st|nd|rd|th)?,?\s+\d{4}\b",
+            re.IGNORECASE,
+        ),
+    ),
+    ("address", re.compile(r"\b0x[0-9a-fA-F]{40}\b")),
+    (
+        # Hex of 7 to 40 characters with a digit and a letter (a git commit), or a 0x-hash.
+        "hash",
+        re.compile(r"\b0x[0-9a-fA-F]{64}\b|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"),
+    ),
     (
         "path",
         re.compile(
@@ -435,8 +454,9 @@ _VALUE_PATTERNS: tuple[tuple[ValueKind, re.Pattern[str]], ...] = (
 
 @lru_cache(maxsize=256)
 def find_values(text: str) -> tuple[ValueSpan, ...]:
-    """The argument values in ``text`` (quoted text, URLs, e-mail addresses, paths and file
-    names), in order and not overlapping. Cached: a query asks several times."""
+    """The argument values in ``text`` (quoted text, URLs, e-mail addresses, dates, hex
+    addresses and hashes, paths and file names), in order and not overlapping. Cached: a
+    query asks several times."""
     taken: list[ValueSpan] = []
     for kind, pattern in _VALUE_PATTERNS:
         for match in pattern.finditer(text):
