@@ -228,3 +228,38 @@ def test_a_query_in_the_catalogs_words_is_embedded_without_the_tokenizer(tmp_pat
     # A word no tool uses needs the tokenizer, and gives the tokenizer's vector.
     assert (fresh.embed(["play a song"]) == reference.embed(["play a song"])).all()
     assert fresh._model is not None
+
+
+def test_a_preloaded_tokenizer_serves_forks_without_reading_it_again() -> None:
+    # The CLI's warm process preloads, then forks one child per command: a child's request in
+    # words no tool uses is embedded from the tokenizer read before the fork.
+    script = textwrap.dedent(
+        """
+        import os
+        import tokenizers
+        from pi_mcp_adapter.catalog import preload_default_embedder
+        from pi_mcp_adapter.catalog._search_semantic import (
+            load_default_embedder,
+            read_packaged_model,
+        )
+        preload_default_embedder()
+        expected = read_packaged_model().embed(["please repeat back what I typed"])
+        def refuse(*args, **kwargs):
+            raise OSError("the tokenizer was read again")
+        tokenizers.Tokenizer.from_file = refuse
+        child = os.fork()
+        if child == 0:
+            try:
+                vectors = load_default_embedder().embed(["please repeat back what I typed"])
+                os._exit(0 if (vectors == expected).all() else 3)
+            except BaseException:
+                os._exit(4)
+        _, status = os.waitpid(child, 0)
+        print(os.waitstatus_to_exitcode(status))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0"

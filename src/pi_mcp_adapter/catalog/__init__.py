@@ -47,6 +47,7 @@ from ._schema import render_parameters, render_shape
 
 if TYPE_CHECKING:
     from ._eval import EvalReport, evaluate, load_labelled_set, write_rankings
+    from ._search_semantic import preload_default_embedder
 
 
 def __getattr__(name: str) -> Any:
@@ -55,6 +56,11 @@ def __getattr__(name: str) -> Any:
         from . import _eval
 
         return getattr(_eval, name)
+    if name == "preload_default_embedder":
+        # The search's model and its libraries load with the first search, not with the catalog.
+        from . import _search_semantic
+
+        return _search_semantic.preload_default_embedder
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -82,6 +88,7 @@ __all__ = [
     "evaluate",
     "format_tool_name",
     "load_labelled_set",
+    "preload_default_embedder",
     "render_parameters",
     "render_shape",
     "resource_tool_name",

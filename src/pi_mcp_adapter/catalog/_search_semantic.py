@@ -56,6 +56,7 @@ __all__ = [
     "WordLlamaEmbedder",
     "embedding_text",
     "load_default_embedder",
+    "preload_default_embedder",
     "read_packaged_model",
     "search_vector_cache_path",
     "semantic_available",
@@ -313,6 +314,21 @@ def load_default_embedder() -> TextEmbedder | None:
     package_dir = _wordllama_dir()
     assert package_dir is not None
     return _LazyWordLlama(package_dir)
+
+
+def preload_default_embedder() -> None:
+    """Read the packaged model's tokenizer now, if the extra is installed.
+
+    For a process that forks one child per command (the CLI's warm process): a child that
+    embeds a word the catalog does not use then finds the tokenizer read (about 0.045 s saved
+    per such search). Reading it starts no thread, so forking afterwards is safe.
+
+    Raises:
+        OSError: the model files cannot be read.
+    """
+    embedder = load_default_embedder()
+    if isinstance(embedder, _LazyWordLlama):
+        embedder._load()
 
 
 def embedding_text(tool: ToolInfo) -> str:

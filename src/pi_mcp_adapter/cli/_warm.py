@@ -101,8 +101,12 @@ def serve_warm(
     for module in _PRELOADED:
         with contextlib.suppress(ImportError):
             importlib.import_module(module)
+    from pi_mcp_adapter.catalog import preload_default_embedder
     from pi_mcp_adapter.cli import build_command
 
+    with contextlib.suppress(OSError):
+        # A damaged model is the search's to report, when a command searches.
+        preload_default_embedder()
     _command = build_command()
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
