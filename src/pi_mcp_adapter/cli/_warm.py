@@ -104,8 +104,9 @@ def serve_warm(
     from pi_mcp_adapter.catalog import preload_default_embedder
     from pi_mcp_adapter.cli import build_command
 
-    with contextlib.suppress(OSError):
-        # A damaged model is the search's to report, when a command searches.
+    with contextlib.suppress(Exception):
+        # Best effort: a damaged model (the tokenizer library raises plain Exceptions) is the
+        # search's to report, when a command searches.
         preload_default_embedder()
     _command = build_command()
     with contextlib.suppress(FileNotFoundError):
