@@ -324,7 +324,8 @@ def preload_default_embedder() -> None:
     per such search). Reading it starts no thread, so forking afterwards is safe.
 
     Raises:
-        OSError: the model files cannot be read.
+        OSError: the model files cannot be read (a damaged tokenizer file makes the tokenizer
+            library raise its own ``Exception``).
     """
     embedder = load_default_embedder()
     if isinstance(embedder, _LazyWordLlama):
