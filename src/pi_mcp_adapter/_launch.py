@@ -25,6 +25,7 @@ import os
 import sys
 from pathlib import Path
 
+from pi_mcp_adapter._environment import in_ci_job
 from pi_mcp_adapter._warm_process import (
     WARM_IDLE_S,
     WARM_LOCK_NAME,
@@ -66,13 +67,12 @@ def main() -> None:
 
 def _warm_start_wanted() -> bool:
     """Whether a short command that found no warm process starts one. ``PI_MCP_WARM`` decides
-    when set (``0``: no, anything else: yes); otherwise yes, except in a CI job (``CI`` set to
-    a true value, as CI services set it): a job is one run whose end should leave no process
-    behind."""
+    when set (``0``: no, anything else: yes); otherwise yes, except in a CI job: a job is one
+    run whose end should leave no process behind."""
     wanted = os.environ.get("PI_MCP_WARM", "")
     if wanted:
         return wanted != "0"
-    return os.environ.get("CI", "").lower() in ("", "0", "false", "no")
+    return not in_ci_job(os.environ)
 
 
 def run_warm(args: list[str]) -> int | None:

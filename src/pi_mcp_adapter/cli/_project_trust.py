@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pi_mcp_adapter._environment import in_ci_job
+
 if TYPE_CHECKING:
     from pi_mcp_adapter.config import LoadedConfig, ServerEntry
     from pi_mcp_adapter.config._trust import ProjectFile
@@ -30,7 +32,7 @@ __all__ = [
 
 def person_is_present(environ: Mapping[str, str]) -> bool:
     """A terminal on both ends and not a CI job (CI runners may allocate a pseudo-terminal)."""
-    if environ.get("CI", "").strip().lower() not in ("", "0", "false"):
+    if in_ci_job(environ):
         return False
     return sys.stdin.isatty() and sys.stderr.isatty()
 
