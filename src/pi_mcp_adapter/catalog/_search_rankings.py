@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, get_args
 
 from ._metadata import ToolInfo
 from ._search_semantic import EmbeddedTexts, TextEmbedder, ToolVectors, load_default_embedder
@@ -473,14 +473,10 @@ class FieldRanking:
             raise ValueError(f"{len(vectors)} tool vectors for {len(tools)} tools")
         self._vectors = vectors
         self._server_of = [t.server for t in tools]
+        # Quoted text may be a title or a phrase; every other value locates or identifies data.
         self._value_weights: Mapping[str, float] = {
-            "quoted": self.quoted_weight,
-            "url": self.locator_weight,
-            "path": self.locator_weight,
-            "email": self.locator_weight,
-            "date": self.locator_weight,
-            "address": self.locator_weight,
-            "hash": self.locator_weight,
+            kind: self.quoted_weight if kind == "quoted" else self.locator_weight
+            for kind in get_args(ValueKind)
         }
         n_docs = len(tools)
         server_words: dict[str, list[str]] = {}
