@@ -394,6 +394,12 @@ def test_a_stray_backtick_does_not_swallow_the_words_up_to_the_next_quote() -> N
     assert spans == ["`0x1000`", "`out.c`", "`/tmp/x`"]
 
 
+@pytest.mark.parametrize("path", [r"C:\Users\anna\report.docx", "C:/data/x.csv", "~/notes/q3.md"])
+def test_a_path_is_one_value_drive_letter_included(path: str) -> None:
+    request = f"open {path} now"
+    assert [(request[v.start : v.end], v.kind) for v in find_values(request)] == [(path, "path")]
+
+
 WORLD_CLOCK = [
     tool(
         "time",

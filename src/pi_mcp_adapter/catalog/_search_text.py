@@ -441,9 +441,9 @@ _VALUE_PATTERNS: tuple[tuple[ValueKind, re.Pattern[str]], ...] = (
     (
         "path",
         re.compile(
-            # ~/x, ./x, ../x, /x/y, C:\\x, and a/b/c with two or more separators.
+            # ~/x, ./x, ../x, /x/y, C:\\x, C:/x, and a/b/c with two or more separators.
             r"(?:(?<![\w/])(?:~|\.{1,2})?/[\w.\-~@%+]+(?:/[\w.\-~@%+]*)*"
-            r"|\b[A-Za-z]:\\[^\s\"'<>]+"
+            r"|\b[A-Za-z]:[\\/][^\s\"'<>]+"
             r"|\b[\w.\-]+(?:/[\w.\-]+){2,})"
         ),
     ),
