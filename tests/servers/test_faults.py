@@ -17,6 +17,7 @@ from pi_mcp_adapter import (
     ServerUnavailableError,
 )
 from pi_mcp_adapter.config._models import ServerEntry
+from pi_mcp_adapter.servers._stdio import EXIT_GRACE_S
 
 from ._support import HttpFixtures, ManagerFactory, fixture_entry, pid_is_running, text_of
 
@@ -89,6 +90,18 @@ async def test_a_stdio_server_that_fails_to_start_reports_why_in_bounded_time(
 ) -> None:
     broken = fixture_entry(*args, startup_timeout_ms=startup_ms)
     await _expect_failure_beside_healthy(make_manager, broken, expected, message_part, max_seconds)
+
+
+async def test_a_server_that_never_answered_is_not_given_the_exit_grace(
+    make_manager: ManagerFactory,
+) -> None:
+    # It never began the protocol, so nothing is lost by signalling it soon after its stdin
+    # closes; the caller no longer waits the grace a session gets to end cleanly.
+    broken = fixture_entry("--hang", startup_timeout_ms=1_000)
+    bound = 1.0 + EXIT_GRACE_S - 0.3
+    await _expect_failure_beside_healthy(
+        make_manager, broken, ConnectTimeoutError, "within 1 s", bound
+    )
 
 
 async def test_a_crash_at_start_carries_the_last_stderr_lines(

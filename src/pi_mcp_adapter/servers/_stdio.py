@@ -6,7 +6,8 @@ This transport always clears the group on close, reports the exit status, and no
 server even when a descendant still holds its stdout open.
 
 Shutdown (shielded, every wait bounded): close stdin, wait up to
-:data:`EXIT_GRACE_S`; SIGTERM to the group, wait up to :data:`TERM_GRACE_S`; SIGKILL to the
+:data:`EXIT_GRACE_S` (:data:`SILENT_EXIT_GRACE_S` for a server that never wrote a byte to
+stdout); SIGTERM to the group, wait up to :data:`TERM_GRACE_S`; SIGKILL to the
 group. The same TERM/KILL sequence then runs for whatever is left in the group.
 
 On Linux the server runs under a small supervisor (``_reaper.py``) that leads the group and
@@ -33,6 +34,12 @@ from mcp.shared.message import SessionMessage
 
 EXIT_GRACE_S = 2.0
 """Time for the server to exit on its own once its stdin is closed (the MCP spec's sequence)."""
+
+SILENT_EXIT_GRACE_S = 0.2
+"""The same wait for a server that never wrote to stdout: it never began the protocol (it hangs,
+or is still installing when its start deadline passes), so it has no session to end cleanly,
+and waiting the full grace would only add to the time a caller waits for a server given up
+on."""
 
 TERM_GRACE_S = 2.0
 """Time between SIGTERM and SIGKILL for the process group."""
@@ -95,7 +102,7 @@ async def _wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
     return condition()
 
 
-async def _stop(process: anyio.abc.Process, record: ProcessRecord) -> None:
+async def _stop(process: anyio.abc.Process, record: ProcessRecord, *, spoke: bool) -> None:
     pgid = process.pid  # a new session makes the server its process group's leader
 
     def exited() -> bool:
@@ -104,7 +111,7 @@ async def _stop(process: anyio.abc.Process, record: ProcessRecord) -> None:
     with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
         if process.stdin is not None:
             await process.stdin.aclose()
-    exited_by_itself = await _wait_until(exited, EXIT_GRACE_S)
+    exited_by_itself = await _wait_until(exited, EXIT_GRACE_S if spoke else SILENT_EXIT_GRACE_S)
     # Anyone left in the group: the server itself if it ignored its stdin closing, or the
     # descendants it leaves behind even when it exited (they would be orphaned otherwise).
     if _signal_group(pgid, signal.SIGTERM):
@@ -156,13 +163,16 @@ async def open_stdio_process(
     read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
     stdout_ended = anyio.Event()
+    spoke = False
 
     async def read_stdout() -> None:
+        nonlocal spoke
         assert process.stdout is not None
         buffer = b""
         try:
             async with read_send:
                 async for chunk in process.stdout:
+                    spoke = True
                     lines = (buffer + chunk).split(b"\n")
                     buffer = lines.pop()
                     for line in lines:
@@ -205,7 +215,7 @@ async def open_stdio_process(
                 with anyio.CancelScope(shield=True):
                     write_send.close()
                     read_receive.close()
-                    await _stop(process, record)
+                    await _stop(process, record, spoke=spoke)
                 tg.cancel_scope.cancel()
     finally:
         # Bounded: asyncio waits for the pipes too, which an escaped daemon could hold open.
