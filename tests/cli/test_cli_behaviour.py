@@ -129,6 +129,25 @@ def test_arguments_come_from_stdin_or_a_file(tmp_path: Path) -> None:
     assert missing.stderr.startswith("error: cannot read arguments from")
 
 
+def test_arguments_as_key_value_words_are_typed_by_the_tools_schema(tmp_path: Path) -> None:
+    home = make_home(tmp_path, {"fx": fixture()})
+    # A string parameter keeps digits as text; a number parameter reads them as a number.
+    assert pi_mcp(home, "call", "fx_echo", "message=007").stdout == "Echo: 007\n"
+    assert pi_mcp(home, "call", "fx_echo", "message=a=b c").stdout == "Echo: a=b c\n"
+    slept = pi_mcp(home, "call", "fx_slow", "seconds=0.01", "--json")
+    assert slept.returncode == 0, slept.stderr
+    assert json.loads(slept.stdout)["content"][0]["text"] == "slept 0.01"
+    wrong = pi_mcp(home, "call", "fx_slow", "seconds=soon")
+    assert wrong.returncode == 1
+    assert "seconds: 'soon' is not of type 'number'" in wrong.stderr
+    stray = pi_mcp(home, "call", "fx_echo", "hello")
+    assert stray.returncode == 2
+    assert stray.stderr.startswith("error: cannot read argument 'hello': pass key=value words")
+    twice = pi_mcp(home, "call", "fx_echo", "message=a", "message=b")
+    assert twice.returncode == 2
+    assert "'message' is given twice" in twice.stderr
+
+
 def test_full_and_output_get_the_whole_result_past_the_output_limit(tmp_path: Path) -> None:
     home = make_home(tmp_path, {"fx": fixture()}, settings={"outputLimitBytes": 20})
     message = "x" * 500

@@ -169,10 +169,14 @@ def get_context(ctx: typer.Context) -> CliContext:
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 ToolNameArgument = Annotated[str, typer.Argument(metavar="NAME", help="Tool name.")]
 ToolArgsArgument = Annotated[
-    str | None,
+    list[str] | None,
     typer.Argument(
         metavar="ARGS",
-        help="Arguments as a JSON object; - reads them from stdin, @FILE from a file.",
+        help=(
+            "Arguments as one JSON object (- reads it from stdin, @FILE from a file), or as "
+            "key=value words, each value typed by the tool's schema (count=3, tags='[\"a\"]')."
+        ),
+        show_default=False,
     ),
 ]
 """A tool to call and its arguments, as ``call`` and ``app`` take them."""

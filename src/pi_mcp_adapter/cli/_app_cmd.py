@@ -33,7 +33,7 @@ def app_view(
     127.0.0.1 and open it in the browser; serve until Ctrl-C."""
     from pi_mcp_adapter._errors import McpAdapterError
 
-    from ._engine_cmds import read_arguments, run
+    from ._engine_cmds import arguments_for, read_arguments, run
 
     try:
         arguments = read_arguments(args_json)
@@ -52,7 +52,9 @@ def app_view(
         from pi_mcp_adapter.surface._apps import AppViews
 
         async with anyio.create_task_group() as tg:
-            view = await AppViews(adapter, tg, on_message=said).open(name, arguments)
+            view = await AppViews(adapter, tg, on_message=said).open(
+                name, arguments_for(adapter, name, arguments)
+            )
             sys.stdout.write(view.url + "\n")
             sys.stdout.flush()
             opened = not no_browser and await anyio.to_thread.run_sync(webbrowser.open, view.url)
