@@ -485,6 +485,8 @@ async def test_mcp_app_serves_a_view_whose_calls_reach_the_server(
     harness = await make_harness(ScriptedStream([]), extensions=[activate])
     try:
         shown = (await harness.prompt('/mcp app apps_show_chart {"title": "Q3"}')).content[0]
+        # key=value words as in a shell: the quoted value keeps its space.
+        await harness.prompt("/mcp app apps_show_chart title='Q4 plan'")
         no_view = (await harness.prompt("/mcp app apps_reset_charts")).content[0]["text"]
         url = shown["text"].rsplit(" ", 1)[-1]
         call = {
@@ -500,5 +502,9 @@ async def test_mcp_app_serves_a_view_whose_calls_reach_the_server(
     assert "ui/initialize" in page.text
     assert saved["content"][0]["text"] == "saved Q3"
     assert "no MCP Apps view" in no_view
-    calls = [json.loads(line)["tool"] for line in log.read_text().splitlines()]
-    assert calls == ["show_chart", "save_chart"]
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(c["tool"], c["arguments"]) for c in calls] == [
+        ("show_chart", {"title": "Q3"}),
+        ("show_chart", {"title": "Q4 plan"}),
+        ("save_chart", {"title": "Q3"}),
+    ]

@@ -33,7 +33,7 @@ def app_view(
     127.0.0.1 and open it in the browser; serve until Ctrl-C."""
     from pi_mcp_adapter._errors import McpAdapterError
 
-    from ._engine_cmds import arguments_for, read_arguments, run
+    from ._engine_cmds import read_arguments, run
 
     try:
         arguments = read_arguments(args_json)
@@ -50,6 +50,7 @@ def app_view(
         import anyio
 
         from pi_mcp_adapter.surface._apps import AppViews
+        from pi_mcp_adapter.surface._arguments import arguments_for
 
         async with anyio.create_task_group() as tg:
             view = await AppViews(adapter, tg, on_message=said).open(

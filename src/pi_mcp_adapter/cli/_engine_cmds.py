@@ -12,14 +12,11 @@ SIGINT, SIGTERM and SIGHUP close every server before the command exits (130, 143
 
 from __future__ import annotations
 
-import contextlib
-import json
-import re
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -46,6 +43,7 @@ from ._wording import cli_wording, to_camel_keys
 
 if TYPE_CHECKING:
     from pi_mcp_adapter.engine import McpAdapter, ToolResult
+    from pi_mcp_adapter.surface._arguments import ArgumentPairs
 
 T = TypeVar("T")
 
@@ -568,76 +566,19 @@ def describe(
     emit_result(run_from_cache(ctx, body, quiet=as_json, concerns=concerns), as_json=as_json)
 
 
-_ARGUMENT_PAIR = re.compile(r"([A-Za-z_][\w.\-]*)=(.*)", re.DOTALL)
-
-
-@dataclass(frozen=True, slots=True)
-class ArgumentPairs:
-    """``key=value`` words from the command line; their types come from the tool's schema,
-    which is known only once the tool is found."""
-
-    pairs: tuple[tuple[str, str], ...]
-
-    def typed(self, schema: Mapping[str, Any]) -> dict[str, Any]:
-        """The arguments, each value read as JSON when its parameter is not a string.
-
-        A value for a ``number``, ``integer``, ``boolean``, ``array`` or ``object`` parameter
-        is parsed as JSON; one that does not parse stays text, so the tool's argument check
-        names the parameter and the type it wants. A parameter that may be a string, has no
-        declared type or is not in the schema gets the text as written: ``zip=02134`` stays
-        ``"02134"``.
-        """
-        properties = schema.get("properties")
-        known = properties if isinstance(properties, Mapping) else {}
-        arguments: dict[str, Any] = {}
-        for key, text in self.pairs:
-            arguments[key] = text
-            wanted = _declared_types(known.get(key))
-            if wanted and "string" not in wanted:
-                with contextlib.suppress(ValueError, RecursionError):
-                    arguments[key] = json.loads(text)
-        return arguments
-
-
-def _declared_types(parameter: object) -> set[str]:
-    if not isinstance(parameter, Mapping):
-        return set()
-    declared = parameter.get("type")
-    if isinstance(declared, str):
-        return {declared}
-    if isinstance(declared, list):
-        return {t for t in declared if isinstance(t, str)}
-    return set()
-
-
 def read_arguments(words: Sequence[str] | None) -> dict[str, Any] | ArgumentPairs:
     """Arguments from the command line: one JSON object, ``-`` (stdin), ``@file``, or
-    ``key=value`` words (typed later by :meth:`ArgumentPairs.typed`).
+    ``key=value`` words (typed once the tool is known: see ``surface._arguments``).
 
     Raises:
         UsageError: not a JSON object, unreadable file, nesting too deep, a word that is not
-            ``key=value`` among several, a key given twice.
+            ``key=value``, a key given twice.
     """
-    from pi_mcp_adapter._errors import UsageError
+    from pi_mcp_adapter.surface._arguments import read_argument_words
 
-    if not words:
-        return {}
-    if len(words) == 1 and words[0].lstrip()[:1] in ("{", "[", '"', "-", "@", ""):
+    if words and len(words) == 1 and words[0][:1] in ("-", "@"):
         return _read_json_arguments(words[0])
-    keys: set[str] = set()
-    pairs: list[tuple[str, str]] = []
-    for word in words:
-        pair = _ARGUMENT_PAIR.fullmatch(word)
-        if pair is None:
-            raise UsageError(
-                f"cannot read argument {word!r}: pass key=value words, or one JSON object "
-                "(- reads it from stdin, @FILE from a file)"
-            )
-        if pair[1] in keys:
-            raise UsageError(f"argument {pair[1]!r} is given twice")
-        keys.add(pair[1])
-        pairs.append((pair[1], pair[2]))
-    return ArgumentPairs(tuple(pairs))
+    return read_argument_words(words or ())
 
 
 def _read_json_arguments(raw: str) -> dict[str, Any]:
@@ -656,22 +597,6 @@ def _read_json_arguments(raw: str) -> dict[str, Any]:
         except UnicodeDecodeError as exc:
             raise UsageError(f"cannot read arguments from {path}: not UTF-8 text") from exc
     return parse_args(text)
-
-
-def arguments_for(
-    adapter: McpAdapter, name: str, given: dict[str, Any] | ArgumentPairs
-) -> dict[str, Any]:
-    """``given`` as the arguments of tool ``name``: ``key=value`` words typed by its schema
-    (as text when the tool is unknown; the call then says it is not found)."""
-    from pi_mcp_adapter._errors import McpAdapterError
-
-    if not isinstance(given, ArgumentPairs):
-        return given
-    try:
-        schema = adapter.lookup(name).input_schema
-    except McpAdapterError:
-        schema = {}
-    return given.typed(schema)
 
 
 @app.command(short_help="Call a tool and print its result.")
@@ -700,6 +625,8 @@ def call(
         from pi_mcp_adapter.surface._guard import guarded_call
 
         await _list_servers_for(adapter, name)
+        from pi_mcp_adapter.surface._arguments import arguments_for
+
         return await guarded_call(adapter, name, arguments_for(adapter, name, arguments))
 
     result = run(ctx, body, connect_missing=False, quiet=as_json)

@@ -175,7 +175,7 @@ class PiHost:
     def _register_adapter_command(self, name: str, verb: str) -> None:
         descriptions = {
             "mcp": "MCP servers: status | tools [server] | reconnect [server] | auth <server> "
-            "| app <tool> [json args]",
+            "| app <tool> [json object | key=value ...]",
             "mcp-auth": "Authenticate an MCP server: /mcp-auth SERVER",
         }
 

@@ -1,7 +1,7 @@
 """The ``/mcp`` and ``/mcp-auth`` commands: what a user (not the model) types in a host.
 
 ``/mcp status | tools [server] | reconnect [server] | trust <server> [tool] | auth <server> |
-app <tool> [json args]`` and ``/mcp-auth SERVER``.
+app <tool> [args]`` and ``/mcp-auth SERVER``.
 Hosts without commands call :meth:`McpCommands.run` as a plain Python method.
 
 ``app`` shows a tool's MCP Apps view; a host that can serve one sets :attr:`McpCommands.open_view`
@@ -10,23 +10,27 @@ Hosts without commands call :meth:`McpCommands.run` as a plain Python method.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pi_mcp_adapter._errors import McpAdapterError
+from pi_mcp_adapter._errors import McpAdapterError, UsageError
 from pi_mcp_adapter.engine import McpAdapter
 
-from ._proxy import ProxyTool, parse_args
+from ._arguments import arguments_for, read_argument_words
+from ._proxy import ProxyTool
 from ._render import render_status, render_tool_line
 
 COMMAND_USAGE = (
     "status | tools [server] | reconnect [server] | trust <server> [tool] | auth <server> "
-    "| app <tool> [json args]"
+    "| app <tool> [json object | key=value ...]"
 )
 
 OpenView = Callable[[str, dict[str, Any]], Awaitable[str]]
 """``(tool, arguments)`` to the text that tells the user where the view is."""
 MCP_COMMAND = "mcp"
+
+
 MCP_AUTH_COMMAND = "mcp-auth"
 
 
@@ -72,11 +76,14 @@ class McpCommands:
 
     async def _app(self, words: list[str]) -> str:
         if not words:
-            return "Usage: /mcp app <tool> [json args]"
+            return "Usage: /mcp app <tool> [json object | key=value ...]"
         if self.open_view is None:
             return "This host cannot show MCP Apps views; run `pi-mcp app TOOL` in a terminal."
-        arguments = parse_args(words[1] if len(words) > 1 else None)
-        return await self.open_view(words[0], arguments)
+        rest = words[1].strip() if len(words) > 1 else ""
+        # A JSON object is one argument whatever its spaces; key=value words split as a shell
+        # would, so a quoted value keeps its spaces.
+        given = read_argument_words([rest] if rest[:1] in ("{", "[", '"') else _split(rest))
+        return await self.open_view(words[0], arguments_for(self._adapter, words[0], given))
 
     async def auth(self, argv: str) -> str:
         """``/mcp-auth SERVER``: how to authenticate ``SERVER``."""
@@ -115,3 +122,10 @@ def auth_help(adapter: McpAdapter, server: str | None) -> str:
         "browser, or prints a URL to open elsewhere and reads the redirect URL back), then "
         f"`pi-mcp reconnect {server}`. `pi-mcp logout {server}` forgets the tokens."
     )
+
+
+def _split(text: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError as exc:  # an unclosed quote
+        raise UsageError(f"cannot read the arguments: {exc}") from None
