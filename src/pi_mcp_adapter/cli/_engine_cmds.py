@@ -622,11 +622,10 @@ def call(
         raise fail(str(exc), code=EXIT_USAGE) from None
 
     async def body(adapter: McpAdapter) -> ToolResult:
+        from pi_mcp_adapter.surface._arguments import arguments_for
         from pi_mcp_adapter.surface._guard import guarded_call
 
         await _list_servers_for(adapter, name)
-        from pi_mcp_adapter.surface._arguments import arguments_for
-
         return await guarded_call(adapter, name, arguments_for(adapter, name, arguments))
 
     result = run(ctx, body, connect_missing=False, quiet=as_json)

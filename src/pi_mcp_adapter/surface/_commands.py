@@ -29,8 +29,6 @@ COMMAND_USAGE = (
 OpenView = Callable[[str, dict[str, Any]], Awaitable[str]]
 """``(tool, arguments)`` to the text that tells the user where the view is."""
 MCP_COMMAND = "mcp"
-
-
 MCP_AUTH_COMMAND = "mcp-auth"
 
 
