@@ -394,6 +394,35 @@ def test_a_stray_backtick_does_not_swallow_the_words_up_to_the_next_quote() -> N
     assert spans == ["`0x1000`", "`out.c`", "`/tmp/x`"]
 
 
+@pytest.mark.parametrize("ranking", RANKINGS)
+@pytest.mark.parametrize(
+    ("request_text", "meant"),
+    [("merge my PR", "merge_pull_request"), ("merge the repo's branches", "merge_repository")],
+)
+def test_shorthand_the_catalog_lacks_reads_as_the_words_it_stands_for(
+    ranking: str, request_text: str, meant: str
+) -> None:
+    catalog = [
+        tool("git", "merge_branch", "Merge a branch into another", "branch"),
+        tool("git", "merge_pull_request", "Merge a pull request", "number"),
+        tool("git", "merge_repository", "Merge every branch of a repository", "name"),
+        *FOLDERS,
+    ]
+    page = SearchIndex(catalog, ranking=ranking).search(request_text)
+    assert page.hits[0].tool.original_name == meant
+    assert page.confident  # shorthand is understood for certain, not through a guess
+
+
+def test_shorthand_the_catalog_uses_is_read_as_it_is() -> None:
+    catalog = [
+        tool("git", "get_pr", "Show a PR", "number"),
+        tool("git", "get_pull_request_review", "Show the review of a pull request", "number"),
+        *FOLDERS,
+    ]
+    hits = SearchIndex(catalog, ranking="lexical").search("show PR").hits
+    assert [h.tool.original_name for h in hits[:1]] == ["get_pr"]
+
+
 @pytest.mark.parametrize("path", [r"C:\Users\anna\report.docx", "C:/data/x.csv", "~/notes/q3.md"])
 def test_a_path_is_one_value_drive_letter_included(path: str) -> None:
     request = f"open {path} now"

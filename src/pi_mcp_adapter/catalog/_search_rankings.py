@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol, get_args
 from ._metadata import ToolInfo
 from ._search_semantic import EmbeddedTexts, TextEmbedder, ToolVectors, load_default_embedder
 from ._search_text import (
+    ABBREVIATIONS,
     QUERY_STOPWORDS,
     VERB_SYNONYMS,
     ValueKind,
@@ -601,7 +602,16 @@ class FieldRanking:
                     if t not in self._idf:
                         # A Chinese character pair may straddle two words: not evidence
                         # that the request asks for something the catalog lacks.
-                        if not value_like and t not in unknown and not is_cjk(t):
+                        # Shorthand is mostly written in capitals ("PR", "DB"), which
+                        # otherwise read as names: it stands for its words when the catalog
+                        # has them, and is a name like any other when it does not.
+                        stands_for = ABBREVIATIONS.get(t, ())
+                        plain = not value_like or (
+                            kind is None
+                            and bool(stands_for)
+                            and all(w in self._idf for w in stands_for)
+                        )
+                        if plain and t not in unknown and not is_cjk(t):
                             unknown.append(t)
                         continue
                     weight = self._value_weights.get(kind, 1.0) if kind else 1.0
@@ -632,6 +642,16 @@ class FieldRanking:
             # A word the catalog never uses may still have an everyday synonym it does use
             # ("save" for "write"), or relatives ("differ" for "difference"): then the request
             # is understood, through them.
+            stands_for = ABBREVIATIONS.get(t, ())
+            if stands_for and all(w in self._idf for w in stands_for):
+                # Shorthand means its words for certain ("PR" is a pull request), unlike a
+                # synonym: read as one word spread over them, with no doubt added.
+                for w in stands_for:
+                    share = 1.0 / len(stands_for)
+                    if weights.get(w, 0.0) < share:
+                        out.append(_QueryTerm(w, share, True))
+                        weights[w] = share
+                continue
             known = [syn for syn in VERB_SYNONYMS.get(t, ()) if syn in self._idf]
             if not known:
                 known = self._relatives(t)

@@ -9,7 +9,8 @@ ranking in :mod:`._search_rankings`:
 - :func:`stem` strips common English inflections with a few suffix rules, so that ``files``,
   ``searching`` and ``created`` meet ``file``, ``search`` and ``create``;
 - :data:`QUERY_STOPWORDS` drops the filler of natural-language requests ("could you please");
-- :data:`VERB_SYNONYMS` maps common action verbs to their everyday equivalents;
+- :data:`VERB_SYNONYMS` maps common action verbs to their everyday equivalents, and
+  :data:`ABBREVIATIONS` shorthand to the words it stands for;
 - :func:`find_values` finds the argument values in a request (paths, URLs, e-mail addresses,
   file names, quoted text), which say little about which tool is wanted;
 - :func:`split_clauses` splits a request into its steps, and :func:`named_products` finds the
@@ -32,6 +33,7 @@ from types import MappingProxyType
 from typing import Literal
 
 __all__ = [
+    "ABBREVIATIONS",
     "QUERY_STOPWORDS",
     "VERB_SYNONYMS",
     "ValueKind",
@@ -235,6 +237,41 @@ def _build_synonyms(groups: Iterable[tuple[str, ...]]) -> Mapping[str, frozenset
 
 VERB_SYNONYMS: Mapping[str, frozenset[str]] = _build_synonyms(_SYNONYM_GROUPS)
 """Stem -> stems of its everyday synonyms (the keys and values are already stemmed)."""
+
+# Shorthand people type for words tool texts spell out ("merge my PR", "the repo", "DM Anna").
+# Read only when the catalog lacks the short form and has every word of the long one: a
+# catalog that says "repo" itself matches it directly. Only unambiguous forms: "temp", "min",
+# "desc" or "cal" could mean two things.
+_ABBREVIATION_TEXT = {
+    "pr": "pull request",
+    "repo": "repository",
+    "db": "database",
+    "msg": "message",
+    "dm": "direct message",
+    "env": "environment",
+    "doc": "document",
+    "k8s": "kubernetes",
+    "auth": "authentication",
+    "img": "image",
+    "pic": "picture",
+    "addr": "address",
+    "num": "number",
+    "txn": "transaction",
+    "qty": "quantity",
+    "avg": "average",
+    "stats": "statistics",
+    "acct": "account",
+    "org": "organization",
+    "vm": "virtual machine",
+    "appt": "appointment",
+}
+ABBREVIATIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        stem(short): tuple(stem(w) for w in long.split())
+        for short, long in _ABBREVIATION_TEXT.items()
+    }
+)
+"""Stem of a shorthand -> stems of the words it stands for."""
 
 
 def terms(text: str, *, drop_stopwords: bool = False) -> list[str]:
