@@ -146,6 +146,23 @@ def test_identifiers_split_at_case_changes_and_separators() -> None:
     ]
 
 
+def test_an_acronyms_plural_is_its_singular() -> None:
+    assert split_words("list the URLs, IDs and APIs of listPRs; HTTPSession TODOs") == [
+        "list",
+        "the",
+        "url",
+        "id",
+        "and",
+        "api",
+        "of",
+        "list",
+        "pr",
+        "http",
+        "session",
+        "todo",
+    ]
+
+
 def test_a_multi_step_request_splits_into_steps() -> None:
     steps = split_clauses(
         "First find the weather in Paris, then post it to Slack, and create an issue."

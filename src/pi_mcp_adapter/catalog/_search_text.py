@@ -53,6 +53,9 @@ __all__ = [
 # Lower-to-upper and acronym-to-word boundaries: "getUserID" -> "get User ID",
 # "HTTPServer" -> "HTTP Server", "v2Api" -> "v2 Api".
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+# The plural of an acronym ("URLs", "IDs", "PRs", "listAPIs"): its singular, rather than the
+# acronym-to-word split above, which would read "UR Ls".
+_ACRONYM_PLURAL = re.compile(r"([A-Z]{2,})s(?![a-z])")
 _WORD = re.compile(r"[^\W_]+")
 # Han ideographs (with extension A and compatibility forms), kana: scripts written without
 # spaces between words.
@@ -65,12 +68,13 @@ def split_words(text: str) -> list[str]:
     """Lower-case words of ``text``, with identifiers split at case changes and separators.
 
     Letters and digits stay together (``v2``, ``s3``, ``gpt4o``), so version-like names keep
-    their meaning; any other character (``_ - . / : space``) separates words. Runs of Chinese
-    or Japanese characters become their overlapping character pairs (a lone character stays
-    itself), because those scripts do not separate words and a pair is the most common word
-    length.
+    their meaning; any other character (``_ - . / : space``) separates words. An acronym's
+    plural is its singular (``URLs`` gives ``url``). Runs of Chinese or Japanese characters
+    become their overlapping character pairs (a lone character stays itself), because those
+    scripts do not separate words and a pair is the most common word length.
     """
-    words: list[str] = _WORD.findall(_CAMEL_BOUNDARY.sub(" ", text).lower())
+    singular = _ACRONYM_PLURAL.sub(r"\1", text)
+    words: list[str] = _WORD.findall(_CAMEL_BOUNDARY.sub(" ", singular).lower())
     if not _HAS_CJK.search(text):
         return words
     out: list[str] = []
