@@ -605,12 +605,7 @@ class FieldRanking:
                         # Shorthand is mostly written in capitals ("PR", "DB"), which
                         # otherwise read as names: it stands for its words when the catalog
                         # has them, and is a name like any other when it does not.
-                        stands_for = ABBREVIATIONS.get(t, ())
-                        plain = not value_like or (
-                            kind is None
-                            and bool(stands_for)
-                            and all(w in self._idf for w in stands_for)
-                        )
+                        plain = not value_like or (kind is None and bool(self._expansion(t)))
                         if plain and t not in unknown and not is_cjk(t):
                             unknown.append(t)
                         continue
@@ -642,12 +637,12 @@ class FieldRanking:
             # A word the catalog never uses may still have an everyday synonym it does use
             # ("save" for "write"), or relatives ("differ" for "difference"): then the request
             # is understood, through them.
-            stands_for = ABBREVIATIONS.get(t, ())
-            if stands_for and all(w in self._idf for w in stands_for):
+            stands_for = self._expansion(t)
+            if stands_for:
                 # Shorthand means its words for certain ("PR" is a pull request), unlike a
                 # synonym: read as one word spread over them, with no doubt added.
+                share = 1.0 / len(stands_for)
                 for w in stands_for:
-                    share = 1.0 / len(stands_for)
                     if weights.get(w, 0.0) < share:
                         out.append(_QueryTerm(w, share, True))
                         weights[w] = share
@@ -673,6 +668,11 @@ class FieldRanking:
                         out.append(_QueryTerm(syn, self.synonym_weight * q.weight, False))
                         weights[syn] = 0.0
         return out, unknown_mass
+
+    def _expansion(self, word: str) -> tuple[str, ...]:
+        """The words shorthand ``word`` stands for, when the catalog uses every one of them."""
+        stands_for = ABBREVIATIONS.get(word, ())
+        return stands_for if all(w in self._idf for w in stands_for) else ()
 
     def _relatives(self, word: str) -> list[str]:
         """The catalog's words that begin as ``word`` does (see :attr:`relative_prefix`)."""
