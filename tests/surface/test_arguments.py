@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 
 from pi_mcp_adapter import UsageError
-from pi_mcp_adapter.surface._arguments import ArgumentPairs, read_argument_words
+from pi_mcp_adapter.surface._arguments import (
+    ArgumentPairs,
+    read_argument_text,
+    read_argument_words,
+)
 
 SCHEMA = {
     "type": "object",
@@ -79,3 +83,13 @@ def test_words_that_are_neither_pairs_nor_an_object_are_a_usage_error(
 ) -> None:
     with pytest.raises(UsageError, match=message.replace("[", r"\[")):
         read_argument_words(words)
+
+
+def test_a_command_line_reads_as_json_or_as_shell_words() -> None:
+    assert read_argument_text(' {"zip": "021 34"} ') == {"zip": "021 34"}
+    assert read_argument_text("") == {}
+    given = read_argument_text("title='Q4 plan' count=3")
+    assert isinstance(given, ArgumentPairs)
+    assert given.typed(SCHEMA) == {"title": "Q4 plan", "count": 3}
+    with pytest.raises(UsageError, match="cannot read the arguments: No closing quotation"):
+        read_argument_text("title='Q4")

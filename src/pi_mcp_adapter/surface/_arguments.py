@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,9 +21,11 @@ from pi_mcp_adapter.engine import McpAdapter
 
 from ._proxy import parse_args
 
-__all__ = ["ArgumentPairs", "arguments_for", "read_argument_words"]
+__all__ = ["ArgumentPairs", "arguments_for", "read_argument_text", "read_argument_words"]
 
 _ARGUMENT_PAIR = re.compile(r"([A-Za-z_][\w.\-]*)=(.*)", re.DOTALL)
+# How JSON text starts; an empty argument is the empty object.
+_JSON_STARTS = ("{", "[", '"', "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +73,7 @@ def read_argument_words(words: Sequence[str]) -> dict[str, Any] | ArgumentPairs:
     """
     if not words:
         return {}
-    if len(words) == 1 and words[0].lstrip()[:1] in ("{", "[", '"', ""):
+    if len(words) == 1 and words[0].lstrip()[:1] in _JSON_STARTS:
         return parse_args(words[0])
     keys: set[str] = set()
     pairs: list[tuple[str, str]] = []
@@ -85,6 +88,22 @@ def read_argument_words(words: Sequence[str]) -> dict[str, Any] | ArgumentPairs:
         keys.add(pair[1])
         pairs.append((pair[1], pair[2]))
     return ArgumentPairs(tuple(pairs))
+
+
+def read_argument_text(text: str) -> dict[str, Any] | ArgumentPairs:
+    """The arguments of a host command typed as one line: a JSON object, whatever its spaces,
+    or ``key=value`` words split as a shell would, so a quoted value keeps its spaces.
+
+    Raises:
+        UsageError: as :func:`read_argument_words`, or an unclosed quote.
+    """
+    if text.lstrip()[:1] in _JSON_STARTS:
+        return parse_args(text)
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:  # an unclosed quote
+        raise UsageError(f"cannot read the arguments: {exc}") from None
+    return read_argument_words(words)
 
 
 def arguments_for(

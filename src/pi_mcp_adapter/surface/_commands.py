@@ -10,14 +10,13 @@ Hosts without commands call :meth:`McpCommands.run` as a plain Python method.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pi_mcp_adapter._errors import McpAdapterError, UsageError
+from pi_mcp_adapter._errors import McpAdapterError
 from pi_mcp_adapter.engine import McpAdapter
 
-from ._arguments import arguments_for, read_argument_words
+from ._arguments import arguments_for, read_argument_text
 from ._proxy import ProxyTool
 from ._render import render_status, render_tool_line
 
@@ -77,10 +76,7 @@ class McpCommands:
             return "Usage: /mcp app <tool> [json object | key=value ...]"
         if self.open_view is None:
             return "This host cannot show MCP Apps views; run `pi-mcp app TOOL` in a terminal."
-        rest = words[1].strip() if len(words) > 1 else ""
-        # A JSON object is one argument whatever its spaces; key=value words split as a shell
-        # would, so a quoted value keeps its spaces.
-        given = read_argument_words([rest] if rest[:1] in ("{", "[", '"') else _split(rest))
+        given = read_argument_text(words[1] if len(words) > 1 else "")
         return await self.open_view(words[0], arguments_for(self._adapter, words[0], given))
 
     async def auth(self, argv: str) -> str:
@@ -120,10 +116,3 @@ def auth_help(adapter: McpAdapter, server: str | None) -> str:
         "browser, or prints a URL to open elsewhere and reads the redirect URL back), then "
         f"`pi-mcp reconnect {server}`. `pi-mcp logout {server}` forgets the tokens."
     )
-
-
-def _split(text: str) -> list[str]:
-    try:
-        return shlex.split(text)
-    except ValueError as exc:  # an unclosed quote
-        raise UsageError(f"cannot read the arguments: {exc}") from None
