@@ -114,6 +114,27 @@ async def test_toolsearch_activates_a_tool_for_the_next_request_of_the_same_run(
     assert json.loads(result_text(now))["timezone"] == "Europe/Paris"
 
 
+async def test_toolsearch_takes_its_new_description_without_pi_warning_of_a_clash(
+    workspace: Workspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Once a server is listed, ToolSearch is registered again with a description that names
+    its tools; pi-python warns of a name registered twice, which here is no clash."""
+    workspace.write_config({"time": time_entry()}, settings={"surface": "toolsearch"})
+    stream = ScriptedStream([lambda ctx: ("ToolSearch", {"query": "current time"}), "done"])
+    harness = await make_harness(stream, extensions=[activate])
+    try:
+        await harness.load_extensions()
+        before = harness.extension_registry.get_tools()["ToolSearch"].description
+        await harness.prompt("What time is it?")  # the search lists the server
+        after = harness.extension_registry.get_tools()["ToolSearch"].description
+    finally:
+        await harness.close()
+    assert after != before  # replaced: the server's tools are described now
+    assert "time" in after
+    clashes = [r.getMessage() for r in caplog.records if "already registered" in r.getMessage()]
+    assert clashes == []
+
+
 async def test_tool_errors_reach_the_model_as_error_results(workspace: Workspace) -> None:
     workspace.write_config({"time": time_entry()}, settings={"surface": "toolsearch"})
     seen: list[Any] = []

@@ -37,8 +37,9 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import logging
 import os
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -394,15 +395,17 @@ class PiHost:
     def register_tool(self, tool: ToolDefinition) -> None:
         signature = (tool.description, json.dumps(tool.parameters, sort_keys=True, default=str))
         if self._registered.get(tool.name) != signature:
+            replacing = tool.name in self._registered
             try:
-                self._pi.register_tool(
-                    PiToolDefinition(
-                        name=tool.name,
-                        description=tool.description,
-                        parameters=dict(tool.parameters),
-                        execute=self._executor(tool.name),
+                with _quiet_replacement(tool.name) if replacing else contextlib.nullcontext():
+                    self._pi.register_tool(
+                        PiToolDefinition(
+                            name=tool.name,
+                            description=tool.description,
+                            parameters=dict(tool.parameters),
+                            execute=self._executor(tool.name),
+                        )
                     )
-                )
             except ValueError as exc:  # a name pi-python (and providers) reject
                 self.notify(f"MCP tool {tool.name!r} is not offered: {exc}", "warning")
                 return
@@ -519,3 +522,24 @@ def command_owner(pi: ExtensionAPI, name: str) -> str | None:
         return None
     owner = getattr(command, "extension_name", None)
     return owner if isinstance(owner, str) else "another extension"
+
+
+_REGISTRY_LOGGER = "pi_agent_core.extensions.registry"
+
+
+@contextlib.contextmanager
+def _quiet_replacement(name: str) -> Iterator[None]:
+    """Keep pi-python from warning that tool ``name`` is "already registered" while this
+    extension replaces its own definition (a new description once servers connect): the
+    warning is meant for two extensions claiming one name, and still comes when another
+    extension registers one of these names."""
+
+    def not_this_replacement(record: logging.LogRecord) -> bool:
+        return not (record.args == (name,) and "already registered" in str(record.msg))
+
+    logger = logging.getLogger(_REGISTRY_LOGGER)
+    logger.addFilter(not_this_replacement)
+    try:
+        yield
+    finally:
+        logger.removeFilter(not_this_replacement)
