@@ -145,10 +145,11 @@ def is_cjk(word: str) -> bool:
 def normalize_identifier(text: str) -> str:
     """A canonical spelling of a name, for "is this query this tool's name" comparisons.
 
-    Case, separators and camelCase boundaries are ignored: ``Search-Records``,
-    ``search_records`` and ``searchRecords`` all give ``search records``.
+    Case and separators are ignored: ``Search-Records``, ``search_records``,
+    ``searchRecords`` and "search records" all give ``searchrecords``, and ``get_urls`` is
+    ``getURLs`` (their search words differ: an acronym's plural reads as its singular).
     """
-    return " ".join(split_words(text))
+    return "".join(char for char in text.lower() if char.isalnum())
 
 
 _VOWELS = frozenset("aeiouy")
