@@ -126,7 +126,7 @@ def main() -> None:
     labels = {
         "floor": "floor: import typer, pydantic",
         "no pool": "pi-mcp call fx_echo, no pool",
-        "pool": "pi-mcp call fx_echo, pool running",
+        "pool": f"pi-mcp call fx_echo, pool running (target <= {TARGET_VS_FLOOR}x)",
     }
     for key, values in samples.items():
         median = statistics.median(values)

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _summary import record
 from pi_mcp_adapter.catalog import config_hash
 from pi_mcp_adapter.config import load_config
+from pi_mcp_adapter.surface._render import STATUS_BUDGET_CHARS
 
 PI_MCP = Path(sys.executable).parent / "pi-mcp"
 REAL_TOOLS = Path(__file__).resolve().parent / "data" / "real_servers.json"
@@ -142,7 +143,7 @@ def status_rows(counts: list[int]) -> None:
         )
         record(
             "token cost",
-            f"mcp({{}}) status, {count} servers",
+            f"mcp({{}}) status, {count} servers (budget {STATUS_BUDGET_CHARS:,} characters)",
             float(bounded),
             float(unbounded),
             unit="tokens",
