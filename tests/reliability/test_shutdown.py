@@ -7,7 +7,8 @@ be handled (SIGINT, SIGTERM) the process exits promptly with no traceback, and t
 process, and the servers' own children, with it. SIGKILL cannot be handled, yet the servers'
 process trees still die with ``pi-mcp`` (the CLI's children die with their parent). For the
 gateway, killed outright, a server's own children are that server's business, so its SIGKILL case
-runs the fixture without one. In every case the metadata cache is intact.
+runs the fixture without one. In every case the metadata cache is intact; a process killed
+outright loses only the stores it had not yet written, so that case waits for them first.
 """
 
 from __future__ import annotations
@@ -74,6 +75,17 @@ def wait_for_call(process: subprocess.Popen[str], call_log: Path) -> None:
 
 def descendants(pid: int) -> list[psutil.Process]:
     return psutil.Process(pid).children(recursive=True)
+
+
+async def wait_for_cached(agent_dir: Path, servers: set[str]) -> None:
+    """Until the cache file holds ``servers``: stores that follow one another are written a
+    moment later, together, and a process killed before then loses them (by design)."""
+    with anyio.fail_after(READY_DEADLINE_S):
+        while True:
+            cache = MetadataCache(agent_dir / "mcp-cache.json")
+            if cache.load() == "loaded" and servers <= set(cache.servers):
+                return
+            await anyio.sleep(0.05)
 
 
 def assert_cache_intact(agent_dir: Path, servers: set[str]) -> None:
@@ -186,6 +198,8 @@ async def test_pi_mcp_serve_stopped_by_a_signal_with_calls_in_flight_leaves_no_p
                     await anyio.sleep(0.05)
             children = descendants(gateway.process.pid)
             assert len(children) >= 2 + handled
+            if not handled:  # SIGKILL: nothing stored can be written after it
+                await wait_for_cached(agent_dir, {"slowpoke", "time"})
             gateway.process.send_signal(signum)
             with anyio.fail_after(EXIT_DEADLINE_S):
                 returncode = await anyio.to_thread.run_sync(gateway.process.wait)
