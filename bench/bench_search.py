@@ -58,6 +58,7 @@ QUALITY_RANKINGS = ("lexical", "hybrid", "seed004", "bm25")
 # On sets search was never tuned on: single-tool requests in the top 5, and a multi-step
 # request's whole gold set in the top 5.
 HELD_OUT_TARGETS = {"hit@5": 0.97, "gold sets in top 5": 0.75}
+HELD_OUT_NAMES = frozenset({HELD_OUT_SET.name, OTHER_CATALOG_SET.name})
 
 
 def replicate(tools: tuple[ToolInfo, ...], size: int) -> list[ToolInfo]:
@@ -165,7 +166,7 @@ def record_quality(name: str, reports: dict[str, EvalReport]) -> None:
             ):
                 if ours is None or theirs is None:
                     continue
-                held_out = "held_out" in name and ranking in ("lexical", "hybrid")
+                held_out = name in HELD_OUT_NAMES and ranking in ("lexical", "hybrid")
                 target = HELD_OUT_TARGETS.get(metric) if held_out else None
                 shown = f"{name} {level.label} {metric}, {ranking}"
                 record(

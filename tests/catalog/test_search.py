@@ -75,13 +75,15 @@ def test_an_exact_or_near_exact_name_comes_first(
 
 
 def test_a_name_spelled_another_way_is_still_that_exact_name() -> None:
-    catalog = [
-        tool("web", "getURLs", "Collect every link on a page", page="Page address"),
-        tool("web", "get_url_status", "Whether a URL answers"),
-        tool("web", "fetch_url", "Fetch one URL"),
-    ]
+    index = SearchIndex(
+        [
+            tool("web", "getURLs", "Collect every link on a page", page="Page address"),
+            tool("web", "get_url_status", "Whether a URL answers"),
+            tool("web", "fetch_url", "Fetch one URL"),
+        ]
+    )
     for query in ("get_urls", "GET-URLS", "get urls", "web_getURLs"):
-        page = SearchIndex(catalog).search(query)
+        page = index.search(query)
         assert page.confident, query
         assert names(page.hits)[0] == "web_getURLs", query
 
