@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The Debian packages some tests run for real: redis-server and nginx (the team gateway behind
-# a load balancer) and chromium (MCP Apps views in a headless browser). Installs the missing
+# The Debian packages some tests run for real: redis-server, nginx and haproxy (the team gateway
+# behind a load balancer, replicas killed mid-call) and chromium (MCP Apps views in a headless browser). Installs the missing
 # ones with apt-get when that works (root or password-less sudo); anywhere else it says so and
 # those tests skip with a visible reason.
 set -uo pipefail
@@ -8,6 +8,7 @@ set -uo pipefail
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
+command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || missing+=(haproxy)
 command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || missing+=(chromium)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
