@@ -72,12 +72,13 @@ async def test_each_client_sees_and_calls_only_what_its_policy_allows(
             assert text_of(echoed) == "Echo: hi"
             denied = await ci.call_tool("fixture_env", {"name": "HOME"})
             assert denied.is_error
-            assert "not allowed for client 'ci'" in text_of(denied)
-            # Through the proxy too: search hides the tool, a call is refused.
+            assert "Unknown tool 'fixture_env'" in text_of(denied)
+            # Through the proxy too: search hides the tool, a call answers as for no tool.
             found = await ci.call_tool("mcp", {"search": "env variable"})
             assert "fixture_env" not in text_of(found)
             proxied = await ci.call_tool("mcp", {"tool": "fixture_crash", "args": {}})
-            assert "not allowed for client 'ci'" in text_of(proxied)
+            assert proxied.is_error
+            assert 'Tool "fixture_crash" not found' in text_of(proxied)
 
         async with gateway.client(token=ADMIN_TOKEN) as admin:
             listed = {t.name for t in (await admin.list_tools()).tools}
@@ -117,10 +118,10 @@ async def test_prompts_and_resources_follow_each_clients_policy(
         async with gateway.client(token=CI_TOKEN) as ci:
             assert (await ci.list_prompts()).prompts == []
             assert (await ci.list_resources()).resources == []
-            with pytest.raises(MCPError, match="not allowed for client 'ci'") as refused:
+            with pytest.raises(MCPError, match="Unknown resource") as refused:
                 await ci.read_resource("fixture://greeting")
             assert refused.value.error.code == types.INVALID_PARAMS
-            with pytest.raises(MCPError, match="not allowed for client 'ci'"):
+            with pytest.raises(MCPError, match="Unknown prompt"):
                 await ci.get_prompt("fixture_greet", {"name": "x"})
 
         async with gateway.client(token=READER_TOKEN) as reader:

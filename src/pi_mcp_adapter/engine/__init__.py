@@ -39,7 +39,7 @@ from ._approval import (
     Question,
     QuestionOption,
 )
-from ._caller import CallerPolicy, PolicyRefusalError, acting_for, current_caller
+from ._caller import CallerPolicy, acting_for, current_caller, view_resource_uri
 from ._host import (
     AudioPart,
     CommandHandler,
@@ -110,7 +110,6 @@ __all__ = [
     "McpAdapter",
     "NoOneToAsk",
     "NotifyLevel",
-    "PolicyRefusalError",
     "ProgressCallback",
     "PromptMessages",
     "Question",
@@ -133,5 +132,6 @@ __all__ = [
     "describe_question",
     "form_defaults",
     "form_fields",
+    "view_resource_uri",
     "with_form_defaults",
 ]

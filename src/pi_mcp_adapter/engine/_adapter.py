@@ -20,7 +20,6 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -228,7 +227,9 @@ class McpAdapter:
             ranking=ranking,
         )
         self.notices = Notices(host, status_line=self.status_line, debounce_s=status_debounce_s)
-        self.state.on_changed(lambda: self.notices.catalog_rebuilt(self.state.catalog))
+        # The person running the adapter hears of every tool, whichever client's request
+        # caused the rebuild.
+        self.state.on_changed(lambda: self.notices.catalog_rebuilt(self.state.full_catalog))
         self._approvals = ToolApprovals(self.agent_dir, clock=clock)
         self.pipeline = CallPipeline(
             state=self.state,
@@ -666,6 +667,9 @@ class McpAdapter:
 
     # ------------------------------------------------------------------ catalog views
 
+    # Every view below is the current caller's (a gateway client sees only what its policy
+    # lets it call; see ``_caller``): surfaces ask for these, never for the full catalog.
+
     @property
     def catalog(self) -> Catalog:
         return self.state.catalog
@@ -675,10 +679,7 @@ class McpAdapter:
         return self.state.index
 
     def tools(self, server: str | None = None) -> Sequence[ToolInfo]:
-        tools = self.state.tools(server)
-        caller = current_caller()
-        # A gateway client sees only what its policy allows (the calls are refused anyway).
-        return tools if caller is None else [t for t in tools if caller.permits(t)]
+        return self.state.tools(server)
 
     def lookup(self, name: str) -> ToolInfo:
         """Resolve a tool name by the catalog's rules, from what is known now.
@@ -766,11 +767,6 @@ class McpAdapter:
         page = self.state.index.search(
             query, server=server, regex=regex, limit=limit or DEFAULT_SEARCH_LIMIT, offset=offset
         )
-        caller = current_caller()
-        if caller is not None:
-            hits = tuple(h for h in page.hits if caller.permits(h.tool))
-            if len(hits) != len(page.hits):
-                page = replace(page, hits=hits, total=page.total - (len(page.hits) - len(hits)))
         unavailable: tuple[ServerStatus, ...] = ()
         if not page.hits:
             names = [server] if server is not None else list(self.servers)
@@ -945,6 +941,7 @@ class McpAdapter:
             ServerReportedError: the server answered with an error (an unknown URI).
         """
         self.require_server(server)
+        self._require_visible_resource(server, uri)
         # A server may quote what the adapter gave it (an injected key, a token).
         return redact_model(await self._require_manager().read_resource(server, uri))
 
@@ -959,6 +956,12 @@ class McpAdapter:
             ServerReportedError: the server answered with an error (unknown prompt, bad args).
         """
         self.require_server(server)
+        if current_caller() is not None and not any(
+            p.original_name == name for p in self.state.prompts(server)
+        ):
+            from ._routes import UnknownPromptError
+
+            raise UnknownPromptError(f"Unknown prompt {name!r} of MCP server {server!r}")
         result = redact_model(await self._require_manager().get_prompt(server, name, arguments))
         return PromptMessages(server, name, result.description, tuple(result.messages))
 
@@ -1006,7 +1009,22 @@ class McpAdapter:
             ServerReportedError: the server refused (it does not support subscriptions).
         """
         self.require_server(server)
+        if subscribe:
+            self._require_visible_resource(server, uri)
         await self._require_manager().subscribe_resource(server, uri, subscribe=subscribe)
+
+    def may_see_resource(self, server: str, uri: str, listed: str | None = None) -> bool:
+        """Whether the current caller may see and read ``server``'s resource or resource
+        template ``uri`` (listed as ``listed``, default the URI itself)."""
+        return self.state.may_see_resource(server, uri, listed or uri)
+
+    def _require_visible_resource(self, server: str, uri: str) -> None:
+        """Refuse a resource the current caller may not see, in the words used for one that
+        does not exist: the refusal must not confirm what it hides."""
+        if not self.may_see_resource(server, uri):
+            from ._routes import UnknownResourceError
+
+            raise UnknownResourceError(f"Unknown resource {uri!r}: no configured server lists it")
 
     def on_resource_updated(
         self, listener: Callable[[str, str], Awaitable[None]]

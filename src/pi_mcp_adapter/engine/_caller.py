@@ -1,28 +1,29 @@
 """Who a call is made for, and what that caller may use (a gateway's per-client policy).
 
 A host that serves several parties (the HTTP gateway with ``settings.gatewayClients``) runs
-each request inside :func:`acting_for`; the call pipeline refuses a tool the caller's policy
-does not allow (every surface: direct tools, the proxy, ToolSearch, scripts), the catalog views
-it lists are filtered with :meth:`CallerPolicy.permits`, the upstream routes filter and refuse
-prompts and resources by the same globs (:meth:`CallerPolicy.permits_named`), and the trace
-records the caller's name. Outside :func:`acting_for` nothing is filtered: the default is one
-trusted user.
+each request inside :func:`acting_for`. The rule is "what a caller may not call, it cannot
+see", and it is enforced in one place: the engine's catalog state hands every reader the
+catalog, prompt catalog and search index *of the current caller*
+(:meth:`~pi_mcp_adapter.engine._catalog_state.CatalogState.catalog_for`), built from the
+tools, prompts and resources :class:`CallerPolicy` permits. Lists, search, describe,
+ToolSearch, suggestions ("did you mean"), error texts, counts, scripts and direct tools all
+read those views, so a denied tool is unknown to them: calling it answers exactly as calling
+a tool that does not exist. Resources and resource templates follow the same globs, and an
+MCP Apps view (a ``ui://`` resource a tool names in ``_meta.ui.resourceUri``) follows the
+tools that name it (:meth:`CallerPolicy.permits_resource`). The trace still records a denied
+attempt, with the caller's name, for the operator. Outside :func:`acting_for` nothing is
+filtered: the default is one trusted user.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from pi_mcp_adapter._errors import UsageError
 from pi_mcp_adapter.catalog import ToolInfo
-
-
-class PolicyRefusalError(UsageError):
-    """The caller's policy does not allow the prompt or resource a request names."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,20 +52,22 @@ class CallerPolicy:
             return False
         return not self.allow or any(fnmatchcase(n, glob) for glob in self.allow for n in names)
 
-    def refusal(self, tool: ToolInfo) -> str:
-        return (
-            f"Tool {tool.name!r} (server {tool.server!r}) is not allowed for client "
-            f"{self.name!r} by this gateway's policy (settings.gatewayClients). The call was "
-            "not made."
-        )
-
-    def refusal_of(self, what: str, server: str) -> PolicyRefusalError:
-        """The error for a prompt or resource (``what``, as the request named it) the policy
-        does not allow."""
-        return PolicyRefusalError(
-            f"{what} (server {server!r}) is not allowed for client {self.name!r} by this "
-            "gateway's policy (settings.gatewayClients). Nothing was sent to the server."
-        )
+    def permits_resource(
+        self, server: str, uri: str, listed: str, viewed_by: Iterable[ToolInfo] = ()
+    ) -> bool:
+        """Whether the caller may see and read resource (or template) ``uri`` of ``server``,
+        listed as ``listed``. ``viewed_by`` are the tools naming ``uri`` as their MCP Apps
+        view: a view is the face of its tools, so unless a ``deny`` glob names the view
+        itself, it is visible exactly when one of them is callable (a denied tool's view
+        would show what the tool does; an allowed tool's view is needed to show its result).
+        """
+        viewers = list(viewed_by)
+        if not viewers:
+            return self.permits_named(listed, server, uri)
+        names = (listed, f"{server}/{uri}")
+        if any(fnmatchcase(n, glob) for glob in self.deny for n in names):
+            return False
+        return any(self.permits(tool) for tool in viewers)
 
 
 _caller: ContextVar[CallerPolicy | None] = ContextVar("pi_mcp_caller", default=None)
@@ -83,3 +86,19 @@ def acting_for(policy: CallerPolicy | None) -> Iterator[None]:
         yield
     finally:
         _caller.reset(token)
+
+
+def view_resource_uri(tool: ToolInfo) -> str | None:
+    """The ``ui://`` resource a tool names as its MCP Apps view, or None.
+
+    ``_meta.ui.resourceUri`` is the extension's field; ``_meta["ui/resourceUri"]`` the
+    deprecated flat spelling that early servers still send.
+    """
+    meta = tool.meta or {}
+    ui = meta.get("ui")
+    uri = ui.get("resourceUri") if isinstance(ui, Mapping) else None
+    if uri is None:
+        uri = meta.get("ui/resourceUri")
+    if isinstance(uri, str) and uri.startswith("ui://"):
+        return uri
+    return None

@@ -8,6 +8,12 @@ which stores it in the metadata cache, records definition changes and rebuilds t
 Readiness: while a server is being listed, a request that misses (an unknown tool, an empty
 search) waits for that listing, bounded by a deadline, before it answers; every host gets the
 same answer whether or not it asked before the listing ended (see :meth:`wait_for_listings`).
+
+Callers: every view is the current caller's (:func:`~pi_mcp_adapter.engine._caller.current_caller`,
+a gateway client with a policy). This is the one place the policy filters what can be seen:
+the catalog, the prompt catalog and the search index of a caller hold only what it may use, so
+lookups, suggestions, counts and search answers built from them never name anything else.
+Views are built per caller on first use and dropped with every rebuild.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ from pi_mcp_adapter.catalog import (
     ToolInfo,
 )
 from pi_mcp_adapter.config import ServerEntry, Settings
+
+from ._caller import CallerPolicy, current_caller, view_resource_uri
 
 if TYPE_CHECKING:
     # Search (its ranking, tokenizer tables, regex engine) loads with the first search:
@@ -73,6 +81,8 @@ class CatalogState:
         self._catalog: Catalog | None = None
         self._prompt_catalog: PromptCatalog | None = None
         self._index: SearchIndex | None = None
+        self._caller_views: dict[CallerPolicy, _CallerViews] = {}
+        """Each policy's own catalog, prompt catalog and index (a handful of gateway clients)."""
         self._listeners: list[CatalogListener] = []
         self._notify_pending = False
         self._notified_at = -float("inf")
@@ -235,6 +245,7 @@ class CatalogState:
         self._catalog = None
         self._prompt_catalog = None
         self._index = None
+        self._caller_views = {}
 
     def _notify(self) -> None:
         self._notify_pending = False
@@ -244,37 +255,108 @@ class CatalogState:
 
     @property
     def catalog(self) -> Catalog:
-        if self._catalog is None:
-            enabled = self.enabled()
-            metadata = {n: m for n, m in self._metadata.items() if n in enabled}
-            self._catalog = Catalog.build(metadata, enabled, self._settings())
-        return self._catalog
+        """The current caller's catalog (every tool when no caller is set)."""
+        return self.catalog_for(current_caller())
+
+    @property
+    def full_catalog(self) -> Catalog:
+        """Every tool, whoever asks: for what the person running the adapter is told."""
+        return self.catalog_for(None)
+
+    def catalog_for(self, caller: CallerPolicy | None) -> Catalog:
+        """The tools ``caller`` may use, under the names the full catalog gives them (a denied
+        tool's name stays taken, so a permitted tool is named the same for every caller)."""
+        if caller is None:
+            if self._catalog is None:
+                enabled = self.enabled()
+                metadata = {n: m for n, m in self._metadata.items() if n in enabled}
+                self._catalog = Catalog.build(metadata, enabled, self._settings())
+            return self._catalog
+        views = self._views_of(caller)
+        if views.catalog is None:
+            full = self.catalog_for(None)
+            views.catalog = Catalog(
+                (t for t in full.tools() if caller.permits(t)), servers=full.servers
+            )
+        return views.catalog
 
     @property
     def index(self) -> SearchIndex:
-        if self._index is None:
-            from pi_mcp_adapter.catalog._search import SearchIndex
-            from pi_mcp_adapter.catalog._search_semantic import search_vector_cache_path
+        """The current caller's search index: rankings, totals and per-server counts are
+        computed over what that caller may use only."""
+        caller = current_caller()
+        if caller is None:
+            if self._index is None:
+                self._index = self._build_index(self.catalog_for(None))
+            return self._index
+        views = self._views_of(caller)
+        if views.index is None:
+            views.index = self._build_index(self.catalog_for(caller))
+        return views.index
 
-            ranking = self._ranking
-            if ranking == "default":
-                ranking = self._settings().search_ranking or "default"
-            self._index = SearchIndex(
-                self.catalog.tools(),
-                ranking=ranking,
-                vector_cache=search_vector_cache_path(self._agent_dir),
-            )
-        return self._index
+    def _build_index(self, catalog: Catalog) -> SearchIndex:
+        from pi_mcp_adapter.catalog._search import SearchIndex
+        from pi_mcp_adapter.catalog._search_semantic import search_vector_cache_path
+
+        ranking = self._ranking
+        if ranking == "default":
+            ranking = self._settings().search_ranking or "default"
+        return SearchIndex(
+            catalog.tools(),
+            ranking=ranking,
+            vector_cache=search_vector_cache_path(self._agent_dir),
+        )
 
     def tools(self, server: str | None = None) -> Sequence[ToolInfo]:
+        """The current caller's tools (all, or ``server``'s)."""
         return self.catalog.tools(server)
 
     def prompt_catalog(self) -> PromptCatalog:
+        """The current caller's prompts."""
         if self._prompt_catalog is None:
             self._prompt_catalog = PromptCatalog.build(
                 self._metadata, self.enabled(), self._settings()
             )
-        return self._prompt_catalog
+        caller = current_caller()
+        if caller is None:
+            return self._prompt_catalog
+        views = self._views_of(caller)
+        if views.prompts is None:
+            views.prompts = PromptCatalog(
+                [
+                    p
+                    for p in self._prompt_catalog.prompts()
+                    if caller.permits_named(p.name, p.server, p.original_name)
+                ]
+            )
+        return views.prompts
 
     def prompts(self, server: str | None = None) -> Sequence[PromptInfo]:
         return self.prompt_catalog().prompts(server)
+
+    def may_see_resource(self, server: str, uri: str, listed: str) -> bool:
+        """Whether the current caller may see and read ``server``'s resource (or template)
+        ``uri``, listed as ``listed``: its policy's globs, or for an MCP Apps view, whether
+        a tool naming it as its view is one the caller may call."""
+        caller = current_caller()
+        if caller is None:
+            return True
+        viewers = [t for t in self.full_catalog.tools(server) if view_resource_uri(t) == uri]
+        return caller.permits_resource(server, uri, listed, viewers)
+
+    def _views_of(self, caller: CallerPolicy) -> _CallerViews:
+        views = self._caller_views.get(caller)
+        if views is None:
+            views = self._caller_views[caller] = _CallerViews()
+        return views
+
+
+class _CallerViews:
+    """One caller's views of the catalog, built when first read."""
+
+    __slots__ = ("catalog", "index", "prompts")
+
+    def __init__(self) -> None:
+        self.catalog: Catalog | None = None
+        self.index: SearchIndex | None = None
+        self.prompts: PromptCatalog | None = None

@@ -31,6 +31,7 @@ from ._approval import ApprovalScope, Ask, ToolApprovals
 from ._arguments import argument_problems
 from ._caller import current_caller
 from ._catalog_state import CatalogState
+from ._replays import CallClaim, Replayed, claim_call
 from ._trace import CallTrace
 from ._validate import validate_arguments
 from ._values import CallOutcome
@@ -111,13 +112,10 @@ class CallPipeline:
         is no single tool, or a tool its calls would be refused anyway, is left to the call,
         which says why."""
         settings = self._settings()
-        caller = current_caller()
         for name in dict.fromkeys(names):
             try:
-                tool = await self.resolve(name)
+                tool = await self.resolve(name)  # the caller's view: a denied tool is unknown
             except (ToolNotFoundError, AmbiguousToolError):
-                continue
-            if caller is not None and not caller.permits(tool):
                 continue
             if self.refused_for_change(name, tool) is not None:
                 continue
@@ -146,6 +144,7 @@ class CallPipeline:
         try:
             tool = await self.resolve(name, server=server)
         except ToolNotFoundError as exc:
+            self.record_denied(name, server)
             return CallOutcome(
                 name, error_kind="unknown_tool", message=str(exc), suggestions=exc.suggestions
             )
@@ -153,13 +152,6 @@ class CallPipeline:
             return CallOutcome(
                 name, error_kind="ambiguous_tool", message=str(exc), candidates=exc.candidates
             )
-        caller = current_caller()
-        if caller is not None and not caller.permits(tool):
-            outcome = CallOutcome(
-                name, tool, error_kind="policy_denied", message=caller.refusal(tool)
-            )
-            self._record(tool, outcome)
-            return outcome
         settings = self._settings()
         # Text JSON cannot carry, or nesting that would exhaust the encoder's stack, is the
         # caller's mistake: it is never sent (a server would get a broken connection).
@@ -193,6 +185,19 @@ class CallPipeline:
         self._record(tool, outcome)
         return outcome
 
+    def record_denied(self, name: str, server: str | None = None) -> None:
+        """A caller's miss that names a tool its policy hides: the caller was told "not
+        found" (its catalog view has no such tool), the operator's trace says what it was."""
+        caller = current_caller()
+        if caller is None:
+            return
+        try:
+            tool = self._state.full_catalog.lookup(name, server=server)
+        except (ToolNotFoundError, AmbiguousToolError):
+            return
+        if not caller.permits(tool):
+            self._record(tool, CallOutcome(name, tool, error_kind="policy_denied"))
+
     def _record(self, tool: ToolInfo, outcome: CallOutcome) -> None:
         stats = self._stats()
         if stats is not None and outcome.error_kind not in ("definition_changed", "policy_denied"):
@@ -225,6 +230,7 @@ class CallPipeline:
         started = time.perf_counter()
         called = started
         connect_ms = 0.0
+        claim = CallClaim()
         try:
             if manager.state(tool.server).status != _CONNECTED:
                 # The manager publishes what the server lists before it returns the
@@ -234,6 +240,11 @@ class CallPipeline:
                 blocked = self.refused_for_change(requested, tool)
                 if blocked is not None:
                     return blocked
+            # A request a load balancer replayed after a replica failed runs again only when
+            # the tool is safe to repeat (engine/_replays.py); this records the call first.
+            claim = await claim_call(tool, entry, arguments)
+            if claim.replayed is not None:
+                return _replayed_outcome(requested, tool, claim.replayed)
             called = time.perf_counter()
             result: Any
             if tool.resource_uri is not None:
@@ -245,7 +256,9 @@ class CallPipeline:
                     arguments,
                     timeout_s=entry.request_timeout_s,
                 )
+            await claim.finish(result)
         except ServerUnavailableError as exc:
+            await claim.finish(error=str(exc))
             return CallOutcome(
                 requested,
                 tool,
@@ -255,6 +268,7 @@ class CallPipeline:
                 connect_ms=connect_ms,
             )
         except ServerReportedError as exc:
+            await claim.finish(error=str(exc))
             return CallOutcome(
                 requested,
                 tool,
@@ -299,6 +313,16 @@ class CallPipeline:
                 f"{tool.server} {tool.original_name}`)."
             ),
         )
+
+
+def _replayed_outcome(requested: str, tool: ToolInfo, replayed: Replayed) -> CallOutcome:
+    """What a replayed request gets: the first attempt's result, or why it gets none."""
+    if replayed.result is not None:
+        import mcp_types
+
+        result = mcp_types.CallToolResult.model_validate(replayed.result)
+        return CallOutcome(requested, tool, result)
+    return CallOutcome(requested, tool, error_kind="outcome_unknown", message=replayed.message)
 
 
 def _elapsed_ms(since: float) -> float:

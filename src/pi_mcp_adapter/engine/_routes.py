@@ -12,7 +12,8 @@ host can ask of the adapter) is routed here, once, under the same rules for ever
 - Upstream subscriptions are counted per subscriber: the server is asked once however many
   subscribers want a URI, and released when the last lets go.
 - A caller with a policy (a gateway client, see ``_caller``) lists only the prompts, resources
-  and templates its globs allow, and asking for another is refused before any server is.
+  and templates it may use (the engine's caller views and :meth:`McpAdapter.may_see_resource`),
+  and asking for another is answered as for one that does not exist, before any server is.
 
 Resource handling: none; the adapter's manager owns the connections. :meth:`resubscribe`
 is for the caller to run after a reconnect (a reconnected server has forgotten its
@@ -29,8 +30,6 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 
 from pi_mcp_adapter._errors import McpAdapterError, ServerReportedError, ToolLookupError, UsageError
-
-from ._caller import current_caller
 
 if TYPE_CHECKING:
     from ._adapter import McpAdapter
@@ -64,12 +63,7 @@ class UpstreamRoutes:
         """Every enabled server's prompts under their catalog names (after pending listings)."""
         await self._adapter.ready()
         prompts: list[types.Prompt] = []
-        caller = current_caller()
         for info in self._adapter.prompts():
-            if caller is not None and not caller.permits_named(
-                info.name, info.server, info.original_name
-            ):
-                continue
             meta = self._adapter.metadata(info.server)
             listed = meta.prompts if meta is not None else ()
             raw = next((p for p in listed if p.get("name") == info.original_name), {})
@@ -93,11 +87,6 @@ class UpstreamRoutes:
             info = self._adapter.lookup_prompt(name)
         except ToolLookupError as exc:
             raise UnknownPromptError(f"Unknown prompt {name!r}: {exc}") from None
-        caller = current_caller()
-        if caller is not None and not caller.permits_named(
-            info.name, info.server, info.original_name
-        ):
-            raise caller.refusal_of(f"Prompt {name!r}", info.server)
         rendered = await self._adapter.get_prompt(info.server, info.original_name, arguments)
         return types.GetPromptResult(
             description=rendered.description, messages=list(rendered.messages)
@@ -109,10 +98,9 @@ class UpstreamRoutes:
         """Every enabled server's listed resources, names as the catalog names tools."""
         await self._adapter.ready()
         resources: list[types.Resource] = []
-        caller = current_caller()
         for uri, server, raw in self._listed_resources():
             name = self._adapter.public_name(server, str(raw.get("name") or uri))
-            if caller is not None and not caller.permits_named(name, server, uri):
+            if not self._adapter.may_see_resource(server, uri, name):
                 continue
             try:
                 resources.append(types.Resource.model_validate({**raw, "name": name}))
@@ -139,7 +127,6 @@ class UpstreamRoutes:
         """Every server's resource templates (servers that fail to answer are left out)."""
         await self._adapter.ready()
         templates: list[types.ResourceTemplate] = []
-        caller = current_caller()
         for server in self._resource_servers():
             try:
                 found = await self._adapter.list_resource_templates(server)
@@ -149,9 +136,7 @@ class UpstreamRoutes:
             self._templates[server] = found
             for template in found:
                 name = self._adapter.public_name(server, template.name)
-                if caller is not None and not caller.permits_named(
-                    name, server, template.uri_template
-                ):
+                if not self._adapter.may_see_resource(server, template.uri_template, name):
                     continue
                 templates.append(template.model_copy(update={"name": name}))
         return templates
@@ -163,15 +148,8 @@ class UpstreamRoutes:
             UnknownResourceError: no server can own it.
             ServerUnavailableError, ServerReportedError: as :meth:`McpAdapter.read_resource`.
         """
-        return await self._adapter.read_resource(await self._permitted_owner(uri), uri)
-
-    async def _permitted_owner(self, uri: str) -> str:
-        """:meth:`owner`, refusing a URI the caller's policy does not allow."""
-        server = await self.owner(uri)
-        caller = current_caller()
-        if caller is not None and not caller.permits_named(uri, server, uri):
-            raise caller.refusal_of(f"Resource {uri!r}", server)
-        return server
+        # The adapter answers a URI the caller may not see as an unknown one.
+        return await self._adapter.read_resource(await self.owner(uri), uri)
 
     async def owner(self, uri: str) -> str:
         """The server that answers for ``uri`` (templates are listed when needed).
@@ -227,11 +205,12 @@ class UpstreamRoutes:
         if target is None:
             return types.CompleteResult(completion=types.Completion(values=[]))
         server, ref = target
-        caller = current_caller()
-        if caller is not None:
-            asked = _reference_name(params.ref)
-            if not caller.permits_named(asked, server, _reference_name(ref)):
-                raise caller.refusal_of(f"Completion for {asked!r}", server)
+        if isinstance(ref, types.ResourceTemplateReference) and not (
+            self._adapter.may_see_resource(server, ref.uri)
+        ):
+            # Answered as for a template no server offers (a prompt the caller may not use is
+            # not found by its catalog view already).
+            return types.CompleteResult(completion=types.Completion(values=[]))
         try:
             return await self._adapter.complete(server, params.model_copy(update={"ref": ref}))
         except ServerReportedError as exc:
@@ -262,8 +241,10 @@ class UpstreamRoutes:
             UnknownResourceError: no server can own ``uri``.
             ServerUnavailableError, ServerReportedError: the server could not subscribe.
         """
-        server = await self._permitted_owner(uri)
+        server = await self.owner(uri)
         key = (server, uri)
+        if not self._adapter.may_see_resource(server, uri):
+            raise UnknownResourceError(f"Unknown resource {uri!r}: no configured server lists it")
         if not self._upstream.get(key):
             await self._adapter.subscribe_resource(server, uri)
         self._upstream.setdefault(key, set()).add(subscriber)
@@ -321,10 +302,6 @@ class UpstreamRoutes:
             resources.extend((server, r.get("uri"), r.get("name")) for r in meta.resources)
             prompts.extend((server, p.get("name")) for p in meta.prompts)
         return (tuple(resources), tuple(prompts))
-
-
-def _reference_name(ref: types.PromptReference | types.ResourceTemplateReference) -> str:
-    return ref.name if isinstance(ref, types.PromptReference) else ref.uri
 
 
 def template_matches(template: str, uri: str) -> bool:

@@ -15,6 +15,7 @@ from pi_mcp_adapter._errors import ServerNotConfiguredError
 from pi_mcp_adapter.catalog import ToolDefinitionDiff, carries_prefix_of, diff_definitions
 from pi_mcp_adapter.config import LoadedConfig, ServerEntry, Settings
 
+from ._caller import current_caller
 from ._catalog_state import CatalogState
 from ._values import ServerStatus, StatusReport
 
@@ -54,13 +55,19 @@ class ServerStatuses:
             return ServerStatus(name, "invalid", 0, error=invalid.message)
         if entry is None:
             raise ServerNotConfiguredError(name, self.unknown_server_message(name))
-        tool_count = len(self._state.tools(name)) if entry.is_enabled else 0
+        # Counts and changed tools are the current caller's (see ``_caller``).
+        tools = self._state.tools(name) if entry.is_enabled else ()
+        tool_count = len(tools)
         record = self._state.changes(name)
         changed = record.names()
         diffs: tuple[ToolDefinitionDiff, ...] = ()
         if record:
             meta = self._state.metadata(name)
             diffs = diff_definitions(record, meta.tools if meta is not None else ())
+        if current_caller() is not None:
+            visible = {t.original_name for t in tools}
+            changed = tuple(n for n in changed if n in visible)
+            diffs = tuple(d for d in diffs if d.tool in visible)
         if entry.untrusted is not None and entry.enabled and not entry.disabled:
             return ServerStatus(
                 name, "untrusted", 0, lifecycle=entry.lifecycle, error=entry.untrusted.message

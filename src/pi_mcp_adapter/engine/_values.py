@@ -99,12 +99,16 @@ CallErrorKind = Literal[
     "definition_changed",
     "approval_denied",
     "policy_denied",
+    "outcome_unknown",
 ]
 """Why a call produced no server answer; a server's own ``isError`` result is not one.
 
 ``definition_changed``: the tool changed since it was last trusted and
 ``settings.onDefinitionChange`` is ``"block"``; nothing was sent. ``policy_denied``: the
-caller's policy (a gateway client's) does not allow the tool; nothing was sent."""
+caller's policy (a gateway client's) does not allow the tool; nothing was sent. Only the trace
+records it: the caller itself is answered ``unknown_tool``, as for a tool that does not exist.
+``outcome_unknown``: a load balancer replayed the request after a gateway replica failed, and
+the tool is not safe to repeat; nothing was sent (see ``engine/_replays.py``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,7 +80,6 @@ from pi_mcp_adapter.engine import (
     ImagePart,
     McpAdapter,
     NotifyLevel,
-    PolicyRefusalError,
     Question,
     TextPart,
     ToolDefinition,
@@ -146,7 +145,12 @@ class GatewayHost:
         *,
         on_tools_changed: Callable[[GatewayHost], None],
         on_notice: Callable[[GatewayHost, str, NotifyLevel], None],
+        policy: CallerPolicy | None = None,
     ) -> None:
+        self.policy = policy
+        """The client this host serves (None: no ``gatewayClients``, or the one local user);
+        its surfaces are registered, and kept current, with that client's view of the
+        catalog."""
         self.tools: dict[str, ToolDefinition] = {}
         self.active: list[str] = []
         self.commands: dict[str, tuple[str, CommandHandler]] = {}
@@ -347,16 +351,26 @@ class McpGateway:
     # ------------------------------------------------------------------ hosts
 
     def _new_host(
-        self, connection: Connection | None, surface: SurfaceKind | None = None
+        self, connection: Connection | None, client: ClientAccess | None = None
     ) -> GatewayHost:
-        host = GatewayHost(on_tools_changed=self._tools_changed, on_notice=self._notice)
+        policy = client.policy if client is not None else None
+        host = GatewayHost(
+            on_tools_changed=self._tools_changed, on_notice=self._notice, policy=policy
+        )
         self._hosts[host] = connection
         if connection is None:
             self._sessionless.add(host)
         # Its first tools are not announced as a change: the client has not listed anything.
         self._registering.add(host)
         try:
-            host.surfaces = register_surfaces(self.adapter, host, surface=surface or self.surface)
+            # Registered as the client: direct and deferred tools, ToolSearch's description
+            # and the namespace tools come from its view of the catalog, and stay so.
+            with acting_for(policy):
+                host.surfaces = register_surfaces(
+                    self.adapter,
+                    host,
+                    surface=(client.surface if client is not None else None) or self.surface,
+                )
         finally:
             self._registering.discard(host)
         return host
@@ -379,11 +393,17 @@ class McpGateway:
         connection = getattr(ctx.session, "_connection", None)
         if not isinstance(connection, Connection):
             return self._shared_host()
-        host = connection.state.get(_HOST_STATE_KEY)
+        # One host per client on a connection: a request carrying another client's token on
+        # this session must not see the tools registered for the first one.
+        key = _HOST_STATE_KEY if client is None else f"{_HOST_STATE_KEY}:{client.policy.name}"
+        host = connection.state.get(key)
+        policy = client.policy if client is not None else None
         if isinstance(host, GatewayHost):
-            return host
-        host = self._new_host(connection, client.surface if client is not None else None)
-        connection.state[_HOST_STATE_KEY] = host
+            if host.policy == policy:
+                return host
+            self._forget(host)  # the client's policy was edited: its view changed
+        host = self._new_host(connection, client)
+        connection.state[key] = host
         connection.exit_stack.callback(self._forget, host)
         return host
 
@@ -415,7 +435,7 @@ class McpGateway:
     def _client_host(self, client: ClientAccess) -> GatewayHost:
         host = self._client_hosts.get(client.policy.name)
         if host is None:
-            host = self._client_hosts[client.policy.name] = self._new_host(None, client.surface)
+            host = self._client_hosts[client.policy.name] = self._new_host(None, client)
         return host
 
     def _shared_host(self) -> GatewayHost:
@@ -452,8 +472,9 @@ class McpGateway:
         self._tell(message, level, [host])
 
     def _broadcast_notice(self, _sink: GatewayHost, message: str, level: NotifyLevel) -> None:
-        """An engine notice: the gateway's log and every connected client."""
-        self._tell(message, level, list(self._hosts))
+        """An engine notice: the gateway's log and every connected client that may see the
+        whole catalog (a notice names any server's tools: changed definitions, renames)."""
+        self._tell(message, level, [h for h in self._hosts if _sees_everything(h.policy)])
 
     def _tell(self, message: str, level: NotifyLevel, hosts: list[GatewayHost]) -> None:
         logger.log(
@@ -500,23 +521,19 @@ class McpGateway:
         # listed before (a fresh machine).
         await wait_for_up_front_tools(self.adapter)
         host = self.host_for(ctx)
-        caller = self.caller()
-        return types.ListToolsResult(
-            tools=[
-                self._wire_tool(host, d)
-                for d in host.visible_tools()
-                if caller is None or self._permits(host, caller, d.name)
-            ]
-        )
+        with acting_for(self.caller()):
+            return types.ListToolsResult(
+                tools=[self._wire_tool(host, d) for d in self._listed(host)]
+            )
 
-    def _permits(self, host: GatewayHost, caller: CallerPolicy, name: str) -> bool:
-        """Whether ``caller`` may see ``name`` (the gateway's own tools: always)."""
-        if not host.is_catalog_tool(name):
-            return True
-        try:
-            return caller.permits(self.adapter.lookup(name))
-        except McpAdapterError:
-            return True  # listed by a surface, unknown to the catalog: the call decides
+    def _listed(self, host: GatewayHost) -> list[ToolDefinition]:
+        """The tools ``host``'s client lists now: its active tools, the catalog's among them
+        only while the running caller's view holds them (a host is its client's, so this
+        only bites between a catalog change and the host's next sync)."""
+        catalog = self.adapter.catalog
+        return [
+            d for d in host.visible_tools() if not host.is_catalog_tool(d.name) or d.name in catalog
+        ]
 
     def _wire_tool(self, host: GatewayHost, definition: ToolDefinition) -> types.Tool:
         info = self._catalog_info(host, definition.name)
@@ -564,6 +581,7 @@ class McpGateway:
                 else:
                     definition = host.tools.get(name) if name in host.active else None
                     if definition is None:
+                        self.adapter.pipeline.record_denied(name)  # the operator's trace
                         return _error_result(self._unknown_tool_text(host, name))
                     result = _wire_result(await definition.execute(arguments))
         except McpAdapterError as exc:
@@ -579,12 +597,16 @@ class McpGateway:
         return _wire_result(render_outcome(self.adapter, outcome))
 
     def _unknown_tool_text(self, host: GatewayHost, name: str) -> str:
-        if name in host.tools and host.surfaces is not None and host.surfaces.toolsearch:
+        """Said (under the caller's view) to a client calling a tool it has not listed."""
+        loadable = name in host.tools and (
+            not host.is_catalog_tool(name) or name in self.adapter.catalog
+        )
+        if loadable and host.surfaces is not None and host.surfaces.toolsearch:
             return (
                 f"Tool {name!r} is not loaded: call ToolSearch with "
                 f'{{"query": "select:{name}"}} first.'
             )
-        listed = ", ".join(host.active) or "none"
+        listed = ", ".join(d.name for d in self._listed(host)) or "none"
         return f"Unknown tool {name!r}. This gateway lists: {listed}."
 
     def _relay(
@@ -749,6 +771,10 @@ class McpGateway:
             return await self.adapter.routes.get_prompt(params.name, params.arguments or {})
 
 
+def _sees_everything(policy: CallerPolicy | None) -> bool:
+    return policy is None or not (policy.allow or policy.deny)
+
+
 def _client_settings(adapter: McpAdapter) -> ClientConfig:
     return (adapter.settings.gateway_clients, adapter.settings.gateway_jwt)
 
@@ -817,7 +843,7 @@ def _as_mcp_error() -> Iterator[None]:
     unknown is invalid params; a server's own error keeps its code."""
     try:
         yield
-    except (UnknownPromptError, UnknownResourceError, PolicyRefusalError) as exc:
+    except (UnknownPromptError, UnknownResourceError) as exc:
         raise MCPError(code=types.INVALID_PARAMS, message=redact(str(exc))) from exc
     except ServerReportedError as exc:
         code = exc.code or types.INTERNAL_ERROR

@@ -51,7 +51,7 @@ from starlette.routing import Route
 from pi_mcp_adapter._errors import McpAdapterError, UsageError
 from pi_mcp_adapter._secrets import redact
 from pi_mcp_adapter.catalog import ToolInfo
-from pi_mcp_adapter.engine import McpAdapter
+from pi_mcp_adapter.engine import McpAdapter, view_resource_uri
 
 __all__ = ["AppView", "AppViews", "view_resource_uri"]
 
@@ -66,22 +66,6 @@ MAX_RPC_BODY_BYTES = 4 * 1024 * 1024
 
 Listener = Callable[[str, str], None]
 """``(view url, message)``: what a view said for the person (``ui/message``) or the model."""
-
-
-def view_resource_uri(tool: ToolInfo) -> str | None:
-    """The ``ui://`` resource a tool names as its view, or None.
-
-    ``_meta.ui.resourceUri`` is the extension's field; ``_meta["ui/resourceUri"]`` the
-    deprecated flat spelling that early servers still send.
-    """
-    meta = tool.meta or {}
-    ui = meta.get("ui")
-    uri = ui.get("resourceUri") if isinstance(ui, Mapping) else None
-    if uri is None:
-        uri = meta.get("ui/resourceUri")
-    if isinstance(uri, str) and uri.startswith("ui://"):
-        return uri
-    return None
 
 
 def _visible_to_app(tool: ToolInfo) -> bool:

@@ -7,6 +7,10 @@ and ``ToolSearch`` (or nothing more for the proxy tool, whose definition never c
 the ``mcp__<server>`` namespace tools, then the active set, once. One owner for the order
 matters: a tool that turns direct must never be unregistered by the deferred-tool bookkeeping
 after the direct tools registered it.
+
+Surfaces are registered for a caller (a gateway client with a policy, or nobody: the one
+trusted user) and every later sync reads the catalog as that caller, whichever request caused
+the rebuild: a host never gets tools its caller may not see.
 """
 
 from __future__ import annotations
@@ -15,7 +19,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pi_mcp_adapter.engine import Host, McpAdapter, ToolDefinition
+from pi_mcp_adapter.engine import (
+    CallerPolicy,
+    Host,
+    McpAdapter,
+    ToolDefinition,
+    acting_for,
+    current_caller,
+)
 
 from ._commands import COMMAND_USAGE, MCP_AUTH_COMMAND, MCP_COMMAND, McpCommands
 from ._direct import DirectTools, wait_for_up_front_tools
@@ -48,6 +59,8 @@ class Surfaces:
     """``mcp_script``, beside the surface tool when ``settings.scriptMode`` is on."""
     namespace: NamespaceTools | None = None
     """The ``mcp__<server>`` tools (none unless ``settings.namespaceProxyTools``)."""
+    caller: CallerPolicy | None = None
+    """Whom the surfaces were registered for: every sync reads that caller's catalog."""
     _unsubscribe: Callable[[], None] | None = field(default=None, repr=False)
 
     @property
@@ -59,6 +72,10 @@ class Surfaces:
 
     def sync(self) -> None:
         """Bring the host's registrations and active set in line with the catalog."""
+        with acting_for(self.caller):
+            self._sync()
+
+    def _sync(self) -> None:
         host = self.host
         active_before = list(host.get_active_tools())
         added, removed = self.direct.sync()
@@ -141,6 +158,7 @@ def register_surfaces(
         proxy=proxy,
         direct=direct,
         commands=McpCommands(adapter, proxy),
+        caller=current_caller(),
     )
     direct.sync()
     if kind == "toolsearch":
