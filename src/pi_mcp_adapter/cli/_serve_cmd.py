@@ -346,4 +346,17 @@ def _gateway_clients(
     """``settings.gatewayClients`` and ``gatewayJwt``, read before serving decides whether it
     may bind beyond loopback."""
     loaded = context.load_config()
+    broken = [
+        error
+        for error in loaded.errors
+        if (error.field or "").startswith(("settings.gatewayClients", "settings.gatewayJwt"))
+    ]
+    if broken:
+        # Fail closed: without the broken setting the gateway would check fewer tokens than
+        # the user asked for (none at all, on loopback, when every client is dropped).
+        raise fail(
+            f"{broken[0]}\nnot serving over HTTP until gatewayClients/gatewayJwt are fixed: "
+            "the gateway would otherwise sign in clients other than those configured",
+            code=2,
+        )
     return loaded.settings.gateway_clients, loaded.settings.gateway_jwt

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from ._masking import MASK, mask_args, mask_extra, mask_url, sounds_secret
@@ -383,19 +383,56 @@ class CaptureStats(_Model):
     flush_delay_ms: int = 500
 
 
+SignInMethod = Literal["token", "jwt"]
+"""How a gateway client may prove who it is: its hashed bearer token, or a JWT from the
+issuer of ``settings.gatewayJwt``."""
+
+RESERVED_CLIENT_NAME = "gateway-token"
+"""The client of ``--auth-token`` / ``PI_MCP_GATEWAY_TOKEN``; no configured client may take it
+(its token would then carry that client's policy, and a JWT could name it)."""
+
+ASYMMETRIC_JWT_ALGORITHMS = frozenset(
+    {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"}
+    | {"ES256", "ES256K", "ES384", "ES512", "EdDSA"}
+)
+"""The JWT algorithms ``gatewayJwt`` may accept: signatures checked with a public key. ``none``
+proves nothing, and an HMAC key in a public key set is a key anybody can sign with."""
+
+_NOT_A_CLIENT_CLAIM = frozenset({"iss", "aud", "exp", "nbf", "iat", "jti", "scope", "typ"})
+
+
 class GatewayClient(_Model):
     """One client of an HTTP gateway (``settings.gatewayClients``): its name (what the trace
-    records), the SHA-256 of its bearer token (hex), and its policy. ``allow`` and ``deny``
-    are globs over tool names as the client sees them (``github_*``) or ``server/tool``
-    (``github/*``); deny wins, and no ``allow`` allows every tool. ``surface`` overrides the
-    gateway's surface for this client."""
+    records), the SHA-256 of its bearer token (hex), how it may sign in, and its policy.
+    ``allow`` and ``deny`` are globs over tool names as the client sees them (``github_*``) or
+    ``server/tool`` (``github/*``); deny wins, and no ``allow`` allows every tool. ``surface``
+    overrides the gateway's surface for this client.
+
+    ``signIn`` binds the client to how it proves who it is; unset, a client with a
+    ``tokenSha256`` signs in with that token only, and a client without one with a JWT only
+    (:attr:`sign_in_methods`). A JWT may name only a client that accepts JWTs."""
 
     name: str
     token_sha256: str | None = None
-    """None: the client signs in only with a JWT (``settings.gatewayJwt``)."""
+    sign_in: tuple[SignInMethod, ...] | None = None
     allow: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
     surface: Surface | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        # A name is matched exactly against a JWT's claim and written to the trace: printable
+        # ASCII without spaces leaves no look-alike (case, padding, homoglyph) to confuse.
+        if not value or len(value) > 200 or any(not "!" <= c <= "~" for c in value):
+            raise ValueError(
+                "a client name must be 1-200 printable ASCII characters without spaces"
+            )
+        if value.casefold() == RESERVED_CLIENT_NAME:
+            raise ValueError(
+                f"the client name {RESERVED_CLIENT_NAME!r} is reserved for --auth-token"
+            )
+        return value
 
     @field_validator("token_sha256")
     @classmethod
@@ -407,18 +444,119 @@ class GatewayClient(_Model):
             raise ValueError("tokenSha256 must be 64 hex digits (sha256sum of the token)")
         return digest
 
+    @field_validator("sign_in")
+    @classmethod
+    def _some_sign_in(
+        cls, value: tuple[SignInMethod, ...] | None
+    ) -> tuple[SignInMethod, ...] | None:
+        if value is not None and not value:
+            raise ValueError('signIn must name at least one of "token", "jwt"')
+        return value
+
+    @model_validator(mode="after")
+    def _token_to_sign_in_with(self) -> GatewayClient:
+        if "token" in self.sign_in_methods and self.token_sha256 is None:
+            raise ValueError(
+                f'client {self.name!r}: signIn has "token" but the client has no tokenSha256'
+            )
+        return self
+
+    @property
+    def sign_in_methods(self) -> frozenset[SignInMethod]:
+        """How this client may sign in: ``signIn`` as written, else its token when it has
+        one (a token client is never reachable by a JWT unless it says so), else a JWT."""
+        if self.sign_in is not None:
+            return frozenset(self.sign_in)
+        return frozenset({"token"} if self.token_sha256 is not None else {"jwt"})
+
+
+def gateway_client_conflicts(clients: tuple[GatewayClient, ...]) -> str | None:
+    """Why ``clients`` cannot be used together, or None: two clients whose names differ only
+    in case (a JWT naming one must not be read as the other), or who share a token (the token
+    would sign in as whichever comes first)."""
+    names: dict[str, str] = {}
+    digests: dict[str, str] = {}
+    for client in clients:
+        folded = client.name.casefold()
+        if folded in names:
+            return (
+                f"clients {names[folded]!r} and {client.name!r} have the same name "
+                "(names are compared ignoring case here)"
+            )
+        names[folded] = client.name
+        if client.token_sha256 is not None:
+            if client.token_sha256 in digests:
+                return (
+                    f"clients {digests[client.token_sha256]!r} and {client.name!r} have the "
+                    "same tokenSha256; give each client a token of its own"
+                )
+            digests[client.token_sha256] = client.name
+    return None
+
 
 class GatewayJwt(_Model):
     """``settings.gatewayJwt``: the HTTP gateway as an OAuth 2.1 resource server. A bearer
-    token that is a JWT signed by one of the issuer's keys (from ``jwksUrl``), for
-    ``audience``, unexpired, names its client in ``clientClaim``; that client must be one of
-    ``gatewayClients`` (its policy applies), or the request is refused."""
+    token that is a JWT signed by one of the issuer's keys (from ``jwksUrl``), with ``iss``
+    ``issuer``, ``aud`` ``audience`` and an ``exp`` (``nbf``/``iat`` when present), within
+    ``leewaySeconds`` of clock skew, names its client in ``clientClaim``; that client must be
+    one of ``gatewayClients`` that accepts JWTs (its policy applies), or the request is
+    refused."""
 
     issuer: str
     audience: str
     jwks_url: str
     client_claim: str = "client_id"
     algorithms: tuple[str, ...] = ("RS256", "ES256")
+    leeway_seconds: int = 30
+    """Clock skew tolerated on ``exp``, ``nbf`` and ``iat``."""
+
+    @field_validator("issuer", "audience")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip() or value != value.strip():
+            raise ValueError("issuer and audience must be non-empty, without surrounding spaces")
+        return value
+
+    @field_validator("jwks_url")
+    @classmethod
+    def _keys_over_tls(cls, value: str) -> str:
+        # Whoever can change the key set in transit can sign any client's JWT.
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(value)
+        local = parts.hostname in ("127.0.0.1", "localhost", "::1")
+        if parts.scheme != "https" and not (parts.scheme == "http" and local):
+            raise ValueError("jwksUrl must be an https:// URL (http:// only on loopback)")
+        return value
+
+    @field_validator("client_claim")
+    @classmethod
+    def _identity_claim(cls, value: str) -> str:
+        if not value or value in _NOT_A_CLIENT_CLAIM:
+            raise ValueError(
+                "clientClaim must name the claim that identifies the client "
+                '("client_id", "azp", "sub", ...)'
+            )
+        return value
+
+    @field_validator("algorithms")
+    @classmethod
+    def _public_key_algorithms(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        refused = [a for a in value if a not in ASYMMETRIC_JWT_ALGORITHMS]
+        if not value or refused:
+            accepted = ", ".join(sorted(ASYMMETRIC_JWT_ALGORITHMS))
+            raise ValueError(
+                f"algorithms must be public-key algorithms ({accepted})"
+                + (f"; not {', '.join(refused)}" if refused else "")
+            )
+        return value
+
+    @field_validator("leeway_seconds")
+    @classmethod
+    def _small_leeway(cls, value: int) -> int:
+        if not 0 <= value <= 300:
+            raise ValueError("leewaySeconds must be between 0 and 300")
+        return value
 
 
 class Settings(_Model):
@@ -468,8 +606,8 @@ class Settings(_Model):
     stay the fallback. Needs the ``redis`` extra; ``PI_MCP_SHARED_STATE`` overrides it."""
     gateway_clients: tuple[GatewayClient, ...] = ()
     gateway_jwt: GatewayJwt | None = None
-    """Who may use an HTTP gateway, each with a bearer token (stored as its SHA-256) and a
-    policy; when set, every request must carry one of these tokens."""
+    """Who may use an HTTP gateway, each with a bearer token (stored as its SHA-256) or JWTs
+    from ``gatewayJwt``, and a policy; when set, every request must carry one of these."""
     project_trust: ProjectTrustMode = "ask"
     """Servers from project-level files: ``ask`` (at a terminal; headless they stay
     ``untrusted`` until ``pi-mcp trust --project``), ``always`` or ``never``. Read from user-

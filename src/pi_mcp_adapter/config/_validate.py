@@ -18,11 +18,12 @@ from typing import Any, Literal, get_args, get_origin
 from urllib.parse import SplitResult, urlsplit
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic.alias_generators import to_camel
 
 from pi_mcp_adapter._errors import ConfigError
 
 from ._jsonc import JsonPath
-from ._models import OAuthConfig, ServerEntry, Settings
+from ._models import OAuthConfig, ServerEntry, Settings, gateway_client_conflicts
 
 __all__ = [
     "RawEntry",
@@ -501,6 +502,11 @@ def validate_settings(
         try:
             checked = _SETTINGS_ADAPTERS[name].validate_python(item)
         except ValidationError as exc:
+            if name in _GATEWAY_AUTH_SETTINGS:
+                errors.append(
+                    _gateway_auth_error(key, exc, path=path, line=line_of(key_path), where=where)
+                )
+                continue
             errors.append(
                 _type_error(
                     f"setting {key!r}",
@@ -526,8 +532,41 @@ def validate_settings(
                 )
             )
             continue
+        conflict = gateway_client_conflicts(checked) if name == "gateway_clients" else None
+        if conflict is not None:
+            errors.append(
+                ConfigError(
+                    f"setting {key!r}: {conflict}; this setting is ignored in this file",
+                    path=str(path),
+                    line=line_of(key_path),
+                    field=format_json_path(key_path),
+                )
+            )
+            continue
         result[name] = checked
     return result, errors, warnings
+
+
+_GATEWAY_AUTH_SETTINGS = frozenset({"gateway_clients", "gateway_jwt"})
+"""Settings whose errors name the rule that was broken (who may sign in, with which keys):
+the generic "must be an object" would hide why a client or an issuer was refused."""
+
+
+def _gateway_auth_error(
+    key: str, error: ValidationError, *, path: Path, line: int | None, where: str
+) -> ConfigError:
+    detail = error.errors()[0]
+    location = "".join(
+        f"[{step}]" if isinstance(step, int) else f".{to_camel(str(step))}"
+        for step in detail.get("loc", ())
+    )
+    reason = str(detail.get("msg", "invalid")).removeprefix("Value error, ")
+    return ConfigError(
+        f"setting '{key}{location}': {reason}; this setting is ignored in this file",
+        path=str(path),
+        line=line,
+        field=f"{where}.{key}{location}",
+    )
 
 
 _SETTINGS_MINIMUMS: dict[str, tuple[float, str]] = {

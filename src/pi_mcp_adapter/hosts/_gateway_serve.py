@@ -155,9 +155,9 @@ def create_http_app(gateway: McpGateway, options: GatewayOptions) -> ASGIApp:
     if options.clients:
         from mcp.server.auth.settings import AuthSettings
 
-        from ._gateway_clients import ClientTokenVerifier
+        from ._gateway_clients import ClientTokenVerifier, ExplainSignInRefusals
 
-        return gateway.server.streamable_http_app(
+        authenticated = gateway.server.streamable_http_app(
             streamable_http_path=options.path,
             stateless_http=options.stateless,
             host=options.host,
@@ -168,6 +168,7 @@ def create_http_app(gateway: McpGateway, options: GatewayOptions) -> ASGIApp:
             ),
             token_verifier=ClientTokenVerifier(gateway.client_config, options.auth_token),
         )
+        return ExplainSignInRefusals(authenticated)
     app: ASGIApp = gateway.server.streamable_http_app(
         streamable_http_path=options.path,
         stateless_http=options.stateless,
