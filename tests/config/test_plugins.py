@@ -437,7 +437,14 @@ def test_plugins_and_packages_give_the_servers_the_reference_gives(
 def test_agent_plugins_listed_by_a_project_file_wait_for_trust(machine: Machine) -> None:
     agent_plugin(machine.project / "ap", {"s": {"type": "stdio", "command": "x"}})
     project = machine.write_layer("project-pi", {"settings": {"agentPluginPaths": ["ap"]}})
+    # Untrusted, the file names no plugin path at all: the plugin is not even read.
+    loaded = machine.load()
+    assert "acme_search__s" not in loaded.servers
+    assert any(str(project) in w and "settings.agentPluginPaths" in w for w in loaded.warnings)
+    digest = file_digest(project)
+    assert digest is not None
+    TrustStore.in_agent_dir(machine.agent_dir).trust([(project, digest)])
+    # Trusted, the plugin is read; its own file, cloned with the project, still waits.
     untrusted = machine.load().servers["acme_search__s"].untrusted
     assert untrusted is not None
-    assert project in untrusted.files
     assert machine.project / "ap" / "mcp.json" in untrusted.files

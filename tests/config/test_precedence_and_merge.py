@@ -188,6 +188,7 @@ def test_settings_merge_shallowly_with_later_layers_winning(machine: Machine) ->
         "agent", {"settings": {"toolPrefix": "none", "captureStats": {"path": "/a"}}}
     )
     machine.write_layer("project-pi", {"settings": {"captureStats": {"flushDelayMs": 9}}})
+    machine.environ["PI_MCP_PROJECT_TRUST"] = "always"  # untrusted, it could not set stats
     settings = machine.load().settings
     assert settings.idle_timeout == 5
     assert settings.tool_prefix == "none"

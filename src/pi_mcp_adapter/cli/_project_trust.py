@@ -87,6 +87,9 @@ def _runnable(loaded: LoadedConfig, servers: Sequence[str]) -> bool:
 def describe_project_file(loaded: LoadedConfig, project_file: ProjectFile) -> list[str]:
     """The file and, for each of its servers, what would run or be contacted (masked)."""
     lines = [f"  {project_file.path}"]
+    if project_file.real_path != project_file.path.absolute():
+        # Trust is recorded for the file the link leads to, and its commands run there.
+        lines[0] += f" -> {project_file.real_path}"
     for name in project_file.servers:
         entry = loaded.servers.get(name)
         if entry is None:

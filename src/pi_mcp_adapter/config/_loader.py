@@ -19,7 +19,12 @@ from typing import Literal
 from pydantic import ValidationError
 
 from pi_mcp_adapter._errors import ConfigError
-from pi_mcp_adapter._secrets import MASK, is_place_variable, register_secret
+from pi_mcp_adapter._secrets import (
+    MASK,
+    is_place_variable,
+    register_environment_secrets,
+    register_secret,
+)
 
 from ._command_values import command_value
 from ._hosts import HostRead, read_file_text, read_import
@@ -37,11 +42,13 @@ from ._masking import is_pem_text
 from ._merge import DroppedFields, LayerContribution, MergedEntry, merge_entries
 from ._models import (
     WRITTEN_KEYS,
+    CaptureStats,
     IdentityProviderConfig,
     OAuthConfig,
     RequestHeadersCommand,
     ServerEntry,
     Settings,
+    TraceSettings,
     UntrustedOrigin,
 )
 from ._plugins import (
@@ -55,6 +62,7 @@ from ._plugins import (
     read_packages,
 )
 from ._trust import (
+    UNTRUSTED_PROJECT_SETTINGS,
     ProjectFile,
     ProjectTrust,
     ProjectTrustMode,
@@ -62,6 +70,7 @@ from ._trust import (
     file_digest,
     is_inside,
     project_trust_from_env,
+    real_project_dir,
     stricter_mode,
     trust_command,
 )
@@ -207,6 +216,9 @@ def load_config(
         platform=platform if platform is not None else sys.platform,
         environ=environ if environ is not None else os.environ,
     )
+    # The servers inherit this environment and may print it: its secrets are masked whether
+    # or not the configuration names them (here, because every host loads its configuration).
+    register_environment_secrets(where.environ)
     collector = _Collector()
     if exclusive is None:
         exclusive = is_exclusive_mode(where.environ)
@@ -214,6 +226,22 @@ def load_config(
         file_layers(where, agent_dir=agent_dir, config_path=config_path, exclusive=exclusive),
         collector,
     )
+    store = TrustStore.in_agent_dir(agent_dir)
+    trust_mode = _trust_mode(layers, where=where, collector=collector)
+    # Before anything reads a setting (plugins read agentPluginPaths next): what a project
+    # file may set depends on whether it is trusted.
+    for layer in layers:
+        if layer.source.name in PROJECT_LAYERS and layer.source.loaded:
+            trusted = _file_trusted(layer.source.path, trust_mode[0], store)
+            layer.settings = _project_settings(
+                layer.settings,
+                path=layer.source.path,
+                trusted=trusted,
+                may_write_in=_project_write_roots(agent_dir, where.project_dir),
+                where=where,
+                agent_dir=agent_dir,
+                collector=collector,
+            )
     sources = [layer.source for layer in layers]
     plugins = _read_plugins(layers, where, agent_dir=agent_dir, exclusive=exclusive)
     for read in (*plugins.packages, *plugins.agents, *plugins.claude):
@@ -231,7 +259,6 @@ def load_config(
     project_paths: dict[str, set[Path]] = {}
     """Server -> the project-level files that set any of its fields."""
     project_files: dict[Path, None] = {}  # ordered set of every project-level file read
-    mode_proposals: list[tuple[ProjectTrustMode, Path]] = []
 
     def add_plugin_entry(read: PluginRead, raw: RawEntry, *, first: bool = False) -> None:
         valid, errors, warnings = validate_server_entry(raw)
@@ -266,22 +293,9 @@ def load_config(
 
     for layer in layers:
         is_project = layer.source.name in PROJECT_LAYERS
-        layer_settings = dict(layer.settings)
-        if is_project:
-            if layer.source.loaded:
-                project_files[layer.source.path] = None
-            proposed = layer_settings.pop("project_trust", None)
-            if proposed in ("ask", "always", "never"):
-                mode_proposals.append((proposed, layer.source.path))
-            # Where shared state lives (trust records among it) and who may use the gateway
-            # are the operator's: a cloned repository cannot redirect or widen them.
-            for key, json_key in _USER_ONLY_SETTINGS.items():
-                if layer_settings.pop(key, None) is not None:
-                    collector.warnings.append(
-                        f"{layer.source.path}: settings.{json_key} is ignored in a project file; "
-                        "set it in your user config"
-                    )
-        settings.update(layer_settings)
+        if is_project and layer.source.loaded:
+            project_files[layer.source.path] = None
+        settings.update(layer.settings)
         imports.extend(kind for kind in layer.imports if kind not in imports)
         # A layer's imports sit just below the layer itself (the first host listed wins a
         # name), so the file that imports a server can override any of its fields.
@@ -308,6 +322,10 @@ def load_config(
             if errors:
                 first_errors.setdefault(raw.name, errors[0])
             if valid is not None:
+                if is_project:
+                    valid = _keep_user_approval(
+                        raw, valid, per_server.get(raw.name, ()), where, collector
+                    )
                 per_server.setdefault(raw.name, []).append((layer.source.name, raw.path, valid))
                 if is_project:
                     project_paths.setdefault(raw.name, set()).add(raw.path)
@@ -341,6 +359,8 @@ def load_config(
             field_sources=dict(merged.field_sources),
         )
         result = _finish_server(name, merged, where, collector)
+        if not isinstance(result, ConfigError):
+            result = _resolved_where_trusted(result, merged, where)
         if isinstance(result, ConfigError):
             invalid[name] = result
         else:
@@ -348,13 +368,7 @@ def load_config(
 
     built_settings = _build_settings(settings, collector)
     trust = _decide_project_trust(
-        built_settings.project_trust,
-        mode_proposals,
-        project_files,
-        project_paths,
-        where=where,
-        store=TrustStore.in_agent_dir(agent_dir),
-        collector=collector,
+        trust_mode, project_files, project_paths, where=where, store=store
     )
     command = trust_command(project_dir)
     trusted_paths = {f.path for f in trust.files if f.trusted}
@@ -450,21 +464,26 @@ def _is_project_host_file(path: Path, where: Where) -> bool:
     return is_inside(path, where.project_dir)
 
 
-def _decide_project_trust(
-    user_mode: ProjectTrustMode,
-    proposals: Sequence[tuple[ProjectTrustMode, Path]],
-    project_files: Mapping[Path, None],
-    project_paths: Mapping[str, set[Path]],
-    *,
-    where: Where,
-    store: TrustStore,
-    collector: _Collector,
-) -> ProjectTrust:
-    """The mode in effect and each project-level file's trust.
+def _trust_mode(
+    layers: Sequence[_FileLayerData], *, where: Where, collector: _Collector
+) -> tuple[ProjectTrustMode, str]:
+    """The ``projectTrust`` mode in effect and what set it (``default``, ``settings``, a project
+    file's path or ``env``); takes ``projectTrust`` out of every project layer's settings.
 
     A project file's own ``projectTrust`` is applied only when it is stricter than the user's:
     a cloned repository must not be able to vouch for itself.
     """
+    user_mode: ProjectTrustMode = "ask"
+    proposals: list[tuple[ProjectTrustMode, Path]] = []
+    for layer in layers:
+        value = layer.settings.get("project_trust")
+        mode_value = next((m for m in ("ask", "always", "never") if m == value), None)
+        if layer.source.name in PROJECT_LAYERS:
+            layer.settings.pop("project_trust", None)
+            if mode_value is not None:
+                proposals.append((mode_value, layer.source.path))
+        elif mode_value is not None:
+            user_mode = mode_value
     mode, mode_source = user_mode, "settings" if user_mode != "ask" else "default"
     for proposed, path in proposals:
         stricter = stricter_mode(mode, proposed)
@@ -479,18 +498,171 @@ def _decide_project_trust(
     from_env = project_trust_from_env(where.environ)
     if from_env is not None:
         mode, mode_source = from_env, "env"
+    return mode, mode_source
+
+
+def _file_trusted(
+    path: Path, mode: ProjectTrustMode, store: TrustStore, digest: str | None = None
+) -> bool:
+    if mode != "ask":
+        return mode == "always"
+    return store.is_trusted(path, digest if digest is not None else file_digest(path))
+
+
+def _decide_project_trust(
+    mode: tuple[ProjectTrustMode, str],
+    project_files: Mapping[Path, None],
+    project_paths: Mapping[str, set[Path]],
+    *,
+    where: Where,
+    store: TrustStore,
+) -> ProjectTrust:
+    """Each project-level file's trust under ``mode``, and the servers it touches."""
     files: list[ProjectFile] = []
     for path in project_files:
         digest = file_digest(path)
-        if mode == "always":
-            trusted = True
-        elif mode == "never":
-            trusted = False
-        else:
-            trusted = store.is_trusted(path, digest)
+        trusted = _file_trusted(path, mode[0], store, digest)
         servers = tuple(name for name, paths in project_paths.items() if path in paths)
         files.append(ProjectFile(path, digest, trusted, servers))
-    return ProjectTrust(mode, mode_source, where.project_dir, tuple(files))
+    return ProjectTrust(mode[0], mode[1], where.project_dir, tuple(files))
+
+
+def _project_settings(
+    settings: Mapping[str, object],
+    *,
+    path: Path,
+    trusted: bool,
+    may_write_in: Sequence[Path],
+    where: Where,
+    agent_dir: Path,
+    collector: _Collector,
+) -> dict[str, object]:
+    """What of a project file's ``settings`` takes effect: the one place that rule lives.
+
+    Untrusted, only :data:`UNTRUSTED_PROJECT_SETTINGS` (one warning names the rest, which
+    apply once the file is trusted). Trusted, everything but the operator's own settings,
+    and no file written outside ``may_write_in`` (a repository's ``captureStats`` path must not
+    replace ``~/.bashrc``): the user's own file may name such a path, a project file may not.
+    """
+    kept: dict[str, object] = {}
+    waiting: list[str] = []
+    for key, value in settings.items():
+        json_key = json_name(Settings, key) if key in Settings.model_fields else key
+        if key in _USER_ONLY_SETTINGS:
+            # Where shared state lives (trust records among it) and who may use the gateway
+            # are the operator's: a cloned repository cannot redirect or widen them.
+            collector.warnings.append(
+                f"{path}: settings.{json_key} is ignored in a project file; "
+                "set it in your user config"
+            )
+            continue
+        if not trusted and key not in UNTRUSTED_PROJECT_SETTINGS:
+            waiting.append(json_key)
+            continue
+        target = _written_path(key, value, where=where, agent_dir=agent_dir)
+        if target is not None and not any(is_inside(target, root) for root in may_write_in):
+            collector.warnings.append(
+                f"{path}: settings.{json_key} is ignored: it writes to {target}, outside the "
+                "agent directory, the project and the output directory, and only your own "
+                "config file may name such a place"
+            )
+            continue
+        kept[key] = value
+    if waiting:
+        names = ", ".join(f"settings.{key}" for key in waiting)
+        collector.warnings.append(
+            f"{path}: {names} {'is' if len(waiting) == 1 else 'are'} ignored while this file is "
+            "not trusted (an untrusted project file may not change safeguards or name files); "
+            f"`{trust_command(where.project_dir)}` applies "
+            + ("it" if len(waiting) == 1 else "them")
+        )
+    return kept
+
+
+def _written_path(key: str, value: object, *, where: Where, agent_dir: Path) -> Path | None:
+    """The file a setting makes this process write, resolved as its user resolves it (the
+    call statistics in ``engine/_stats.py``, the trace in ``engine/_trace.py``)."""
+    if key == "capture_stats" and isinstance(value, CaptureStats) and value.path:
+        return agent_dir / expand_home(value.path, where.home)
+    if key == "trace" and value is not False:
+        file = value.file if isinstance(value, TraceSettings) else None
+        if isinstance(value, TraceSettings) and not value.enabled:
+            return None
+        if not file:
+            # The default place: a `.pi/mcp-traces` link in the repository could lead anywhere.
+            return where.project_dir / ".pi" / "mcp-traces"
+        written = Path(expand_home(file, where.home))
+        return written if written.is_absolute() else where.project_dir / written
+    return None
+
+
+def _project_write_roots(agent_dir: Path, project_dir: Path) -> tuple[Path, ...]:
+    """Where a trusted project's settings may make this process write: the agent directory,
+    the project itself and the directory results too long for the model are spilled to."""
+    import tempfile
+
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    # The output guard's directory (surface/_output_guard.py), named here rather than
+    # imported: configuration sits below the surface.
+    spill_dir = Path(tempfile.gettempdir()) / f"pi-mcp-output-{uid}"
+    return (agent_dir, project_dir, spill_dir)
+
+
+def _keep_user_approval(
+    raw: RawEntry,
+    valid: ValidEntry,
+    below: Sequence[tuple[str, Path, ValidEntry]],
+    where: Where,
+    collector: _Collector,
+) -> ValidEntry:
+    """A project file's entry without ``approveTools`` when the server is also defined by the
+    user's own files: trusting a repository for what it runs does not hand it the approval of
+    the user's servers (the trust question shows commands, not this)."""
+    if "approve_tools" not in valid.fields:
+        return valid
+    owned = any(
+        source not in PROJECT_LAYERS and not _is_project_host_file(path, where)
+        for source, path, _entry in below
+    )
+    if not owned:
+        return valid
+    collector.warnings.append(
+        f"{raw.path}: mcpServers.{raw.name}.approveTools is ignored: {raw.name!r} is defined in "
+        "your own config, and a project file may not change whether its calls are approved"
+    )
+    fields = {k: v for k, v in valid.fields.items() if k != "approve_tools"}
+    return ValidEntry(fields, valid.extras, valid.line)
+
+
+def _resolved_where_trusted(entry: ServerEntry, merged: MergedEntry, where: Where) -> ServerEntry:
+    """A project file's relative ``command`` and ``cwd`` made absolute where that file really
+    lies (see :func:`real_project_dir`); a server of a linked file with no ``cwd`` runs there
+    too, so its relative arguments (``python server.py``) name the files that were trusted."""
+    paths = {c.source: c.path for c in merged.contributions if c.source in PROJECT_LAYERS}
+    command_file = paths.get(merged.field_sources.get("command", ""))
+    cwd_file = paths.get(merged.field_sources.get("cwd", ""))
+    update: dict[str, object] = {}
+    cwd = entry.cwd
+    if cwd_file is not None and cwd is not None and not Path(cwd).is_absolute():
+        cwd = str(real_project_dir(cwd_file, where.project_dir) / cwd)
+        update["cwd"] = cwd
+    if command_file is not None and entry.command is not None:
+        base = real_project_dir(command_file, where.project_dir)
+        if cwd is None and base != _resolved(where.project_dir):
+            cwd = str(base)
+            update["cwd"] = cwd
+        command = Path(entry.command)
+        # A bare name is looked up on PATH; one with a directory part is a file beside us.
+        if not command.is_absolute() and len(command.parts) > 1:
+            start = Path(cwd) if cwd is not None else base
+            update["command"] = str(start / command)
+    if not update:
+        return entry
+    return (
+        entry.model_copy(update=update)
+        .with_written(entry.written)
+        .with_env_templates(entry.env_templates)
+    )
 
 
 def _read_file_layers(layers: Sequence[FileLayer], collector: _Collector) -> list[_FileLayerData]:

@@ -10,7 +10,15 @@ is treated as disabled: no process, no ``!command``, no request carrying its hea
 tools offered; status views show it as ``untrusted`` with the command that trusts it.
 
 Trust is recorded per file path and SHA-256 of the file's bytes in ``<agent dir>/mcp-trust.json``
-(0600, replaced atomically under a lock), so an edit of the file asks again.
+(0600, replaced atomically under a lock), so an edit of the file asks again. The path is the
+file's *real* path: a project file that is a symbolic link is trusted only for the file it
+points to, and the relative ``command`` and ``cwd`` of that file resolve where it really lies
+(:func:`real_project_dir`), so a repository that links its ``.mcp.json`` to a file trusted
+elsewhere cannot make ``"command": "./run.sh"`` run its own ``run.sh``.
+
+Settings are gated by the same decision: while a project file is untrusted only the settings in
+:data:`UNTRUSTED_PROJECT_SETTINGS` take effect (an allow-list, so a new setting is out until
+someone decides it is harmless); the loader ignores the others with one warning per file.
 
 ``settings.projectTrust`` (``ask``, the default; ``always``; ``never``) comes from user- and
 agent-level files only: a project file may make it stricter, never looser, since a file cannot
@@ -35,6 +43,7 @@ __all__ = [
     "PROJECT_TRUST_ENV",
     "PROJECT_TRUST_MODES",
     "TRUST_FILE_NAME",
+    "UNTRUSTED_PROJECT_SETTINGS",
     "ProjectFile",
     "ProjectTrust",
     "ProjectTrustMode",
@@ -42,6 +51,7 @@ __all__ = [
     "file_digest",
     "is_inside",
     "project_trust_from_env",
+    "real_project_dir",
     "stricter_mode",
     "trust_command",
 ]
@@ -58,6 +68,28 @@ TRUST_FILE_VERSION = 1
 _SHARED_TABLE = "trust"
 LOCK_TIMEOUT_S = 5.0
 """Writers hold the lock for milliseconds; the person waits on a trust answer, not on this."""
+
+UNTRUSTED_PROJECT_SETTINGS = frozenset(
+    {
+        "idle_timeout",
+        "health_check_interval_ms",
+        "startup_concurrency",
+        "surface",
+        "namespace_proxy_tools",
+        "toon_encode",
+        "tool_search_limit",
+        "tool_search_budget_tokens",
+        "search_ranking",
+    }
+)
+"""Settings (Python field names of ``Settings``) an untrusted project file may set: each only
+changes how long servers live or how the catalog is presented, never a safeguard (approval,
+``onDefinitionChange``, ``validateArgs``, the output guard and limits, ``toolPrefix`` and
+``toolSeparator``, which approval lists and gateway policies match against), a path that is
+written or read (``captureStats``, ``trace``, ``agentPluginPaths``), the network or sign-in
+(``autoAuth``, ``oauthStore``) or what runs (``scriptMode``). ``projectTrust`` has its own rule
+(stricter only), and ``sharedState``/``gatewayClients``/``gatewayJwt`` never come from a
+project file. Everything else, unknown keys included, waits for trust."""
 
 
 def project_trust_from_env(environ: Mapping[str, str]) -> ProjectTrustMode | None:
@@ -100,6 +132,11 @@ class ProjectFile:
     trusted: bool
     servers: tuple[str, ...] = ()
     """Servers with at least one field from this file."""
+
+    @property
+    def real_path(self) -> Path:
+        """Where the file really is (symbolic links followed): what trust is recorded for."""
+        return Path(_key(self.path))
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +280,27 @@ def _key(path: Path) -> str:
         return str(path.resolve())
     except OSError:
         return str(path.absolute())
+
+
+def real_project_dir(path: Path, project_dir: Path) -> Path:
+    """The directory a project file's relative ``command`` and ``cwd`` resolve against: the
+    project directory as seen from where the file really lies.
+
+    For ``<project>/.mcp.json`` that is the (resolved) project directory itself. When the file,
+    or a directory on its way (``.pi``), is a symbolic link, it is the directory the link
+    target sits in at the same depth (``/elsewhere/proj`` for a link to
+    ``/elsewhere/proj/.mcp.json``), else the target's own directory: the place the person saw
+    when trusting that content, never the linking repository.
+    """
+    real = Path(_key(path))
+    try:
+        relative = path.absolute().relative_to(project_dir.absolute())
+    except ValueError:
+        return real.parent
+    depth = len(relative.parts)
+    if depth and real.parts[-depth:] == relative.parts and len(real.parents) >= depth:
+        return real.parents[depth - 1]
+    return real.parent
 
 
 def is_inside(path: Path, directory: Path) -> bool:
