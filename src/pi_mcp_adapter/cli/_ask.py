@@ -3,6 +3,9 @@
 The question goes to stderr (stdout carries the command's result, which may be piped) and the
 answer is read from stdin, only when stdin is a terminal: a script or a pipe has nobody to ask,
 so the engine refuses the call and says which setting allows it.
+
+The prompt line names the tool again: it sits right above the cursor, so however the question
+scrolled, what is being answered is in view when the answer is typed.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import sys
 import anyio.to_thread
 
 from pi_mcp_adapter.engine import Question
+from pi_mcp_adapter.engine._approval import escape_controls
 
 __all__ = ["ask_on_terminal"]
 
@@ -32,8 +36,10 @@ def _prompt(question: Question) -> str | None:
     out.write(f"\n{question.title}\n{question.text}\n")
     for number, option in enumerate(options, 1):
         out.write(f"  {number}) {option.label}\n")
+    subject = question.context.get("name")
+    prompt = f"Allow {escape_controls(subject, keep='')}? " if subject else ""
     for _ in range(ATTEMPTS):
-        out.write(f"Choose 1-{len(options)}: ")
+        out.write(f"{prompt}Choose 1-{len(options)}: ")
         out.flush()
         line = sys.stdin.readline()
         if not line:

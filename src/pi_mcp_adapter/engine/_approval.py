@@ -15,6 +15,13 @@ with a message naming the setting that would let it through.
 ``configHash``: pointing the server somewhere else (another url, command or token) asks again.
 The question shows the arguments, shortened; answers are never written with arguments.
 
+What a question shows is built so that nothing in it can hide the call: the tool and its
+arguments come first, whatever else follows (a script, shortened to a few lines after them),
+every part is bounded in characters and lines, and control characters (ANSI escapes, carriage
+returns, bidirectional overrides) from a script, a server or a tool's name are shown escaped,
+so they cannot move a terminal's cursor or clear its screen. :class:`Question` enforces the
+escaping itself, for every asker: a terminal, the gateway's elicitation, a host's dialog.
+
 A script that calls one tool many times is asked about once: its calls share an
 :class:`ApprovalScope`, which remembers every answer (allow once included) until the script ends.
 """
@@ -56,8 +63,13 @@ APPROVALS_FILE_NAME = "mcp-approvals.json"
 _FILE_VERSION = 1
 _SHARED_TABLE = "approvals"
 ARGUMENTS_PREVIEW_CHARS = 500
-SCRIPT_PREVIEW_CHARS = 2000
-"""A script is read before it is allowed: more of it is shown than of one call's arguments."""
+ARGUMENTS_PREVIEW_LINES = 12
+SCRIPT_PREVIEW_CHARS = 800
+SCRIPT_PREVIEW_LINES = 12
+"""A script is shown after the calls it makes, and only its start: a terminal must keep the
+call, the question and its answers on one screen, however long the script."""
+CALL_SITES_SHOWN = 5
+CALL_SITE_CHARS = 160
 
 ApprovalChoice = Literal["allow_once", "allow_session", "allow_always", "deny"]
 
@@ -83,6 +95,17 @@ class Question:
     text: str
     options: tuple[QuestionOption, ...]
     context: Mapping[str, str]
+
+    def __post_init__(self) -> None:
+        # One place for every asker: a question may quote a script, a server or a tool's
+        # name, and none of them may rewrite the terminal or the dialog it is shown in.
+        object.__setattr__(self, "title", escape_controls(self.title, keep=""))
+        object.__setattr__(self, "text", escape_controls(self.text))
+        object.__setattr__(
+            self,
+            "options",
+            tuple(QuestionOption(o.id, escape_controls(o.label, keep="")) for o in self.options),
+        )
 
     def option(self, answer: str | None) -> QuestionOption | None:
         """The option an answer names, by id or (case-insensitively) by label."""
@@ -152,19 +175,75 @@ def approval_setting(entry: ServerEntry | None, server: str) -> str:
     return "settings.approveTools"
 
 
-def _preview_code(code: str) -> str:
-    return _shown(code.strip(), SCRIPT_PREVIEW_CHARS)
+def escape_controls(text: str, *, keep: str = "\n") -> str:
+    """``text`` with every control or invisible formatting character (ANSI escapes, carriage
+    returns, backspaces, bidirectional overrides, line separators) shown as its Python escape,
+    except those in ``keep``: such text cannot move a terminal's cursor or clear its screen."""
+    if text.isprintable() and not any(c in text for c in keep):
+        return text
+    return "".join(c if c in keep or c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _shown(text: str, limit_chars: int, limit_lines: int) -> str:
+    text = escape_controls(text)
+    lines = text.split("\n")
+    shown = "\n".join(lines[:limit_lines])[:limit_chars]
+    if shown == text:
+        return text
+    return f"{shown}\n… (cut: {len(lines)} lines, {len(text)} characters in all)"
 
 
 def _preview(arguments: Mapping[str, Any]) -> str:
     text = json.dumps(arguments, ensure_ascii=False, indent=2, default=str)
-    return _shown(text, ARGUMENTS_PREVIEW_CHARS)
+    return _shown(text, ARGUMENTS_PREVIEW_CHARS, ARGUMENTS_PREVIEW_LINES)
 
 
-def _shown(text: str, limit: int) -> str:
-    # Control characters could rewrite the user's terminal; show them escaped.
-    text = "".join(c if c in "\n\t" or c.isprintable() else repr(c)[1:-1] for c in text)
-    return text[:limit] + "…" if len(text) > limit else text
+def _call_sites(script: str, tool: ToolInfo) -> list[str]:
+    """The script's ``call(...)`` expressions that name ``tool``, one shortened line each."""
+    import ast
+
+    try:
+        tree = ast.parse(script)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    names = {tool.name, tool.original_name}
+    sites: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "call"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value in names
+        ):
+            continue
+        source = " ".join((ast.get_source_segment(script, node) or "").split())
+        if len(source) > CALL_SITE_CHARS:
+            source = source[: CALL_SITE_CHARS - 1] + "…"
+        sites.append((node.lineno, f"  line {node.lineno}: {escape_controls(source, keep='')}"))
+    shown = [site for _, site in sorted(sites)[:CALL_SITES_SHOWN]]
+    if len(sites) > CALL_SITES_SHOWN:
+        shown.append(f"  … and {len(sites) - CALL_SITES_SHOWN} more")
+    return shown
+
+
+def _script_question_text(tool: ToolInfo, arguments: Mapping[str, Any], script: str) -> str:
+    """The call first (its arguments, or the script's calls of the tool), then the script."""
+    parts = [
+        f"A script wants to run {tool.original_name} of {tool.server}; the answer holds for "
+        "each call of it the script makes."
+    ]
+    if arguments:
+        parts.append(f"This call's arguments:\n{_preview(arguments)}")
+    sites = _call_sites(script, tool)
+    if sites:
+        parts.append("The script's calls of it:\n" + "\n".join(sites))
+    elif not arguments:
+        parts.append("The script computes the call; read it below.")
+    shown = _shown(script.strip(), SCRIPT_PREVIEW_CHARS, SCRIPT_PREVIEW_LINES)
+    parts.append(f"The script:\n{shown}")
+    return "\n".join(parts)
 
 
 class ToolApprovals:
@@ -181,11 +260,7 @@ class ToolApprovals:
         if script is None:
             text = f"{tool.server} wants to run {tool.original_name} with:\n{_preview(arguments)}"
         else:
-            text = (
-                f"A script wants to run {tool.original_name} of {tool.server}, with the "
-                f"arguments it computes; the answer holds for each of its calls. The script:\n"
-                f"{_preview_code(script)}"
-            )
+            text = _script_question_text(tool, arguments, script)
         return Question(
             kind="tool_approval",
             title=f"Allow the MCP tool {tool.name} (server {tool.server})?",

@@ -18,15 +18,23 @@ it, cancels the calls in flight.
 Budgets end the script rather than raise inside it, so a ``try``/``except`` in the script
 cannot swallow them: total bytes moved between host functions and the script, number of host
 function calls, wall time, and bytes printed. The message names the budget.
+
+The script's value is a move too, and the largest one a script controls: it stays in the
+sandbox until a measuring function, defined there before the script runs (so the script cannot
+replace it or the builtins it uses), has counted its size as JSON against what is left of the
+byte budget and checked that it is plain data the host can show. Only then does it cross to
+this process, so a script returning ``"x" * 10**8`` costs the host nothing.
 """
 
 from __future__ import annotations
 
 import ast
+import base64
 import contextlib
 import importlib.util
 import json
 import math
+import secrets
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -48,6 +56,7 @@ __all__ = [
     "HostFunction",
     "ScriptLimits",
     "ScriptRun",
+    "ValueNotShown",
     "json_size",
     "run_sandboxed",
     "sandbox_available",
@@ -280,6 +289,10 @@ async def run_sandboxed(
             try:
                 with anyio.fail_after(limits.timeout_s):
                     value = await _feed(monty, code, lookup, run)
+            except _BudgetExceeded:
+                pass  # recorded in ``run.stopped``
+            except ValueNotShown as exc:
+                error_kind, error = "error", f"the script's value cannot be returned: {exc}"
             except TimeoutError:
                 error_kind, budget = "budget", "time"
                 error = f"the script went over its time budget of {limits.timeout_s:g} s"
@@ -288,7 +301,7 @@ async def run_sandboxed(
             except monty.MontyCrashedError as exc:
                 error_kind, error = "crashed", f"the sandbox worker stopped ({exc})"
             except monty.MontyRuntimeError as exc:
-                error_kind, error, budget = _runtime_error(exc, limits)
+                error_kind, error, budget = _runtime_error(exc, limits, code)
             except monty.MontyError as exc:
                 error_kind, error = "error", str(exc)
             except (OSError, RuntimeError) as exc:  # the worker binary is missing or broken
@@ -300,10 +313,10 @@ async def run_sandboxed(
     elif scope.cancelled_caught and error_kind is None:
         error_kind, error = "error", "the script was stopped"
     return ScriptRun(
-        value=redact_data(plain(value)) if error_kind is None else None,
+        value=redact_data(value) if error_kind is None else None,
         output=redact("".join(run.output)),
         error_kind=error_kind,
-        error=redact(error),
+        error=_shortened(redact(error), MAX_ERROR_CHARS),
         budget=budget,
         calls=run.calls,
         bytes_moved=run.bytes_moved,
@@ -319,33 +332,162 @@ async def _feed(monty: Any, code: str, lookup: dict[str, HostFunction], run: _Ru
         "max_recursion_depth": limits.max_recursion_depth,
         "max_suspensions": limits.max_calls * _ONE_SANDBOX_CALL + 100,
     }
+    # Names the script cannot know (it has no ``globals()`` or ``dir()`` to find them), so it
+    # can neither replace the measuring function nor read or overwrite the captured value.
+    measure = f"_pi_mcp_measure_{secrets.token_hex(8)}"
+    captured = f"_pi_mcp_value_{secrets.token_hex(8)}"
+    fed, value_name = capture_value(code, captured)
     async with (
         monty.AsyncMonty(
             min_processes=1, max_processes=1, request_timeout=limits.timeout_s + _POOL_GRACE_S
         ) as pool,
         pool.checkout(script_name="script.py", limits=sandbox_limits) as session,
     ):
-        value = await session.feed_run(code, external_lookup=lookup, print_callback=run.printed)
-        if value is None and not _ends_with_expression(code):
-            # A script may end with ``result = ...`` instead of an expression.
-            try:
-                value = await session.feed_run("result")
-            except monty.MontyRuntimeError:
-                value = None
+        # Defined before the script runs: its defaults bind the real builtins, which the
+        # script may shadow afterwards (``len = lambda x: 0``).
+        await session.feed_run(_MEASURE_SOURCE.replace("_pi_mcp_measure", measure))
+        await session.feed_run(fed, external_lookup=lookup, print_callback=run.printed)
+        room = limits.max_bytes - run.bytes_moved
+        try:
+            size, problem = await session.feed_run(
+                f"{measure}({value_name or 'result'}, {room}, {_MAX_PLAIN_DEPTH})"
+            )
+        except monty.MontyRuntimeError as exc:
+            inner = exc.exception()
+            if value_name is None and isinstance(inner, NameError):
+                _no_value(code)
+                return None
+            if isinstance(inner, MemoryError | TimeoutError):
+                raise  # the memory or time budget, named as such
+            raise ValueNotShown(f"measuring it failed ({exc.display('type-msg')})") from None
+        if problem:
+            raise ValueNotShown(problem)
+        if size > room:
+            run.charge_bytes(size, "its value")  # ends the run, naming the byte budget
+        value = plain(await session.feed_run(value_name or "result"), strict=True)
+        # The sandbox's count is a lower bound (JSON escapes are not in it); this one is exact.
+        run.charge_bytes(json_size(value), "its value")
         return value
 
 
-def _ends_with_expression(code: str) -> bool:
-    """Whether the script's last statement is an expression (its value is the result, even
-    None). Parsed by the host's parser only to find the statement; nothing is run here."""
+_MEASURE_SOURCE = """
+import datetime as _pi_mcp_datetime
+import decimal as _pi_mcp_decimal
+import dataclasses as _pi_mcp_dataclasses
+
+
+def _pi_mcp_function():
+    pass
+
+
+def _pi_mcp_measure(
+    value, room, max_depth,
+    len=len, isinstance=isinstance, str=str, repr=repr, abs=abs, type=type, getattr=getattr,
+    list=list, tuple=tuple, dict=dict, set=set, frozenset=frozenset, bytes=bytes, int=int,
+    float=float, bool=bool, is_dataclass=_pi_mcp_dataclasses.is_dataclass,
+    shown_by_repr=(
+        _pi_mcp_datetime.date, _pi_mcp_datetime.datetime, _pi_mcp_datetime.time,
+        _pi_mcp_datetime.timedelta, _pi_mcp_datetime.timezone, _pi_mcp_decimal.Decimal,
+    ),
+    function=type(_pi_mcp_function), complex=type(1j), largest=10**4300,
+):
+    size = 0
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if item is None or item is ... or isinstance(item, bool):
+            size += 5
+        elif isinstance(item, str):
+            if len(item) > room - size:
+                return [room + 1, ""]
+            size += len(item.encode("utf-8")) + 2
+        elif isinstance(item, int):
+            if abs(item) >= largest:
+                return [size, "it holds an integer of more than 4300 digits; return str(n) "
+                        "for a shorter one, or a float"]
+            size += len(str(item))
+        elif isinstance(item, float):
+            size += 24
+        elif isinstance(item, bytes):
+            size += 3 * len(item) + 2
+        elif isinstance(item, (list, tuple, set, frozenset, dict)) or is_dataclass(item):
+            if depth >= max_depth:
+                return [size, "it nests deeper than " + str(max_depth) + " levels (does a "
+                        "list or dict contain itself?)"]
+            size += 2
+            if isinstance(item, dict):
+                for key in item:
+                    stack.append((key, depth + 1))
+                    stack.append((item[key], depth + 1))
+                    size += 2
+            elif is_dataclass(item):
+                for key in item.__dataclass_fields__:
+                    stack.append((key, depth + 1))
+                    stack.append((getattr(item, key), depth + 1))
+                    size += 2
+            else:
+                for element in item:
+                    stack.append((element, depth + 1))
+                    size += 1
+        elif isinstance(item, shown_by_repr) or isinstance(item, (function, complex)):
+            size += len(repr(item)) + 2
+        else:
+            return [size, "it holds a " + type(item).__name__ + " object; return plain data "
+                    "(dict, list, str, int, float, bool, None) or a dataclass"]
+        if size > room:
+            return [size, ""]
+    return [size, ""]
+"""
+"""Counts, inside the sandbox, the JSON bytes of a script's value (a lower bound, stopping as
+soon as it passes ``room``) and says what the host could not show. Walks with its own stack,
+so neither deep nesting nor the script's recursion budget stops it."""
+
+
+def capture_value(code: str, name: str) -> tuple[str, str | None]:
+    """``code`` with its last statement, when it is an expression, assigned to ``name``
+    instead (so its value stays in the sandbox), and that name; else ``code`` and None.
+
+    The host's parser (Python 3.11) only locates the statement; the text is kept as it was,
+    on the same lines, so the sandbox's messages name the script's own lines. Code the host
+    cannot parse (newer syntax) ends with ``pass``: its value cannot cross unmeasured, and
+    only a variable ``result`` is taken."""
     try:
         tree = ast.parse(code)  # top-level ``await`` parses; only compiling refuses it
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    return bool(tree.body) and isinstance(tree.body[-1], ast.Expr)
+        return code + "\npass\n", None
+    if not tree.body or not isinstance(tree.body[-1], ast.Expr):
+        return code, None
+    last = tree.body[-1]
+    if last.end_lineno is None or last.end_col_offset is None:
+        return code, None
+    lines = code.splitlines(keepends=True)
+
+    def offset(line: int, utf8_column: int) -> int:
+        # ``ast`` columns count UTF-8 bytes.
+        before = sum(len(text) for text in lines[: line - 1])
+        return before + len(lines[line - 1].encode("utf-8")[:utf8_column].decode("utf-8"))
+
+    start = offset(last.lineno, last.col_offset)
+    end = offset(last.end_lineno, last.end_col_offset)
+    return f"{code[:start]}{name} = ({code[start:end]}){code[end:]}", name
 
 
-def _runtime_error(exc: Any, limits: ScriptLimits) -> tuple[ScriptErrorKind, str, str | None]:
+def _no_value(code: str) -> None:
+    """No trailing expression and no variable ``result``: the script returns None, unless
+    the host could not read it (then its last expression could not be taken)."""
+    try:
+        ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        why = exc.msg if isinstance(exc, SyntaxError) else type(exc).__name__
+        raise ValueNotShown(
+            f"its syntax is newer than this host's Python reads ({why}), so its last "
+            "expression is not taken; assign the value to a variable named result"
+        ) from None
+
+
+def _runtime_error(
+    exc: Any, limits: ScriptLimits, code: str
+) -> tuple[ScriptErrorKind, str, str | None]:
     """The exception that ended the script, with where it was raised."""
     inner = exc.exception()
     message = exc.display("type-msg")
@@ -365,7 +507,11 @@ def _runtime_error(exc: Any, limits: ScriptLimits) -> tuple[ScriptErrorKind, str
     frames = exc.traceback()
     if frames:
         last = frames[-1]
-        source = (last.source_line or "").strip()
+        # The script's own line: its last one may have been rewritten to keep its value.
+        lines = code.splitlines()
+        source = (
+            lines[last.line - 1] if 0 < last.line <= len(lines) else last.source_line or ""
+        ).strip()
         where = f" (line {last.line}{': ' + source if source else ''})"
     return "error", message + where, None
 
@@ -391,27 +537,72 @@ def json_size(value: Any) -> int:
 
 
 _MAX_PLAIN_DEPTH = 100
+"""How deep a value may nest (a list inside a list...): beyond it, the value is refused."""
+MAX_ERROR_CHARS = 4000
+"""How much of a failure's message is kept: an exception message can be as long as the
+script makes it, and the model needs its start."""
+_LARGEST_SHOWN_INT = 10**4300
+"""Python converts integers to text only up to 4300 digits (``sys.get_int_max_str_digits``):
+beyond, the conversion costs quadratic time, so neither the sandbox nor this process does it."""
 
 
-def plain(value: Any, depth: int = 0) -> Any:
-    """``value`` from the sandbox as JSON-like data: tuples and sets become lists, bytes text,
-    anything else its ``str``."""
-    if value is None or isinstance(value, bool | int | str):
+class ValueNotShown(ValueError):
+    """A value from the sandbox that cannot be shown as JSON; the message says why and what
+    to return instead."""
+
+
+def plain(value: Any, depth: int = 0, *, strict: bool = False) -> Any:
+    """``value`` from the sandbox as JSON-like data: tuples and sets become lists, bytes text
+    (base64 when they are not UTF-8), NaN and infinities their names, dataclass instances
+    dicts of their fields, dates and decimals their ``str``.
+
+    Raises :class:`ValueNotShown` for an integer too long to show; with ``strict``, also for
+    nesting deeper than 100 levels (else its ``str``).
+    """
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        if abs(value) >= _LARGEST_SHOWN_INT:
+            raise ValueNotShown(
+                "it holds an integer of more than 4300 digits; return str(n) for a shorter "
+                "one, or a float"
+            )
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
     if depth >= _MAX_PLAIN_DEPTH:
+        if strict:
+            raise ValueNotShown(f"it nests deeper than {_MAX_PLAIN_DEPTH} levels")
         return str(value)
     if isinstance(value, Mapping):
-        return {str(k): plain(v, depth + 1) for k, v in value.items()}
+        return {_key(k): plain(v, depth + 1, strict=strict) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [plain(v, depth + 1) for v in value]
+        return [plain(v, depth + 1, strict=strict) for v in value]
     if isinstance(value, set | frozenset):
-        items = [plain(v, depth + 1) for v in value]
+        items = [plain(v, depth + 1, strict=strict) for v in value]
         return sorted(items, key=str)
     if isinstance(value, bytes | bytearray):
-        return bytes(value).decode("utf-8", "replace")
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return "base64:" + base64.b64encode(value).decode("ascii")
+    attributes = getattr(value, "attributes", None)  # a dataclass instance from the sandbox
+    if isinstance(attributes, Mapping) and type(value).__name__ == "MontyClassProxy":
+        return plain(attributes, depth, strict=strict)
     return str(value)
+
+
+def _key(key: Any) -> str:
+    if isinstance(key, str):
+        return key
+    shown = plain(key)
+    return shown if isinstance(shown, str) else json.dumps(shown, ensure_ascii=False)
+
+
+def _shortened(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit} more characters)"
 
 
 def _size(n_bytes: int) -> str:

@@ -45,6 +45,7 @@ from ._sandbox import (
     HostFunction,
     ScriptLimits,
     ScriptRun,
+    ValueNotShown,
     json_size,
     plain,
     run_sandboxed,
@@ -238,7 +239,12 @@ class _ScriptFunctions:
             if not isinstance(args, Mapping):
                 raise TypeError(f"call({name!r}, args): args must be a dict, got {json_type(args)}")
             # Tuples, sets and dates a script builds become what JSON can carry.
-            arguments = {str(k): plain(v) for k, v in args.items()}
+            try:
+                arguments = {str(k): plain(v) for k, v in args.items()}
+            except ValueNotShown as exc:
+                raise TypeError(
+                    f"call({name!r}, args): the arguments cannot be sent: {exc}"
+                ) from None
             charge.bytes(json_size(arguments), f"call({name!r})")
             outcome = await adapter.call(name, arguments, approval_scope=self._approvals)
             result = render_outcome(adapter, outcome) if outcome.error_kind else None
