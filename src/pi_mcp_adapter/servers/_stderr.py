@@ -4,10 +4,13 @@ The child writes into a pipe; a pump task copies each line to ``<log dir>/<serve
 it to the terminal (prefixed with the server name) when the server has ``debug: true``, and keeps
 the last lines in memory so that a failed start can show them.
 
-A server may print its environment or its arguments, which hold the secrets we gave it: every
-line is redacted (:mod:`pi_mcp_adapter._secrets`) whole, before it is stored, shown or cut to
-:data:`MAX_LINE_CHARS`, and the log files are private (0600 in a 0700 directory), as the
-cache, failure and stats files are.
+A server may print its environment or its arguments, which hold the secrets we gave it and
+the ones it inherited: every line is redacted (:mod:`pi_mcp_adapter._secrets`) whole, before it
+is stored or cut to :data:`MAX_LINE_CHARS`, one line behind (a
+:class:`~pi_mcp_adapter._secrets.LineRedactor`), so that a secret wrapped across a line end and
+a private key printed over many lines are masked too. The log file and the tail get those
+lines; the ``debug: true`` echo is immediate and redacts each line on its own. The log files
+are private (0600 in a 0700 directory), as the cache, failure and stats files are.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import IO, TextIO
 
 import anyio
 
-from pi_mcp_adapter._secrets import redact
+from pi_mcp_adapter._secrets import LineRedactor, redact
 
 TAIL_LINES = 20
 """Lines of stderr kept for error messages; enough for a Python traceback's last frames."""
@@ -62,10 +65,14 @@ class StderrCapture:
         self._lines: deque[str] = deque(maxlen=TAIL_LINES)
         self._partial = ""
         self._log_file: IO[bytes] | None = None
+        self._redactor = LineRedactor()
 
     def tail(self) -> str:
         """The last lines the server wrote to stderr during this attempt."""
         lines = list(self._lines)
+        held = self._redactor.held()
+        if held is not None:
+            lines.append(held.rstrip("\r")[:MAX_LINE_CHARS])
         if self._partial:
             lines.append(redact(self._partial)[:MAX_LINE_CHARS])
         return "\n".join(lines[-TAIL_LINES:])
@@ -154,24 +161,36 @@ class StderrCapture:
             self._record(partial, newline=False)
 
     def _record(self, text: str, *, newline: bool) -> None:
-        """One line (or a run without a newline): logged as the server wrote it, redacted
-        whole (a secret split between two reads would escape redaction), then kept in the
-        tail and echoed."""
-        redacted = redact(text)
+        """One line (or a run without a newline) as the server wrote it: echoed at once,
+        redacted alone; logged and kept in the tail one line later, redacted with the line
+        that follows (a secret split between two reads or two lines would escape redaction)."""
+        if self._echo is not None:
+            self._echo.write(f"[{self.server}] {redact(text).rstrip(chr(13))[:MAX_LINE_CHARS]}\n")
+            self._echo.flush()
+        ready = self._redactor.push(text)
+        if ready is not None:
+            self._keep(ready)
+        if not newline:
+            # A run cut without a newline is not a line of its own: nothing follows it here.
+            self._keep_held(newline=False)
+
+    def _keep(self, redacted: str, *, newline: bool = True) -> None:
         if self._log_file is not None:
             ending = b"\n" if newline else b""
             self._log_file.write(redacted.encode("utf-8", errors="replace") + ending)
             self._log_file.flush()
-        line = redacted.rstrip("\r")[:MAX_LINE_CHARS]
-        self._lines.append(line)
-        if self._echo is not None:
-            self._echo.write(f"[{self.server}] {line}\n")
-            self._echo.flush()
+        self._lines.append(redacted.rstrip("\r")[:MAX_LINE_CHARS])
+
+    def _keep_held(self, *, newline: bool) -> None:
+        held = self._redactor.flush()
+        if held is not None:
+            self._keep(held, newline=newline)
 
     def _flush_partial(self, log_file: IO[bytes] | None) -> None:
         if self._partial:
             partial, self._partial = self._partial, ""
             self._record(partial, newline=False)
+        self._keep_held(newline=True)
         if log_file is not None:
             log_file.flush()
 
