@@ -17,6 +17,11 @@ if TYPE_CHECKING:
     from pi_mcp_adapter.engine import McpAdapter
 
 
+_MORE_FILES_ROUNDS = 3
+"""Plugin paths listed by a project file can list no further files, so one round suffices;
+the bound keeps a surprise from looping."""
+
+
 @app.command()
 def trust(
     ctx: typer.Context,
@@ -97,6 +102,17 @@ def _trust_project(
         else:
             changed = tuple(f.path for f in files if f.sha256 is not None)
             store.trust((f.path, f.sha256) for f in files if f.sha256 is not None)
+            # Settings of a file apply only once it is trusted, and one of them
+            # (agentPluginPaths) can bring in more of the project's files: trust those too,
+            # as the person asked for the project's configuration as a whole.
+            for _round in range(_MORE_FILES_ROUNDS if loaded.project_trust.mode == "ask" else 0):
+                loaded = cli.load_config(project_dir=project_dir)
+                more = [f for f in loaded.project_trust.untrusted_files if f.sha256 is not None]
+                if not more:
+                    break
+                store.trust((f.path, f.sha256) for f in more if f.sha256 is not None)
+                changed += tuple(f.path for f in more)
+            files = loaded.project_trust.files
     except OSError as exc:
         raise fail(f"cannot write {store.path}: {exc}") from None
     done = [f for f in files if f.path in changed]
