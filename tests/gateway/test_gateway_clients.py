@@ -287,5 +287,9 @@ async def test_jwts_from_the_issuer_name_a_configured_client(
                         headers={**headers, "Authorization": f"Bearer {bad}"},
                     )
                     assert answer.status_code == 401, why
+                    # Each refusal says why in a fixed sentence, never quoting the token.
+                    reason = answer.json()["error_description"]
+                    assert reason != "Authentication required", why
+                    assert bad not in reason
             for bad in refused.values():
                 assert bad not in gateway.stderr()
