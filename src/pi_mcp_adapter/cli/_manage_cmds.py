@@ -156,12 +156,16 @@ def _trust_note(cli: CliContext, written: _Written) -> str | None:
 
 
 def _print_dry_run(changes: Sequence[ConfigFileChange], as_json: bool) -> None:
+    # Masked as `pi-mcp config` masks: the diff also shows the file's other servers.
     if as_json:
         print_json(
-            {"dryRun": True, "changes": [{"path": str(c.path), "diff": c.diff()} for c in changes]}
+            {
+                "dryRun": True,
+                "changes": [{"path": str(c.path), "diff": c.diff(masked=True)} for c in changes],
+            }
         )
         return
-    shown = [c.diff() for c in changes if c.changed]
+    shown = [c.diff(masked=True) for c in changes if c.changed]
     sys.stdout.write("".join(shown) if shown else "No change.\n")
 
 

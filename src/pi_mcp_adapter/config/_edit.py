@@ -41,6 +41,7 @@ from ._jsonc import (
     remove_jsonc_member,
     set_jsonc_value,
 )
+from ._masking import mask_config_text
 from ._trust import TrustStore
 
 __all__ = [
@@ -165,13 +166,18 @@ class ConfigFileChange:
     def changed(self) -> bool:
         return self.after != (self.before or "")
 
-    def diff(self) -> str:
-        """The change as a unified diff (empty when nothing changes)."""
+    def diff(self, *, masked: bool = False) -> str:
+        """The change as a unified diff (empty when nothing changes); with ``masked``, every
+        value shown as ``pi-mcp config`` shows it (:func:`~._masking.mask_config_text`), for
+        printing: the file's other servers pass through the diff's context lines."""
         if not self.changed:
             return ""
+        before, after = self.before or "", self.after
+        if masked:
+            before, after = mask_config_text(before), mask_config_text(after)
         lines = difflib.unified_diff(
-            (self.before or "").splitlines(keepends=True),
-            self.after.splitlines(keepends=True),
+            before.splitlines(keepends=True),
+            after.splitlines(keepends=True),
             fromfile=str(self.path) if self.before is not None else "/dev/null",
             tofile=str(self.path),
         )

@@ -20,10 +20,14 @@ A value that came from an environment variable is shown as the reference that wa
 ``socket``, ``caFile``, headers, env, tokens): the loader keeps those templates with the entry.
 This masking by field is the first line; the process-wide registry of resolved values
 (:mod:`pi_mcp_adapter._secrets`) is the second, applied to everything printed.
+
+A config file's own text (a dry run's diff) is masked the same way, value by value in place
+(:func:`mask_config_text`), so that comments and layout stay as written.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -38,6 +42,7 @@ __all__ = [
     "MASK",
     "looks_like_credential",
     "mask_args",
+    "mask_config_text",
     "mask_extra",
     "mask_headers",
     "mask_secrets",
@@ -264,3 +269,98 @@ def _mask_oauth_value(key: str, value: object) -> object:
     if key in _PLAIN_OAUTH_KEYS:
         return value
     return mask_extra(key, value)
+
+
+_SERVER_KEYS = ("mcpServers", "mcp-servers")
+_TEMPLATE_FIELDS = ("url", "command", "cwd", "socket", "caFile", "bearerToken")
+_INTERPOLATION = re.compile(r"\$\{|\$env:|\{env:")
+_Path = tuple[str | int, ...]
+
+
+def mask_config_text(text: str) -> str:
+    """A config file's text with every value ``pi-mcp config`` hides shown as it shows it.
+
+    For a dry run's diff: the text stays as written (comments, order, spacing), and each value
+    ``config`` would mask is replaced in place by what ``config`` prints for it (``${NAME}``
+    references stay, ``!program ********`` for a command value, the mask otherwise). Text that
+    does not parse is masked as free text (:func:`mask_text`).
+    """
+    from ._jsonc import JsoncSyntaxError, parse_jsonc
+
+    try:
+        document = parse_jsonc(text)
+    except JsoncSyntaxError:
+        return mask_text(text)
+    if document is None or not isinstance(document.data, dict):
+        return text
+    shown: dict[_Path, object] = {}
+    for key, value in document.data.items():
+        if key in _SERVER_KEYS and isinstance(value, dict):
+            for name, raw in value.items():
+                if isinstance(raw, dict):
+                    _collect_masked((key, name), raw, _masked_entry(raw), shown)
+        else:
+            _collect_masked((key,), value, mask_extra(key, value), shown)
+    spans = document.value_spans
+    # From the end, so that earlier offsets stay valid.
+    for path in sorted(shown, key=lambda p: spans[p][0], reverse=True):
+        start, end = spans[path]
+        text = text[:start] + json.dumps(shown[path], ensure_ascii=False) + text[end:]
+    return text
+
+
+def _masked_entry(raw: Mapping[str, object]) -> object:
+    """What ``config`` shows for a server written as ``raw`` (values not yet interpolated: a
+    value that refers to a variable is its own template)."""
+    from pydantic import ValidationError
+
+    from ._models import ServerEntry
+
+    templates: dict[str, str] = {}
+    for field in _TEMPLATE_FIELDS:
+        value = raw.get(field)
+        if isinstance(value, str) and _INTERPOLATION.search(value):
+            templates[field] = value
+    args = raw.get("args")
+    if isinstance(args, list):
+        for index, arg in enumerate(args):
+            if isinstance(arg, str) and _INTERPOLATION.search(arg):
+                templates[f"args[{index}]"] = arg
+    for group in ("env", "headers"):
+        values = raw.get(group)
+        if isinstance(values, dict):
+            for name, value in values.items():
+                if isinstance(value, str) and _INTERPOLATION.search(value):
+                    templates[f"{group}.{name}"] = value
+    try:
+        entry = ServerEntry.model_validate(raw)
+    except ValidationError:
+        # An entry config would reject: every env and header value hidden, the rest by name.
+        return {
+            key: {k: _hide(v) if isinstance(v, str) else MASK for k, v in value.items()}
+            if key in ("env", "headers") and isinstance(value, Mapping)
+            else mask_extra(key, value)
+            for key, value in raw.items()
+        }
+    return mask_secrets(entry.with_env_templates(templates))
+
+
+def _collect_masked(path: _Path, raw: object, masked: object, shown: dict[_Path, object]) -> None:
+    """Record under ``shown`` each value of ``raw`` that masking changed, with its masked
+    form (``masked`` is ``raw`` as masked; a key it lacks is masked by name and content)."""
+    if isinstance(raw, dict | list) and isinstance(masked, str):
+        shown[path] = masked  # hidden whole
+    elif isinstance(raw, dict):
+        masked_map = masked if isinstance(masked, Mapping) else {}
+        for key, value in raw.items():
+            sub = masked_map[key] if key in masked_map else mask_extra(str(key), value)
+            _collect_masked((*path, key), value, sub, shown)
+    elif isinstance(raw, list):
+        masked_items = masked if isinstance(masked, list) and len(masked) == len(raw) else None
+        for index, item in enumerate(raw):
+            sub = masked_items[index] if masked_items is not None else mask_extra("", item)
+            _collect_masked((*path, index), item, sub, shown)
+    elif raw != masked and MASK in json.dumps(masked, ensure_ascii=False):
+        # Only what masking changed: the model may also normalise a value, which is not ours
+        # to rewrite in the person's file.
+        shown[path] = masked
