@@ -177,10 +177,26 @@ def hand_over(agent_dir: Path, args: list[str]) -> int | None:
         connection.close()
         return None
     with connection:
+        from pi_mcp_adapter._execution_context import (
+            context_differences,
+            context_fingerprint,
+            execution_context,
+            peer_execution_context,
+        )
+
+        # The command would run with the warm process's namespaces, cgroup, limits and
+        # scheduling: only where they are this process's (it checks again on its side), and
+        # before this process's environment and terminal are handed to it.
+        own_context = execution_context()
+        if own_context is None or context_differences(
+            own_context, peer_execution_context(connection)
+        ):
+            return None
         umask = os.umask(0)
         os.umask(umask)
         request = {
             "install": install_identity(),
+            "context": context_fingerprint(own_context),
             "argv": [sys.argv[0], *args],
             "cwd": os.getcwd(),
             "env": dict(os.environ),

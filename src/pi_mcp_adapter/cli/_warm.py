@@ -35,6 +35,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from pi_mcp_adapter._execution_context import (
+    context_differences,
+    context_fingerprint,
+    execution_context,
+    peer_execution_context,
+)
 from pi_mcp_adapter._warm_process import WARM_SOCKET_NAME, install_identity
 
 STOP_GRACE_S = 5.0
@@ -186,6 +192,13 @@ def _take(connection: socket.socket, listener: socket.socket) -> bool:
             # client runs it itself.
             connection.sendall(b'{"refused": "another installation"}\n')
             return isinstance(install, list) and install[:2] == _identity[:2]
+        differences = _context_differences(connection, request.get("context"))
+        if differences:
+            # A fork would run with this process's namespaces, limits and scheduling, not the
+            # caller's: the client runs the command itself, inside whatever confines it.
+            refusal = {"refused": "another execution context", "differences": differences}
+            connection.sendall(json.dumps(refusal).encode() + b"\n")
+            return False
         pid = os.fork()
         if pid == 0:
             listener.close()
@@ -202,6 +215,16 @@ def _take(connection: socket.socket, listener: socket.socket) -> bool:
     finally:
         for fd in fds:
             os.close(fd)
+
+
+def _context_differences(connection: socket.socket, claimed: object) -> list[str]:
+    """How the client's execution context differs from this process's (empty: none), read
+    from the client's process itself; what the client claims only has to agree with that."""
+    caller = peer_execution_context(connection)
+    differences = context_differences(execution_context(), caller)
+    if not differences and caller is not None and claimed != context_fingerprint(caller):
+        differences = ["the context the client sent"]
+    return differences
 
 
 def _run_in_fork(connection: socket.socket, request: dict[str, object], fds: list[int]) -> None:

@@ -44,6 +44,12 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.message import ServerMessageMetadata
 
 from pi_mcp_adapter._errors import McpAdapterError, ServerReportedError, UsageError
+from pi_mcp_adapter._execution_context import (
+    context_differences,
+    context_fingerprint,
+    execution_context,
+    peer_execution_context,
+)
 from pi_mcp_adapter.catalog import ServerMetadata
 from pi_mcp_adapter.engine import McpAdapter
 from pi_mcp_adapter.servers import (
@@ -169,9 +175,20 @@ class ServerPool:
             elif hello.get("status") is True:
                 await _answer(stream, ok=True, **self.status())
             elif hello.get("stop") is True:
+                differences = _caller_differences(stream, hello)
+                if {"unknown", "namespace user", "namespace pid"} & set(differences):
+                    # A caller that could not signal this process itself may not stop it.
+                    await _answer(stream, ok=False, reason=_another_context(differences))
+                    return
                 await _answer(stream, ok=True, pid=os.getpid())
                 self._stop()
             elif isinstance(hello.get("server"), str):
+                differences = _caller_differences(stream, hello, claimed=True)
+                if differences:
+                    # The pool's servers run with this process's namespaces, cgroup, limits
+                    # and scheduling: the client starts the server itself, in its own.
+                    await _answer(stream, ok=False, reason=_another_context(differences))
+                    return
                 await self._serve_session(stream, hello, received)
             else:
                 await _answer(stream, ok=False, reason="unknown request")
@@ -375,6 +392,29 @@ class ServerPool:
             if session.server == server and uri in session.subscriptions and session.peer:
                 with contextlib.suppress(Exception):
                     await session.peer.send_resource_updated(uri)
+
+
+def _caller_differences(
+    stream: anyio.abc.ByteStream, hello: Mapping[str, Any], *, claimed: bool = False
+) -> list[str]:
+    """How the execution context of the client's process, read from that process itself,
+    differs from the pool's (empty: none). With ``claimed``, the context the client says it
+    has must also agree (a client that cannot tell is refused: it runs the server itself)."""
+    raw = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
+    caller = peer_execution_context(raw) if raw is not None else None
+    differences = context_differences(execution_context(), caller)
+    if (
+        claimed
+        and not differences
+        and caller is not None
+        and hello.get("context") != context_fingerprint(caller)
+    ):
+        differences = ["the context the client sent"]
+    return differences
+
+
+def _another_context(differences: list[str]) -> str:
+    return "the pool runs in another execution context (" + ", ".join(differences) + ")"
 
 
 def _relay(ctx: ServerRequestContext[Any, Any]) -> CallRelay:

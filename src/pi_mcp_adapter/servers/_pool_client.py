@@ -5,13 +5,17 @@ of its agent dir to every other process of the same user through one Unix socket
 ``<agent dir>/pool/pool.sock`` (the socket 0600, its directory 0700). A connection starts with
 one JSON line from the client, the hello, and one JSON line back:
 
-- ``{"pool": 1, "server": NAME, "fingerprint": HEX}`` asks for ``NAME``'s MCP session. The pool
-  answers ``{"ok": true}`` only when its own entry for ``NAME`` has the same fingerprint (what
-  would run, and where) and the server is connected; from then on the connection carries MCP as
+- ``{"pool": 1, "server": NAME, "fingerprint": HEX, "context": HEX}`` asks for ``NAME``'s MCP
+  session. The pool answers ``{"ok": true}`` only when its own entry for ``NAME`` has the same
+  fingerprint (what would run, and where), the client's process runs in the pool's execution
+  context (namespaces, cgroup, credentials, limits, scheduling: read by the pool from the
+  client's process, see :mod:`pi_mcp_adapter._execution_context`; ``context`` must agree with
+  it), and the server is connected; from then on the connection carries MCP as
   newline-delimited JSON-RPC (stdio framing), served by the pool from its one connection to the
   server. Otherwise it answers ``{"ok": false, "reason": ...}`` and closes.
 - ``{"pool": 1, "status": true}`` answers what the pool holds; ``{"pool": 1, "stop": true}``
-  stops the process that serves the pool.
+  stops the process that serves the pool (asked from the pool's own user and pid namespaces
+  only: from where the client could signal it itself).
 
 Only the transport is shared: the client still runs its own engine (lookup, argument checks,
 trust, approvals, statistics, the trace, secret redaction) on its own configuration, and its
@@ -36,6 +40,12 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from pi_mcp_adapter._execution_context import (
+    context_differences,
+    context_fingerprint,
+    execution_context,
+    peer_execution_context,
+)
 from pi_mcp_adapter._warm_process import socket_path_fits
 from pi_mcp_adapter.config import ServerEntry
 
@@ -160,8 +170,17 @@ async def open_pooled_session(
     except OSError as exc:
         raise PoolRefusedError(f"no pool answers on {path} ({exc.strerror or exc})") from exc
     async with stream:
+        # A pooled server runs with the pool's namespaces, cgroup, limits and scheduling: only
+        # a client whose own are the same may use it (the pool checks again on its side).
+        own_context = execution_context()
+        differences = context_differences(own_context, _peer_context_of(stream))
+        if own_context is None or differences:
+            raise PoolRefusedError(
+                "the pool runs in another execution context (" + ", ".join(differences) + ")"
+            )
         hello = {"pool": POOL_PROTOCOL, "server": server}
         hello["fingerprint"] = server_fingerprint(entry, cwd=access.cwd)
+        hello["context"] = context_fingerprint(own_context)
         try:
             await stream.send(_line(hello))
             with anyio.fail_after(HELLO_ANSWER_TIMEOUT_S):
@@ -172,6 +191,11 @@ async def open_pooled_session(
             raise PoolRefusedError(str(answer.get("reason") or "the pool refused"))
         async with open_line_streams(stream, on_eof, received=received) as streams:
             yield streams
+
+
+def _peer_context_of(stream: anyio.abc.SocketStream) -> dict[str, str] | None:
+    """The execution context of the pool's process, at the other end of ``stream``."""
+    return peer_execution_context(stream.extra(anyio.abc.SocketAttribute.raw_socket))
 
 
 def query_pool(agent_dir: Path, request: str, *, timeout_s: float = 5.0) -> dict[str, Any] | None:
