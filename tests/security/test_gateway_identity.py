@@ -5,6 +5,7 @@ loopback, a real JWKS endpoint, the official SDK client)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 import time
 from pathlib import Path
@@ -204,7 +205,7 @@ async def test_a_jwt_whose_hash_is_a_clients_token_is_still_checked_as_a_jwt(
 
 
 @pytest.mark.slow
-def test_a_broken_client_list_stops_the_gateway_instead_of_serving_without_sign_in(
+async def test_a_broken_client_list_stops_the_gateway_instead_of_serving_without_sign_in(
     workspace: GatewayWorkspace,
 ) -> None:
     workspace.write_config(
@@ -222,6 +223,25 @@ def test_a_broken_client_list_stops_the_gateway_instead_of_serving_without_sign_
     assert "listening on" not in finished.stdout
     assert "tokenSha256 must be 64 hex digits" in finished.stderr
     assert "not serving over HTTP until gatewayClients/gatewayJwt are fixed" in finished.stderr
+
+    # A repository's broken gateway settings are ignored, not a way to stop the user's gateway.
+    (workspace.root / ".mcp.json").write_text(
+        json.dumps(
+            {
+                "settings": {
+                    "gatewayClients": [{"name": "x", "tokenSha256": "bad"}],
+                    "gatewayJwt": {"issuer": "i", "audience": "a", "jwksUrl": "http://evil/k"},
+                }
+            }
+        )
+    )
+    workspace.write_config(
+        {"fixture": fixture_entry()},
+        {"gatewayClients": [{"name": "admin", "tokenSha256": _sha256(ADMIN_TOKEN)}]},
+    )
+    with run_http_gateway(workspace, "--stateless") as gateway:
+        assert (await initialize_with(gateway.url, ADMIN_TOKEN)).status_code == 200
+        assert (await initialize_with(gateway.url, None)).status_code == 401
 
 
 _JWT = {"issuer": "https://idp.example", "audience": "https://gw.example/mcp"}

@@ -345,11 +345,21 @@ def _gateway_clients(
 ) -> tuple[tuple[GatewayClient, ...], GatewayJwt | None]:
     """``settings.gatewayClients`` and ``gatewayJwt``, read before serving decides whether it
     may bind beyond loopback."""
+    from pi_mcp_adapter.config._loader import PROJECT_LAYERS
+
     loaded = context.load_config()
+    # Only the operator's files count: a project file's gateway settings are ignored anyway,
+    # and a broken one must not let a repository stop the user's gateway.
+    operator_files = {
+        str(source.path)
+        for source in loaded.sources
+        if source.kind == "file" and source.name not in PROJECT_LAYERS
+    }
     broken = [
         error
         for error in loaded.errors
         if (error.field or "").startswith(("settings.gatewayClients", "settings.gatewayJwt"))
+        and error.path in operator_files
     ]
     if broken:
         # Fail closed: without the broken setting the gateway would check fewer tokens than
