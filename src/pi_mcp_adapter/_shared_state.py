@@ -17,6 +17,16 @@ a fraction of a millisecond, far below the cost of the tool call around it.
 
 Every value sent to Redis passes through :func:`~pi_mcp_adapter._secrets.redact`, as the
 files' contents do.
+
+Redis that comes back empty (restarted without persistence, flushed, failed over to an empty
+copy) would leave a replica that joins without tools or tokens: the replicas still hold the
+records in memory and files, but write them only as they change. Each replica therefore
+remembers every record it wrote or read (its *held* records) and the value of a sentinel key,
+``pi-mcp:epoch``, written by the first replica that finds it missing. The sentinel is read at
+most every :data:`EPOCH_CHECK_S` with the other exchanges (and by a serving gateway's
+:meth:`SharedState.refresh`); when it is missing or changed, the replica writes its held
+records back with ``HSETNX``, so a record another replica published meanwhile is not
+overwritten. ``pi-mcp status`` says when Redis is configured to keep nothing on restart.
 """
 
 from __future__ import annotations
@@ -26,9 +36,10 @@ import logging
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pi_mcp_adapter._errors import UsageError
 from pi_mcp_adapter._secrets import redact, register_secret
@@ -44,7 +55,13 @@ ENV_URL: Final = "PI_MCP_SHARED_STATE"
 KEY_PREFIX: Final = "pi-mcp:"
 RETRY_AFTER_S: Final = 2.0
 TIMEOUT_S: Final = 0.5
+EPOCH_CHECK_S: Final = 5.0
+"""How often a replica looks whether Redis lost its records (one ``GET``): a replica that joins
+after a restart waits at most this long for the others to publish again."""
+EPOCH_KEY: Final = KEY_PREFIX + "epoch"
 _DELETE: Final = object()
+
+Persistence = Literal["persistent", "volatile", "unknown"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +71,9 @@ class SharedStateStatus:
     reachable: bool
     pending_writes: int
     error: str | None
+    persistence: Persistence | None = None
+    """Whether Redis keeps its data on restart (``CONFIG GET save appendonly``, else ``INFO
+    persistence``); None when it was not asked (unreachable)."""
 
 
 class SharedState:
@@ -81,6 +101,12 @@ class SharedState:
         self._down_since: float | None = None
         self._retry_at = 0.0
         self._error: str | None = None
+        # What this replica would publish again if Redis came back empty (see the module
+        # docstring): each record's last value as written to or read from Redis.
+        self._held: dict[tuple[str, str], str] = {}
+        self._epoch: str | None = None
+        self._epoch_check_at = 0.0
+        self._persistence: Persistence | None = None
 
     # ------------------------------------------------------------------ records
 
@@ -95,6 +121,7 @@ class SharedState:
                 records[_text(field)] = json.loads(value)
             except ValueError:
                 continue  # a record another version wrote; the file format stays the judge
+            self._hold(name, _text(field), _text(value))
         return records
 
     def record(self, name: str, key: str) -> tuple[bool, Any]:
@@ -102,10 +129,14 @@ class SharedState:
         raw = self._exchange(lambda r: r.hget(KEY_PREFIX + name, key))
         if raw is _UNANSWERED:
             return False, None
+        if raw is None:
+            return True, None
         try:
-            return True, json.loads(raw) if raw is not None else None
+            value = json.loads(raw)
         except ValueError:
             return True, None
+        self._hold(name, key, _text(raw))
+        return True, value
 
     def put(self, name: str, key: str, value: Any) -> None:
         """Store one record (queued while Redis does not answer)."""
@@ -137,14 +168,54 @@ class SharedState:
 
         full = KEY_PREFIX + name
 
+        written: list[str] = []
+
         def transaction(pipe: redis_lib.client.Pipeline) -> None:
             raw = pipe.hget(full, key)
             current = json.loads(raw) if raw is not None else None
             value = redact(json.dumps(combine(current), ensure_ascii=False, default=str))
+            written[:] = [value]
             pipe.multi()
             pipe.hset(full, key, value)
 
         answer = self._exchange(lambda r: r.transaction(transaction, full))
+        if answer is _UNANSWERED:
+            return False
+        if written:
+            self._hold(name, key, written[0])
+        return True
+
+    def claim(self, name: str, key: str, value: Any, *, ttl_s: float) -> tuple[bool, Any]:
+        """Record ``value`` under ``name``/``key`` unless a record is there (``SET NX`` with
+        an expiry of ``ttl_s``): ``(True, None)`` when this call wrote it, ``(False, the
+        record there)`` when another did, ``(False, None)`` when Redis does not answer.
+        Such records are not held: they are not published again after a restart."""
+        full = f"{KEY_PREFIX}{name}:{key}"
+        encoded = redact(json.dumps(value, ensure_ascii=False, default=str))
+
+        def set_unless_present(r: redis.Redis) -> list[Any]:
+            pipe = r.pipeline(transaction=True)
+            pipe.set(full, encoded, nx=True, px=max(1, round(ttl_s * 1000)))
+            pipe.get(full)
+            return list(pipe.execute())
+
+        answer = self._exchange(set_unless_present)
+        if answer is _UNANSWERED:
+            return False, None
+        created, current = answer
+        if created:
+            return True, None
+        try:
+            return False, json.loads(current) if current is not None else None
+        except ValueError:
+            return False, None
+
+    def settle(self, name: str, key: str, value: Any, *, ttl_s: float) -> bool:
+        """Replace the record of :meth:`claim` with ``value``, expiring after ``ttl_s``;
+        False when Redis does not answer (not queued: a late record would mislead)."""
+        full = f"{KEY_PREFIX}{name}:{key}"
+        encoded = redact(json.dumps(value, ensure_ascii=False, default=str))
+        answer = self._exchange(lambda r: r.set(full, encoded, px=max(1, round(ttl_s * 1000))))
         return answer is not _UNANSWERED
 
     def lock(self, name: str, *, timeout_s: float) -> SharedLock:
@@ -162,28 +233,91 @@ class SharedState:
                 reachable=self._down_since is None,
                 pending_writes=len(self._outbox),
                 error=self._error,
+                persistence=self._persistence,
             )
 
     def describe(self) -> str:
-        """One line for ``pi-mcp status``."""
+        """One line for ``pi-mcp status`` (two when Redis keeps nothing on restart)."""
         state = self.status()
-        if state.reachable:
-            return f"shared state: {state.url} (connected)"
-        return (
-            f"shared state: {state.url} unreachable ({state.error}); serving from local files, "
-            f"{state.pending_writes} write(s) queued until it answers"
-        )
+        if not state.reachable:
+            return (
+                f"shared state: {state.url} unreachable ({state.error}); serving from local "
+                f"files, {state.pending_writes} write(s) queued until it answers"
+            )
+        line = f"shared state: {state.url} (connected)"
+        if state.persistence == "volatile":
+            line += (
+                "\nwarning: this Redis keeps nothing on restart (no save points, appendonly "
+                "no): a restart forgets every shared record (tokens, cache, failures) until "
+                "the replicas publish theirs again. Run it with --appendonly yes."
+            )
+        elif state.persistence == "unknown":
+            line += (
+                "\nnote: whether this Redis keeps its data on restart is unknown (CONFIG GET "
+                "is not allowed and AOF is off); make sure it persists (RDB snapshots or "
+                "appendonly yes)."
+            )
+        return line
 
     def ping(self) -> bool:
-        """Whether Redis answers now (and the queue is written)."""
-        return self._exchange(lambda r: r.ping(), force=True) is not _UNANSWERED
+        """Whether Redis answers now (and the queue is written); asks once whether Redis
+        keeps its data on restart (see :attr:`SharedStateStatus.persistence`)."""
+        answered = self._exchange(lambda r: r.ping(), force=True) is not _UNANSWERED
+        if answered and self._persistence is None:
+            persistence = self._exchange(_persistence_of, force=True)
+            if persistence is not _UNANSWERED:
+                with self._lock:
+                    self._persistence = persistence
+        return answered
+
+    def refresh(self) -> None:
+        """Write queued records and, when it is time, look whether Redis came back empty and
+        publish the held records again (a serving gateway calls this every few seconds, so a
+        replica that joins after a restart finds the records without waiting for a change)."""
+        self._exchange(lambda r: True)
 
     # ------------------------------------------------------------------ transport
 
     def _send(self, changes: Mapping[tuple[str, str], object]) -> None:
         with self._lock:
             self._outbox.update(changes)
+            for item, value in changes.items():
+                if isinstance(value, str):
+                    self._held[item] = value
+                else:
+                    self._held.pop(item, None)
         self._exchange(lambda r: True)
+
+    def _hold(self, name: str, key: str, value: str) -> None:
+        with self._lock:
+            self._held[(name, key)] = value
+
+    def _keep_published(self, client: redis.Redis) -> None:
+        """Publish the held records again when Redis lost them (the sentinel is missing or
+        changed). Call with ``self._lock`` held, Redis answering."""
+        now = self._clock()
+        if self._epoch is not None and now < self._epoch_check_at:
+            return
+        self._epoch_check_at = now + EPOCH_CHECK_S
+        current = client.get(EPOCH_KEY)
+        if current is None:
+            client.set(EPOCH_KEY, uuid.uuid4().hex, nx=True)
+            current = client.get(EPOCH_KEY)
+        epoch = _text(current) if current is not None else None
+        if epoch == self._epoch:
+            return
+        if self._epoch is not None and self._held:
+            logger.warning(
+                "shared state %s lost its records (restarted empty?): publishing the %d "
+                "this replica holds again",
+                _without_password(self.url),
+                len(self._held),
+            )
+            pipe = client.pipeline(transaction=False)
+            for (name, key), value in self._held.items():
+                pipe.hsetnx(KEY_PREFIX + name, key, value)
+            pipe.execute()
+        self._epoch = epoch
 
     def _exchange(self, operation: Callable[[redis.Redis], Any], *, force: bool = False) -> Any:
         """Write the outbox, then run ``operation``; :data:`_UNANSWERED` when Redis is down."""
@@ -194,6 +328,9 @@ class SharedState:
                 return _UNANSWERED
             outbox = dict(self._outbox)
             try:
+                # Before anything is read: a read of a Redis that came back empty would
+                # otherwise take "no records" for the truth.
+                self._keep_published(self._client)
                 if outbox:
                     pipe = self._client.pipeline(transaction=False)
                     for (name, key), value in outbox.items():
@@ -215,6 +352,7 @@ class SharedState:
                     )
                     self._down_since = self._clock()
                 self._error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                self._epoch_check_at = 0.0  # it may come back empty: look first when it answers
                 self._retry_at = self._clock() + RETRY_AFTER_S
                 return _UNANSWERED
             if self._down_since is not None:
@@ -280,6 +418,22 @@ def _connect(url: str) -> redis.Redis:
         socket_connect_timeout=TIMEOUT_S,
         health_check_interval=30,
     )
+
+
+def _persistence_of(client: redis.Redis) -> Persistence:
+    """Whether ``client``'s Redis keeps its data on restart. Managed services often disable
+    CONFIG; then INFO says at least whether AOF is on (RDB save points are not in INFO)."""
+    import redis as redis_lib
+
+    try:
+        raw = {**client.config_get("save"), **client.config_get("appendonly")}
+    except redis_lib.ResponseError:  # CONFIG renamed away, or not allowed for this user
+        info = client.info("persistence")
+        return "persistent" if str(info.get("aof_enabled")) == "1" else "unknown"
+    config = {_text(k): _text(v) for k, v in raw.items() if k is not None and v is not None}
+    save = config.get("save", "").strip()
+    appendonly = config.get("appendonly", "no").strip().lower()
+    return "persistent" if save or appendonly == "yes" else "volatile"
 
 
 def _text(value: bytes | str) -> str:

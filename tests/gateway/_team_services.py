@@ -1,23 +1,30 @@
-"""Real Redis and nginx processes on loopback for the team-gateway tests.
+"""Real Redis, nginx and haproxy processes on loopback for the team-gateway tests.
 
-Both come from Debian packages (``redis-server``, ``nginx``; ``.ci/run`` installs them when
-apt is usable). :func:`missing_packages` names the ones that are not installed, so a test can
-skip with that reason instead of passing silently.
+They come from Debian packages (``redis-server``, ``nginx``, ``haproxy``; ``.ci/run`` installs
+them when apt is usable). :func:`missing_packages` names the ones that are not installed, so a
+test can skip with that reason instead of passing silently. The balancers' retry settings are
+those of the shipped examples (``examples/team-gateway/``).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
+PI_MCP = Path(sys.executable).parent / "pi-mcp"
 NGINX_PATHS = ("/usr/sbin/nginx", "/usr/bin/nginx")
+HAPROXY_PATHS = ("/usr/sbin/haproxy", "/usr/bin/haproxy")
 
 
 def nginx_binary() -> str | None:
@@ -25,10 +32,17 @@ def nginx_binary() -> str | None:
     return found or next((p for p in NGINX_PATHS if Path(p).exists()), None)
 
 
-def missing_packages(*, nginx: bool = False) -> list[str]:
+def haproxy_binary() -> str | None:
+    found = shutil.which("haproxy")
+    return found or next((p for p in HAPROXY_PATHS if Path(p).exists()), None)
+
+
+def missing_packages(*, nginx: bool = False, haproxy: bool = False) -> list[str]:
     missing = [] if shutil.which("redis-server") else ["redis-server"]
     if nginx and nginx_binary() is None:
         missing.append("nginx")
+    if haproxy and haproxy_binary() is None:
+        missing.append("haproxy")
     return missing
 
 
@@ -52,11 +66,15 @@ def wait_for_port(port: int, *, timeout_s: float = 10.0) -> None:
 
 @dataclass
 class RedisServer:
-    """A ``redis-server`` without persistence; :meth:`stop` and :meth:`start` keep its port."""
+    """A ``redis-server``, without persistence unless ``appendonly``; :meth:`stop` and
+    :meth:`start` keep its port (and, with ``appendonly``, its data). ``extra_args`` are more
+    configuration lines (``--rename-command CONFIG ""``)."""
 
     directory: Path
     port: int
     process: subprocess.Popen[bytes] | None = None
+    appendonly: bool = False
+    extra_args: Sequence[str] = ()
 
     @property
     def url(self) -> str:
@@ -73,14 +91,20 @@ class RedisServer:
                 "--save",
                 "",
                 "--appendonly",
-                "no",
+                "yes" if self.appendonly else "no",
                 "--dir",
                 str(self.directory),
+                *self.extra_args,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         wait_for_port(self.port)
+
+    def restart(self) -> None:
+        """Stop and start again on the same port (empty, unless ``appendonly``)."""
+        self.stop()
+        self.start()
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -100,9 +124,13 @@ class RedisServer:
 
 
 @contextmanager
-def redis_server(directory: Path) -> Iterator[RedisServer]:
+def redis_server(
+    directory: Path, *, appendonly: bool = False, extra_args: Sequence[str] = ()
+) -> Iterator[RedisServer]:
     directory.mkdir(parents=True, exist_ok=True)
-    server = RedisServer(directory, free_port())
+    server = RedisServer(
+        directory, free_port(), appendonly=appendonly, extra_args=tuple(extra_args)
+    )
     server.start()
     try:
         yield server
@@ -153,7 +181,11 @@ http {{
             proxy_set_header Host 127.0.0.1:{self.port};
             proxy_buffering off;
             proxy_read_timeout 300s;
-            # A replica that is gone: the request goes to the next (requests are stateless).
+            # One id per client request, the same on every retry: the replicas recognise a
+            # replay by it (examples/team-gateway/nginx.conf).
+            proxy_set_header X-Request-Id $request_id;
+            # A replica that is gone: the request goes to the next, POST too; the replicas
+            # run a replayed call again only when the tool is safe to repeat.
             proxy_next_upstream error timeout http_502 http_503 non_idempotent;
             proxy_next_upstream_tries 3;
             proxy_connect_timeout 1s;
@@ -199,3 +231,171 @@ def nginx(prefix: Path, upstreams: Sequence[int]) -> Iterator[Nginx]:
         yield balancer
     finally:
         balancer.stop()
+
+
+@dataclass
+class HAProxy:
+    """haproxy balancing over gateway replicas with the retry settings of
+    ``examples/team-gateway/haproxy.cfg``."""
+
+    prefix: Path
+    port: int
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def conf(self) -> Path:
+        return self.prefix / "haproxy.cfg"
+
+    def write_conf(self, upstreams: Sequence[int]) -> None:
+        servers = "\n".join(
+            f"    server replica{i} 127.0.0.1:{p} check inter 1s fall 1 rise 2"
+            for i, p in enumerate(upstreams)
+        )
+        self.conf.write_text(
+            f"""global
+    maxconn 1024
+    tune.bufsize 65536
+    log stderr format raw local0 info
+defaults
+    mode http
+    log global
+    option httplog
+    timeout connect 1s
+    timeout client 300s
+    timeout server 300s
+    retries 3
+    option redispatch 1
+    option http-buffer-request
+    retry-on conn-failure empty-response 502 503
+frontend gateway
+    bind 127.0.0.1:{self.port}
+    unique-id-format %{{+X}}o%ci:%cp_%fi:%fp_%Ts_%rt:%pid
+    http-request set-header X-Request-Id %[unique-id]
+    http-request set-header Host 127.0.0.1:{self.port}
+    default_backend replicas
+backend replicas
+    balance roundrobin
+{servers}
+"""
+        )
+
+    def start(self, upstreams: Sequence[int]) -> None:
+        binary = haproxy_binary()
+        assert binary is not None
+        self.write_conf(upstreams)
+        self.process = subprocess.Popen(
+            [binary, "-db", "-f", str(self.conf)],
+            stdout=subprocess.DEVNULL,
+            stderr=(self.prefix / "haproxy.stderr").open("wb"),
+        )
+        wait_for_port(self.port)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+@contextmanager
+def haproxy(prefix: Path, upstreams: Sequence[int]) -> Iterator[HAProxy]:
+    prefix.mkdir(parents=True, exist_ok=True)
+    balancer = HAProxy(prefix, free_port())
+    balancer.start(upstreams)
+    try:
+        yield balancer
+    finally:
+        balancer.stop()
+
+
+@dataclass
+class GatewayReplica:
+    """One ``pi-mcp serve --transport http --stateless`` process with an agent dir of its own
+    (as on a machine of its own)."""
+
+    name: str
+    agent_dir: Path
+    port: int
+    process: subprocess.Popen[bytes]
+    stderr_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def descendant_pids(self) -> set[int]:
+        try:
+            return {p.pid for p in psutil.Process(self.process.pid).children(recursive=True)}
+        except psutil.NoSuchProcess:
+            return set()
+
+    def kill(self) -> None:
+        """As a crashed machine: SIGKILL to it and every process it started."""
+        try:
+            processes = psutil.Process(self.process.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            processes = []
+        self.process.kill()
+        self.process.wait()
+        for child in processes:
+            try:
+                child.kill()
+            except psutil.NoSuchProcess:
+                continue
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+
+@dataclass
+class GatewayReplicas:
+    """Replicas of one configuration file; :meth:`stop_all` ends those still running."""
+
+    root: Path
+    config: Path
+    env: Mapping[str, str] = field(default_factory=dict)
+    replicas: list[GatewayReplica] = field(default_factory=list)
+
+    def start(self, name: str) -> GatewayReplica:
+        agent_dir = self.root / name
+        agent_dir.mkdir()
+        port = free_port()
+        stderr_path = self.root / f"{name}.stderr"
+        args = ["--config", str(self.config), "--agent-dir", str(agent_dir)]
+        args += ["--project", str(self.root), "serve", "--transport", "http", "--stateless"]
+        process = subprocess.Popen(
+            [str(PI_MCP), *args, "--port", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr_path.open("wb"),
+            cwd=self.root,
+            env={**os.environ, **self.env},
+            start_new_session=True,
+        )
+        wait_for_port(port, timeout_s=30)
+        replica = GatewayReplica(name, agent_dir, port, process, stderr_path)
+        self.replicas.append(replica)
+        return replica
+
+    def stop_all(self) -> None:
+        for replica in self.replicas:
+            if replica.process.poll() is None:
+                replica.process.send_signal(signal.SIGTERM)
+        for replica in self.replicas:
+            try:
+                replica.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                replica.kill()
+
+
+@contextmanager
+def gateway_replicas(
+    root: Path, config: Path, env: Mapping[str, str] | None = None
+) -> Iterator[GatewayReplicas]:
+    crew = GatewayReplicas(root, config, dict(env or {}))
+    try:
+        yield crew
+    finally:
+        crew.stop_all()

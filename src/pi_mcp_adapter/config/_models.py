@@ -197,6 +197,10 @@ class ServerEntry(_Model):
     """Tool selector (name or glob, as ``includeTools``) -> extra words the search matches."""
     approve_tools: bool | tuple[str, ...] | None = None
     """Ask the user before calling these tools (``true`` = all); ``None`` = the global setting."""
+    idempotent_tools: tuple[str, ...] | None = None
+    """Tools (names or globs, as ``includeTools``) that may run again when a load balancer
+    replays a request after a gateway replica failed, beside those the server annotates
+    ``readOnlyHint`` or ``idempotentHint`` (``["*"]``: every tool). Others are not run twice."""
     trace: bool | None = None
     http_transport: Literal["streamable-http", "sse"] | None = None
     protocol_version: Literal["legacy", "auto", "2026-07-28"] = "legacy"

@@ -14,6 +14,7 @@ never printed or logged.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import ipaddress
 import json
@@ -44,9 +45,11 @@ from mcp_types import INVALID_REQUEST, PARSE_ERROR, jsonrpc_message_adapter
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pi_mcp_adapter._errors import UsageError
+from pi_mcp_adapter._shared_state import EPOCH_CHECK_S
 from pi_mcp_adapter.config import LoadedConfig, ServerEntry
 from pi_mcp_adapter.config._models import GatewayClient, GatewayJwt
 from pi_mcp_adapter.engine import McpAdapter
+from pi_mcp_adapter.engine._replays import ServedRequest, serving
 from pi_mcp_adapter.surface import SurfaceKind
 
 from ._gateway import McpGateway
@@ -241,6 +244,81 @@ class _CutAtShutdown:
                 await send({"type": "http.response.body", "body": event})
             else:
                 await send({"type": "http.response.body", "body": b""})
+
+
+class _ReplayableRequests:
+    """Lets a load balancer replay a POST on another replica when this one dies mid-call, and
+    lets that replica recognise the replay (engine/_replays.py).
+
+    - Each request's identity (credentials digest, MCP session id, the proxy's
+      ``X-Request-Id``, body) is made known to the calls made while answering it. The body is
+      recorded as the app reads it: the SDK reads a POST's body whole before any handler
+      runs, and its handlers run in a copy of this task's context, which holds the (mutable)
+      identity.
+    - A streamed (SSE) answer's headers are held back until its first event (a progress
+      notification, or the result). The SDK starts the stream the moment a request arrives;
+      once a balancer has passed headers on it can no longer retry, so a replica killed
+      during the call would leave its client with a broken stream instead of a replay.
+      Keep-alive comments (``: ping``) are dropped while the headers wait.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        headers = {bytes(k).lower(): bytes(v) for k, v in scope.get("headers", ())}
+        request = ServedRequest(
+            client=hashlib.sha256(headers.get(b"authorization", b"")).hexdigest(),
+            session=headers.get(b"mcp-session-id", b"").decode("latin-1") or None,
+            proxy_request_id=headers.get(b"x-request-id", b"").decode("latin-1") or None,
+        )
+
+        async def receive_body() -> Message:
+            message = await receive()
+            if message["type"] == "http.request":
+                request.body.extend(message.get("body", b""))
+            return message
+
+        held: list[Message] = []
+
+        async def send_when_answering(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = dict(message.get("headers", ()))
+                if headers.get(b"content-type", b"").startswith(b"text/event-stream"):
+                    held.append(message)
+                    return
+            elif held and message["type"] == "http.response.body":
+                body = bytes(message.get("body", b""))
+                if message.get("more_body") and _only_sse_comments(body):
+                    return
+                await send(held.pop())
+            await send(message)
+
+        with serving(request):
+            await self.app(scope, receive_body, send_when_answering)
+
+
+def _only_sse_comments(body: bytes) -> bool:
+    """Whether an SSE chunk carries no event: empty, or comment lines only (keep-alives)."""
+    return all(not line or line.startswith(b":") for line in body.splitlines())
+
+
+async def _keep_shared_state_published(
+    adapter: McpAdapter,
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Every few seconds, let the shared state notice a Redis that came back empty and publish
+    this replica's records again (an idle replica would otherwise never look)."""
+    task_status.started()
+    while True:
+        await anyio.sleep(EPOCH_CHECK_S)
+        shared = adapter.shared_state
+        if shared is not None:
+            await anyio.to_thread.run_sync(shared.refresh, abandon_on_cancel=True)
 
 
 def _request_id(request_body: bytes) -> str | int | None:
@@ -503,7 +581,7 @@ async def _serve_http(
     server: _Uvicorn | None = None
     config = uvicorn.Config(
         _CutAtShutdown(
-            create_http_app(gateway, options),
+            _ReplayableRequests(create_http_app(gateway, options)),
             lambda: server is not None and server.should_exit,
         ),
         log_level="warning",
@@ -520,6 +598,7 @@ async def _serve_http(
     async with anyio.create_task_group() as tg:
         # Handlers first: whoever reads the address may signal at once.
         await tg.start(_cancel_on_signal, stop, received)
+        await tg.start(_keep_shared_state_published, gateway.adapter)
         # The socket already listens: clients that connect now wait in its backlog until
         # uvicorn has started, so the address can be announced before serving begins.
         announce(f"http://{host}:{bound_port}{options.path}")
