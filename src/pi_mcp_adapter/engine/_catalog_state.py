@@ -276,9 +276,21 @@ class CatalogState:
         if views.catalog is None:
             full = self.catalog_for(None)
             views.catalog = Catalog(
-                (t for t in full.tools() if caller.permits(t)), servers=full.servers
+                (t for t in full.tools() if self._permits(caller, t, full)), servers=full.servers
             )
         return views.catalog
+
+    @staticmethod
+    def _permits(caller: CallerPolicy, tool: ToolInfo, full: Catalog) -> bool:
+        """A tool by its names; a resource exposed as a tool by the resource rule too (an MCP
+        Apps view follows the tools that name it, whatever it is called)."""
+        if tool.resource_uri is None:
+            return caller.permits(tool)
+        uri = tool.resource_uri
+        viewers = [t for t in full.tools(tool.server) if view_resource_uri(t) == uri]
+        return caller.permits(tool) and caller.permits_resource(
+            tool.server, uri, tool.name, viewers
+        )
 
     @property
     def index(self) -> SearchIndex:
