@@ -309,6 +309,8 @@ def _shared_state_json(adapter: McpAdapter) -> dict[str, object]:
             "reachable": state.reachable,
             "pendingWrites": state.pending_writes,
             "error": state.error,
+            # persistent | volatile (loses everything on restart) | unknown | None (unreachable)
+            "persistence": state.persistence,
         }
     }
 
