@@ -28,6 +28,7 @@ import psutil
 import pytest
 
 from pi_mcp_adapter import McpAdapter
+from pi_mcp_adapter._execution_context import context_fingerprint, execution_context
 from pi_mcp_adapter.hosts._pool_daemon import ServerPool
 from pi_mcp_adapter.servers._pool_client import pool_socket_path, read_hello_line
 
@@ -224,9 +225,11 @@ async def test_the_pool_socket_is_private(tmp_path: Path) -> None:
             "ok": False,
             "reason": "unsupported pool protocol version",
         }
-        refused = await ask(path, {"pool": 1, "server": "fx", "fingerprint": "another"})
+        context = context_fingerprint(execution_context() or {})
+        asking = {"pool": 1, "server": "fx", "context": context}
+        refused = await ask(path, {**asking, "fingerprint": "another"})
         assert refused == {"ok": False, "reason": "the pool's entry for 'fx' differs"}
-        unknown = await ask(path, {"pool": 1, "server": "nope", "fingerprint": "x"})
+        unknown = await ask(path, {**asking, "server": "nope", "fingerprint": "x"})
         assert unknown["ok"] is False
     assert not path.exists()
 
