@@ -141,3 +141,141 @@ def test_a_project_file_cannot_set_shared_state_or_gateway_clients(machine: Mach
     loaded = machine.load()
     assert loaded.settings.shared_state == "redis://redis:6379/0"
     assert [c.name for c in loaded.settings.gateway_clients] == ["ci"]
+
+
+def _trust(machine: Machine, path: Path) -> None:
+    digest = file_digest(path)
+    assert digest is not None
+    TrustStore.in_agent_dir(machine.agent_dir).trust([(path, digest)])
+
+
+def test_an_untrusted_project_file_sets_only_harmless_settings_and_one_warning_names_the_rest(
+    machine: Machine,
+) -> None:
+    machine.write_layer("agent", {"settings": {"approveTools": True, "validateArgs": True}})
+    project = machine.write_layer(
+        "project",
+        {
+            "settings": {
+                "idleTimeout": 2,
+                "surface": "toolsearch",
+                "approveTools": False,
+                "validateArgs": False,
+                "onDefinitionChange": "warn",
+                "captureStats": {"path": "~/.bashrc"},
+                "trace": {"enabled": True, "file": "/tmp/anything"},
+                "outputGuard": False,
+                "toolPrefix": "none",
+                "agentPluginPaths": ["plugins"],
+                "autoAuth": True,
+                "someFutureSetting": 1,
+            }
+        },
+    )
+    loaded = machine.load()
+    settings = loaded.settings
+    assert (settings.idle_timeout, settings.surface) == (2, "toolsearch")
+    assert settings.approve_tools is True
+    assert settings.validate_args is True
+    assert settings.capture_stats is False
+    assert settings.trace is False
+    assert settings.output_guard is True
+    assert settings.tool_prefix == "server"
+    assert settings.agent_plugin_paths is None
+    assert settings.auto_auth is False
+    ignored = [w for w in loaded.warnings if "not trusted" in w]
+    assert len(ignored) == 1
+    assert ignored[0].startswith(f"{project}: ")
+    for name in (
+        "approveTools",
+        "validateArgs",
+        "onDefinitionChange",
+        "captureStats",
+        "trace",
+        "outputGuard",
+        "toolPrefix",
+        "agentPluginPaths",
+        "autoAuth",
+        "someFutureSetting",
+    ):
+        assert f"settings.{name}" in ignored[0]
+    assert "idleTimeout" not in ignored[0]
+
+    _trust(machine, project)
+    trusted = machine.load()
+    assert trusted.settings.approve_tools is False
+    assert trusted.settings.tool_prefix == "none"
+    assert not [w for w in trusted.warnings if "not trusted" in w]
+    # Trusted, it still may not write to the user's home: that one stays ignored.
+    assert trusted.settings.capture_stats is False
+    assert any("settings.captureStats is ignored" in w for w in trusted.warnings)
+
+
+def test_a_trusted_project_writes_only_inside_the_agent_dir_and_the_project(
+    machine: Machine,
+) -> None:
+    outside = machine.root / "elsewhere"
+    outside.mkdir()
+    (machine.project / ".pi").mkdir()
+    # The default trace directory, linked out of the repository, is outside too.
+    (machine.project / ".pi" / "mcp-traces").symlink_to(outside)
+    project = machine.write_layer(
+        "project",
+        {"settings": {"trace": True, "captureStats": {"path": "stats/mine.json"}}},
+    )
+    _trust(machine, project)
+    loaded = machine.load()
+    assert loaded.settings.trace is False
+    assert any(f"writes to {machine.project / '.pi' / 'mcp-traces'}" in w for w in loaded.warnings)
+    assert loaded.settings.model_dump(by_alias=True)["captureStats"]["path"] == "stats/mine.json"
+    # The user's own file may name any place.
+    machine.write_layer("agent", {"settings": {"trace": {"file": str(outside / "t.jsonl")}}})
+    machine.write_layer("project", {"settings": {}})
+    assert machine.load().settings.trace is not False
+
+
+def test_a_trusted_project_file_never_changes_approval_of_the_users_own_server(
+    machine: Machine,
+) -> None:
+    machine.write_layer("agent", {"mcpServers": {"mine": {"command": "m", "approveTools": True}}})
+    project = machine.write_layer(
+        "project",
+        {
+            "mcpServers": {
+                "mine": {"approveTools": False, "args": ["--verbose"]},
+                "theirs": {"command": "t", "approveTools": False},
+            }
+        },
+    )
+    untrusted = machine.load()
+    assert untrusted.servers["mine"].untrusted is not None  # inert until trusted
+    _trust(machine, project)
+    loaded = machine.load()
+    mine = loaded.servers["mine"]
+    assert mine.untrusted is None
+    assert mine.args == ("--verbose",)
+    assert mine.approve_tools is True
+    assert loaded.servers["theirs"].approve_tools is False  # its own server: its own call
+    assert any("mcpServers.mine.approveTools is ignored" in w for w in loaded.warnings)
+
+
+def test_a_relative_command_resolves_where_the_project_file_really_lies(
+    machine: Machine,
+) -> None:
+    config = {"mcpServers": {"s": {"command": "./run.sh"}, "c": {"command": "x", "cwd": "sub"}}}
+    machine.write_layer("project", config)
+    loaded = machine.load()
+    real_project = machine.project.resolve()
+    assert loaded.servers["s"].command == str(real_project / "run.sh")
+    assert loaded.servers["s"].cwd is None
+    assert loaded.servers["c"].cwd == str(real_project / "sub")
+
+    elsewhere = machine.root / "elsewhere"
+    machine.write(elsewhere / ".mcp.json", config)
+    (machine.project / ".mcp.json").unlink()
+    (machine.project / ".mcp.json").symlink_to(elsewhere / ".mcp.json")
+    linked = machine.load()
+    assert linked.servers["s"].command == str(elsewhere.resolve() / "run.sh")
+    assert linked.servers["s"].cwd == str(elsewhere.resolve())
+    assert linked.servers["c"].cwd == str(elsewhere.resolve() / "sub")
+    assert linked.project_trust.files[0].real_path == (elsewhere / ".mcp.json").resolve()

@@ -651,11 +651,13 @@ def _resolved_where_trusted(entry: ServerEntry, merged: MergedEntry, where: Wher
         if cwd is None and base != _resolved(where.project_dir):
             cwd = str(base)
             update["cwd"] = cwd
-        command = Path(entry.command)
-        # A bare name is looked up on PATH; one with a directory part is a file beside us.
-        if not command.is_absolute() and len(command.parts) > 1:
+        # A bare name is looked up on PATH; one with a directory part (`./run.sh`, which Path
+        # would shorten to `run.sh`) names a file beside the config.
+        seps = tuple(sep for sep in (os.sep, os.altsep) if sep)
+        if not Path(entry.command).is_absolute() and any(s in entry.command for s in seps):
             start = Path(cwd) if cwd is not None else base
-            update["command"] = str(start / command)
+            if start.is_absolute():  # else the user's relative cwd: the OS resolves both
+                update["command"] = os.path.normpath(start / entry.command)
     if not update:
         return entry
     return (
