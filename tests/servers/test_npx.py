@@ -407,6 +407,7 @@ async def resolve_offline(
     cache_path: Path,
     cwd: Path,
     clock: Callable[[], float] = lambda: T0_S,
+    project_code: bool = False,
 ) -> ResolvedCommand:
     """Resolve without ever starting npm: the cache dir is given and installs are off."""
     with anyio.fail_after(10):
@@ -417,6 +418,7 @@ async def resolve_offline(
             environ={"NPM_CONFIG_CACHE": str(npm_cache), "PATH": os.defpath},
             cwd=cwd,
             install_if_missing=False,
+            project_code=project_code,
             clock=clock,
         )
 
@@ -598,6 +600,13 @@ def write_cache_entry(cache_path: Path, key: str, entry: dict[str, object]) -> N
     cache_path.write_text(json.dumps({"version": 2, "entries": {key: entry}}))
 
 
+def project_dir(tmp_path: Path) -> Path:
+    """A directory the server runs in, beside (not around) the files a test installs."""
+    directory = tmp_path / "project"
+    directory.mkdir(exist_ok=True)
+    return directory
+
+
 @pytest.mark.parametrize(
     ("entry_changes", "age_s", "used"),
     [
@@ -635,7 +644,7 @@ async def test_cache_entries_are_used_only_while_valid(
         ["-y", MEMORY_SPEC],
         npm_cache=tmp_path / "empty-npm-cache",
         cache_path=cache_path,
-        cwd=tmp_path,
+        cwd=project_dir(tmp_path),
         clock=lambda: T0_S + age_s,
     )
 
@@ -812,7 +821,7 @@ needs_npm_project = pytest.mark.skipif(
         pytest.param(f"{MEMORY}@^2026.8.0", False, id="range needs the registry"),
     ],
 )
-async def test_a_package_installed_in_the_project_is_run_from_there(
+async def test_a_package_installed_in_the_project_runs_from_there_for_the_projects_own_server(
     tmp_path: Path, spec: str, resolved: bool
 ) -> None:
     result = await resolve_offline(
@@ -821,6 +830,7 @@ async def test_a_package_installed_in_the_project_is_run_from_there(
         npm_cache=tmp_path / "empty-npm-cache",
         cache_path=tmp_path / "c.json",
         cwd=NPM_PROJECT,
+        project_code=True,
     )
 
     if resolved:

@@ -7,10 +7,15 @@ it directly (``node <bin> args`` for JavaScript bins).
 
 Where the package is looked for, in the order npx itself uses:
 
-1. The project around ``cwd``: for a bare unscoped name, a ``node_modules/.bin/<name>`` in
-   ``cwd`` or any ancestor; then ``<project>/node_modules/<pkg>``, where ``<project>`` is the
-   nearest ancestor holding a ``package.json`` or ``node_modules``. These lookups are a few
-   ``stat`` calls, so they run every time and are never cached.
+1. Only for a server that the project's own (trusted) file defines (``project_code``): the
+   project around ``cwd``: for a bare unscoped name, a ``node_modules/.bin/<name>`` in ``cwd``
+   or any ancestor; then ``<project>/node_modules/<pkg>``, where ``<project>`` is the nearest
+   ancestor holding a ``package.json`` or ``node_modules``. These lookups are a few ``stat``
+   calls, so they run every time and are never cached. For any other server, code found in
+   the project arrived with the project (a cloned repository) and is never run: this step is
+   skipped, a resolution recorded in step 2 under ``cwd`` or a ``node_modules`` npx would
+   search from there is not reused, and npm runs from the agent dir, so the project's
+   ``.npmrc`` does not choose the cache or the registry the package comes from.
 2. The resolution cache ``cache_path`` (``<agent dir>/mcp-npx-cache.json``, shared with the
    reference adapter): entries live 24 hours, and only while their bin exists and, for an exact
    version spec, their version matches.
@@ -235,6 +240,7 @@ async def resolve_npx_command(
     environ: Mapping[str, str],
     cwd: Path | None = None,
     install_if_missing: bool = True,
+    project_code: bool = False,
     clock: Callable[[], float] = time.time,
 ) -> ResolvedCommand:
     """Return the command that runs what ``command args`` would run, without npm in between.
@@ -243,7 +249,9 @@ async def resolve_npx_command(
     (``NPM_CONFIG_CACHE``, else ``npm config get cache``, else ``~/.npm``) and is passed to the
     npm subprocesses. ``cwd`` is where the server will run (default: the current directory);
     the project around it is searched first, as npx does. ``install_if_missing=False`` skips
-    the cold ``npm exec`` install. ``clock`` returns the current Unix time in seconds and ages
+    the cold ``npm exec`` install. ``project_code`` lets code installed in the project around
+    ``cwd`` run: only for a server defined by that project's own trusted file (see the module
+    docstring). ``clock`` returns the current Unix time in seconds and ages
     the entries of ``cache_path``.
 
     Never raises for an unresolvable command: the result then has ``resolved=False`` and the
@@ -263,6 +271,7 @@ async def resolve_npx_command(
             environ=environ,
             workdir=workdir,
             install_if_missing=install_if_missing,
+            project_code=project_code,
             now_s=clock(),
         )
     except (_Unresolvable, OSError) as exc:
@@ -301,22 +310,34 @@ async def _locate(
     environ: Mapping[str, str],
     workdir: Path,
     install_if_missing: bool,
+    project_code: bool,
     now_s: float,
 ) -> _Installed:
-    local = await anyio.to_thread.run_sync(_find_in_project, invocation, workdir)
-    if local is not None:
-        return local
+    if project_code:
+        local = await anyio.to_thread.run_sync(_find_in_project, invocation, workdir)
+        if local is not None:
+            return local
+        npm_dir = workdir
+        foreign: tuple[Path, ...] = ()
+    else:
+        foreign = _project_code_dirs(workdir)
+        # npm reads the .npmrc of the directory it runs in: a project's could name the cache
+        # or the registry that the package comes from.
+        npm_dir = cache_path.parent
+        npm_dir.mkdir(parents=True, exist_ok=True)
     cached = await anyio.to_thread.run_sync(_read_cached, cache_path, invocation, now_s)
-    if cached is not None:
+    # An entry may have been recorded by a lookup in a project (by an older version, or the
+    # reference adapter sharing the file): for a server defined elsewhere it is looked up again.
+    if cached is not None and not _is_under(cached.bin_path, foreign):
         return cached
 
     npm = _npm_executable(command, environ)
-    npm_cache = await _npm_cache_dir(npm, environ, workdir)
+    npm_cache = await _npm_cache_dir(npm, environ, npm_dir)
     found = await anyio.to_thread.run_sync(_find_in_npx_cache, invocation, npm_cache)
     if found is None and install_if_missing:
         if npm is None:
             raise _Unresolvable("npm is not on PATH, so the package cannot be installed")
-        await _install_into_npx_cache(npm, invocation.package_spec, environ, workdir)
+        await _install_into_npx_cache(npm, invocation.package_spec, environ, npm_dir)
         found = await anyio.to_thread.run_sync(_find_in_npx_cache, invocation, npm_cache)
     if found is None:
         raise _Unresolvable(f"no usable install in {npm_cache / '_npx'}")
@@ -493,6 +514,22 @@ def _owning_package(bin_path: Path) -> tuple[str | None, str | None]:
                 version if isinstance(version, str) else None,
             )
     return None, None
+
+
+def _project_code_dirs(workdir: Path) -> tuple[Path, ...]:
+    """Where code that came with the project around ``workdir`` may lie: ``workdir`` itself
+    and every ``node_modules`` npx would search from there (real paths)."""
+    dirs = [workdir.resolve()]
+    for directory in (workdir, *workdir.parents):
+        modules = directory / "node_modules"
+        if modules.is_dir():
+            dirs.append(modules.resolve())
+    return tuple(dirs)
+
+
+def _is_under(path: Path, directories: Sequence[Path]) -> bool:
+    real = path.resolve()
+    return any(real.is_relative_to(directory) for directory in directories)
 
 
 def _project_root(workdir: Path) -> Path:
