@@ -12,7 +12,9 @@ reports its exit code, which this process exits with. Signals this process recei
 are forwarded to the fork.
 
 Anything that keeps the hand-over from happening (no warm process, a stale socket,
-``PI_MCP_POOL=0``, a command that is not short) runs the command here as usual. A short command
+``PI_MCP_POOL=0``, a command that is not short, a warm process in another execution context:
+other namespaces, cgroup, limits or scheduling, see ``pi_mcp_adapter._execution_context``)
+runs the command here as usual. A short command
 that finds no warm process also starts one, detached, that holds nothing but imported code (no
 server, no configuration, no secret: each command brings its own) and exits after
 ``WARM_IDLE_S`` without a command; ``PI_MCP_WARM=0`` keeps it from starting, and in a CI job

@@ -3,7 +3,11 @@ CLI, the engine and the MCP SDK imported already (the client side is ``pi_mcp_ad
 
 It listens on ``<agent dir>/pool/cli.sock`` (0600, in the pool's 0700 directory: only the user
 reaches it). Each connection carries one command: a JSON line with ``argv``, ``cwd``, ``env``
-and ``umask``, and the client's stdin, stdout and stderr as file descriptors. The process forks;
+and ``umask``, and the client's stdin, stdout and stderr as file descriptors. The process runs it only
+for a client in its own execution context (namespaces, cgroup, credentials, limits, scheduling:
+read from the client's process by its ``SO_PEERCRED`` pid, see
+``pi_mcp_adapter._execution_context``), and answers ``{"refused": ...}`` to any other, which
+then runs the command itself. It forks;
 the fork takes the client's working directory, environment, umask and standard streams, answers
 ``{"pid": ...}``, runs the command as ``pi-mcp`` would, and answers ``{"exit": code}``.
 
