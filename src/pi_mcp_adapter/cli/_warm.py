@@ -3,13 +3,13 @@ CLI, the engine and the MCP SDK imported already (the client side is ``pi_mcp_ad
 
 It listens on ``<agent dir>/pool/cli.sock`` (0600, in the pool's 0700 directory: only the user
 reaches it). Each connection carries one command: a JSON line with ``argv``, ``cwd``, ``env``
-and ``umask``, and the client's stdin, stdout and stderr as file descriptors. The process runs it only
-for a client in its own execution context (namespaces, cgroup, credentials, limits, scheduling:
-read from the client's process by its ``SO_PEERCRED`` pid, see
-``pi_mcp_adapter._execution_context``), and answers ``{"refused": ...}`` to any other, which
-then runs the command itself. It forks;
-the fork takes the client's working directory, environment, umask and standard streams, answers
-``{"pid": ...}``, runs the command as ``pi-mcp`` would, and answers ``{"exit": code}``.
+and ``umask``, and the client's stdin, stdout and stderr as file descriptors. The process runs
+it only for a client in its own execution context (namespaces, cgroup, credentials, limits,
+scheduling: read from the client's process by its ``SO_PEERCRED`` pid, see
+``pi_mcp_adapter._execution_context``) and answers ``{"refused": ...}`` to any other, which then
+runs the command itself. It forks; the fork takes the client's working directory, environment,
+umask and standard streams, answers ``{"pid": ...}``, runs the command as ``pi-mcp`` would, and
+answers ``{"exit": code}``.
 
 Safety of the fork: this process runs no event loop and no thread (it only imports, accepts and
 forks), so a fork holds no lock another thread had taken. Nothing of a command survives it: the
