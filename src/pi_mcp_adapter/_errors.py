@@ -134,8 +134,18 @@ class ServerStartError(ServerUnavailableError):
 
 
 class ConnectTimeoutError(ServerUnavailableError):
-    def __init__(self, server: str, message: str, *, timeout_s: float) -> None:
+    """The handshake did not finish in time.
+
+    ``still_starting`` is true when the caller stopped waiting before the server's own
+    ``startupTimeoutMs`` ran out (a one-shot command's shorter wait): the server did not fail,
+    so nothing is remembered against it and the next attempt starts it afresh.
+    """
+
+    def __init__(
+        self, server: str, message: str, *, timeout_s: float, still_starting: bool = False
+    ) -> None:
         self.timeout_s = timeout_s
+        self.still_starting = still_starting
         super().__init__(server, message)
 
 

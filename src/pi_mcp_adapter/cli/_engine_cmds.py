@@ -49,8 +49,10 @@ T = TypeVar("T")
 
 BOOTSTRAP_DEADLINE_S = 10.0
 """How long a command waits, in all, for servers that were never listed before (the first
-run). Servers still starting then are reported, back off, and can be retried with
-``pi-mcp connect NAME``; their own ``startupTimeoutMs`` applies to that explicit connect."""
+run). A server whose ``startupTimeoutMs`` is longer and that is still starting then is
+reported as still starting, with nothing held against it (the next command, or
+``pi-mcp connect NAME``, which waits its whole start-up time, starts it afresh); one whose
+start-up time is over failed and backs off."""
 
 _EXIT_ON_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 
@@ -61,6 +63,7 @@ class _Progress:
     def __init__(self, *, live: bool) -> None:
         self._live = live
         self.failed: dict[str, str] = {}
+        self.still_starting: dict[str, str] = {}
         self.concerns: Callable[[str], bool] = lambda _server: True
         """Whether a server's failure matters to the command: ``describe`` of one server's
         tool is not told, run after run, about another server that failed an hour ago."""
@@ -68,6 +71,8 @@ class _Progress:
     def __call__(self, server: str, phase: str, detail: str | None) -> None:
         if phase == "failed":
             self.failed[server] = (detail or "unknown error").splitlines()[0]
+        elif phase == "still-starting":
+            self.still_starting[server] = (detail or "still starting").splitlines()[0]
         elif phase == "connecting" and self._live:
             sys.stderr.write(f"connecting {server}…\r")
             sys.stderr.flush()
@@ -75,6 +80,15 @@ class _Progress:
     def report(self) -> None:
         if self._live:
             sys.stderr.write("\x1b[2K")
+        starting = sorted(name for name in self.still_starting if self.concerns(name))
+        if starting:
+            lines = [f"{len(starting)} server(s) still starting, not listed yet:"]
+            lines += [f"  {name}: {cli_wording(self.still_starting[name])}" for name in starting]
+            lines.append(
+                f"Run the command again, or `pi-mcp connect {starting[0]}` to wait for its "
+                "whole start-up time."
+            )
+            print_warning("\n".join(lines))
         names = sorted(name for name in self.failed if self.concerns(name))
         if not names:
             return

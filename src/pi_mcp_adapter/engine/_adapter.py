@@ -29,6 +29,7 @@ import anyio.abc
 from pi_mcp_adapter import _shared_state as shared_state
 from pi_mcp_adapter._errors import (
     ConfigError,
+    ConnectTimeoutError,
     McpAdapterError,
     ServerDisabledError,
     ServerNotConfiguredError,
@@ -88,7 +89,8 @@ if TYPE_CHECKING:
     from ._stats import CallStats
 
 ProgressCallback = Callable[[str, str, str | None], None]
-"""``(server, phase, detail)`` with phase ``connecting`` | ``connected`` | ``failed``."""
+"""``(server, phase, detail)`` with phase ``connecting`` | ``connected`` | ``failed`` |
+``still-starting`` (the start deadline ended before the server's own start-up time did)."""
 
 logger = logging.getLogger("pi_mcp_adapter")
 
@@ -127,7 +129,9 @@ class McpAdapter:
             returns at once (long-lived hosts: the gateway, pi). A request that misses while a
             server is being listed waits for that listing, bounded by the start-up deadline.
         start_deadline_s: one overall deadline for the connects at start; servers still
-            connecting then are abandoned, reported as failed and back off.
+            connecting then are abandoned. One whose ``startupTimeoutMs`` is longer is
+            reported as still starting (phase ``still-starting``) and nothing is held against
+            it; one whose start-up time is over failed and backs off.
         clock: wall clock in seconds (``time.time``), injectable for tests.
         relay_server_requests: tell servers this client can sample and elicit, and route
             their sampling, elicitation and log messages to the caller of the call they belong
@@ -482,9 +486,12 @@ class McpAdapter:
                 self._progress(name, "connecting", None)
             results = await manager.connect_many(list(names), deadline_s=self._start_deadline_s)
             for name, error in results.items():
-                self._progress(
-                    name, "failed" if error else "connected", str(error) if error else None
-                )
+                if error is None:
+                    self._progress(name, "connected", None)
+                elif isinstance(error, ConnectTimeoutError) and error.still_starting:
+                    self._progress(name, "still-starting", str(error))
+                else:
+                    self._progress(name, "failed", str(error))
         finally:
             for name in names:
                 self.state.end_listing(name)

@@ -412,10 +412,13 @@ class ServerManager(AsyncContextManagerMixin):
         """Connect ``names`` in parallel (respecting backoff), all within one overall deadline.
 
         At most ``settings.startupConcurrency`` connect at once. A server still connecting when
-        ``deadline_s`` runs out is abandoned and recorded as failed (so it backs off, in this
-        process and, with a failure memory, in the next ones) with a
-        :class:`ConnectTimeoutError`. Never raises for a server; returns
-        ``{name: None or error}`` in the order given.
+        ``deadline_s`` runs out is abandoned with a :class:`ConnectTimeoutError`. When its own
+        ``startupTimeoutMs`` is longer than ``deadline_s`` it did not fail, the caller only
+        stopped waiting: the error says it is still starting (``still_starting``) and nothing
+        is recorded, so neither this process nor any other backs off from a healthy server that
+        starts slowly. Otherwise the deadline is its own start-up timeout and the failure is
+        recorded as any other. Never raises for a server; returns ``{name: None or error}`` in
+        the order given.
         """
         if deadline_s is None:
             return await self._connect_many(names, respect_backoff=True)
@@ -427,6 +430,16 @@ class ServerManager(AsyncContextManagerMixin):
                 continue
             slot = self._slots[name]
             await self.close(name)
+            startup_timeout_s = slot.entry.startup_timeout_s
+            if startup_timeout_s > deadline_s:
+                results[name] = ConnectTimeoutError(
+                    name,
+                    f"server {name!r} is still starting: stopped waiting after {deadline_s:g} s "
+                    f"of its {startup_timeout_s:g} s start-up time (startupTimeoutMs)",
+                    timeout_s=deadline_s,
+                    still_starting=True,
+                )
+                continue
             error = ConnectTimeoutError(
                 name,
                 f"server {name!r} did not finish connecting within the {deadline_s:g} s "
