@@ -339,3 +339,29 @@ def test_a_project_file_cannot_set_project_trust_to_always_for_itself(repo: Repo
     config = json.loads(repo.run("config", "--json").stdout)
     assert config["projectTrust"]["mode"] == "never"
     assert config["servers"]["benign"]["trusted"] is False
+
+
+def test_trusting_a_project_also_trusts_the_plugin_files_its_settings_bring_in(
+    repo: Repo,
+) -> None:
+    plugin = repo.project / "ap"
+    plugin.mkdir()
+    schemas = "https://agent-plugins.org/schemas/1.0.0"
+    manifest = {"$schema": f"{schemas}/plugin.schema.json", "name": "acme.search", "version": "1"}
+    (plugin / "plugin.json").write_text(json.dumps(manifest))
+    server = {"type": "stdio", "command": "sh", "args": ["-c", "exit 0"]}
+    plugin_config = {"$schema": f"{schemas}/mcp.schema.json", "mcpServers": {"s": server}}
+    (plugin / "mcp.json").write_text(json.dumps(plugin_config))
+    pi_dir = repo.project / ".pi"
+    pi_dir.mkdir()
+    (pi_dir / "mcp.json").write_text(json.dumps({"settings": {"agentPluginPaths": ["ap"]}}))
+    before = json.loads(repo.run("config", "--json").stdout)
+    assert "acme_search__s" not in before["servers"]  # untrusted: the path is not even read
+    assert any("settings.agentPluginPaths" in w for w in before["warnings"])
+
+    trusted = repo.run("trust", "--project")
+    assert trusted.returncode == 0, trusted.stderr
+    assert str(plugin / "mcp.json") in trusted.stdout
+    after = json.loads(repo.run("config", "--json").stdout)
+    assert after["servers"]["acme_search__s"]["trusted"] is True
+    assert all(f["trusted"] for f in after["projectTrust"]["files"])
