@@ -315,6 +315,10 @@ async def test_a_denied_tool_is_invisible_on_every_path_while_allowed_tools_stil
                 "mcp_script", {"code": "await call('fix_list_repos', {'org': 'x'})"}
             )
             assert "repos of x" in text_of(scripted)
+            searched = await session.call_tool(
+                "mcp_script", {"code": "await search('lists repositories of an organisation')"}
+            )
+            assert "fix_list_repos" in text_of(searched)
             namespaced = await session.call_tool(
                 "mcp__fix", {"tool": "star_repo", "args": {"name": "b"}}
             )
