@@ -8,12 +8,20 @@ exits, one quotes them in a tool's error text. Then every CLI command runs, with
 ``--json``, the gateway serves over stdio and over HTTP, and the Python surfaces run in-process;
 the marker must appear in no stdout, stderr, result or log, in no file under the agent dir, the
 project dir (traces) or the spill directory, and the server logs must be private.
+
+The environment also holds secrets the configuration never names (``ACME_API_KEY``,
+``AWS_SECRET_ACCESS_KEY``, a ``DATABASE_URL`` password, a GitHub token under a plain name),
+which every stdio server inherits; one more server prints them wrapped across lines, JSON- and
+URL-encoded, as a Basic header and inside a private key block, and a URL and a command line
+written in the configuration hold one literally.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import re
 import secrets
 import signal
 import stat
@@ -43,6 +51,37 @@ a heuristic about what a token looks like) can hide it."""
 
 def secret(kind: str) -> str:
     return f"{MARK}-{kind}-{secrets.token_hex(4)}"
+
+
+DB_PASSWORD = secret("db-password")
+INHERITED = {
+    "ACME_API_KEY": secret("inherited-key"),
+    "AWS_SECRET_ACCESS_KEY": secret("aws-secret"),
+    "ACME_SPECIAL_TOKEN": f'{MARK}/"quoted"+{secrets.token_hex(4)}',
+    "DATABASE_URL": f"postgres://app:{DB_PASSWORD}@127.0.0.1:9/app",
+    "UPSTREAM_NOTE": f"ghp_{MARK}{secrets.token_hex(12)}",
+}
+"""Secrets of the environment that no configuration names: each reaches every stdio server."""
+BASIC_CREDENTIALS = base64.b64encode(f"app:{DB_PASSWORD}".encode()).decode()
+"""The database's credentials as a Basic header carries them (no marker in it)."""
+WRAPPED_DUMP = """
+import base64, json, os, sys, urllib.parse
+key = os.environ["ACME_API_KEY"]
+special = os.environ["ACME_SPECIAL_TOKEN"]
+url = urllib.parse.urlsplit(os.environ["DATABASE_URL"])
+basic = base64.b64encode(f"{url.username}:{url.password}".encode()).decode()
+print("config: key=" + key[:3], file=sys.stderr)
+print(key[3:] + " (wrapped)", file=sys.stderr)
+print(json.dumps({"special": special}), file=sys.stderr)
+print("GET /?t=" + urllib.parse.quote(special, safe=""), file=sys.stderr)
+print("Authorization: Basic " + basic, file=sys.stderr)
+print("-----BEGIN PRIVATE KEY-----", file=sys.stderr)
+print(key + "AAAA", file=sys.stderr)
+print("-----END PRIVATE KEY-----", file=sys.stderr)
+print("giving up", file=sys.stderr)
+sys.exit(1)
+"""
+"""A server that fails at start after printing inherited secrets in every disguise."""
 
 
 @dataclass
@@ -130,6 +169,13 @@ def servers(home: Path) -> dict[str, Any]:
             "env": leaky_env,
             "cwd": "${CANARY_DIR}",
         },
+        "wrapper": {"command": sys.executable, "args": ["-c", WRAPPED_DUMP]},
+        # The inherited key written literally where config shows it: a URL path, a command line.
+        "hook": {"url": f"http://127.0.0.1:9/hook/{INHERITED['ACME_API_KEY']}"},
+        "cmdline": {
+            "command": sys.executable,
+            "args": [str(LEAKY), "stderr", "--header", f"X-Acme: {INHERITED['ACME_API_KEY']}"],
+        },
     }
 
 
@@ -146,6 +192,11 @@ COMMANDS: list[tuple[str, ...]] = [
         for name in ("urlpath", "cmdpath", "sock", "remote", "keyed", "enterprise", "leaky")
     ),
     ("connect", "echoer"),
+    ("connect", "wrapper"),
+    ("connect", "hook"),
+    ("connect", "cmdline"),
+    ("doctor", "wrapper"),
+    ("doctor", "cmdline"),
     ("reconnect", "leaky"),
     ("reconnect",),
     ("config",),
@@ -177,6 +228,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Sweep:
         "MY_TOKEN": secret("my-token"),
         "OTHER_TOKEN": secret("other-token"),
         "CANARY_DIR": str(home / f"dir-{MARK}"),
+        **INHERITED,
     }
     sweep = Sweep(home, environ)
     # The server's listing first, so that the later commands see a cache.
@@ -193,7 +245,13 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Sweep:
 
 
 def leaks(outputs: list[tuple[str, str]]) -> list[str]:
-    return [where for where, text in outputs if MARK in text]
+    """Where a secret shows: the marker, also once line ends and indents are taken out (a
+    secret wrapped across lines), or the database's credentials as base64."""
+    return [
+        where
+        for where, text in outputs
+        if MARK in text or MARK in re.sub(r"\s", "", text) or BASIC_CREDENTIALS in text
+    ]
 
 
 def test_no_cli_command_prints_a_secret_with_or_without_json(sweep: Sweep) -> None:
@@ -204,7 +262,16 @@ def test_no_cli_command_prints_a_secret_with_or_without_json(sweep: Sweep) -> No
     assert "last stderr lines" in connect_leaky
     assert "--token=${MY_TOKEN}" in connect_leaky
     call = dict(sweep.outputs)["pi-mcp call echoer_dump {} (stderr)"]
-    assert "API_KEY=${MY_TOKEN}" in call
+    # The environment comes sorted; the output guard keeps its first lines.
+    assert "ACME_API_KEY=${ACME_API_KEY}" in call
+    # The inherited secrets the configuration never names are shown as their variables.
+    wrapped = dict(sweep.outputs)["pi-mcp connect wrapper (stderr)"]
+    assert "config: key=${ACME_API_KEY}" in wrapped
+    assert "Authorization: Basic ${DATABASE_URL}" in wrapped
+    # The key block's lines are gone (its first is masked: the sweep's configured PEM key
+    # registers that very line).
+    assert "-----END PRIVATE KEY-----" not in wrapped
+    assert "giving up" in wrapped
 
 
 def test_config_shows_references_and_masks_never_values(sweep: Sweep) -> None:
@@ -236,11 +303,17 @@ def test_no_file_written_holds_a_secret(sweep: Sweep) -> None:
         p for p in files_under(sweep.agent_dir, sweep.project_dir, sweep.spill_dir) if p != config
     ]
     names = {p.name for p in written}
-    assert {"mcp-cache.json", "mcp-failures.json", "leaky.log", "echoer.log"} <= names
+    assert {
+        "mcp-cache.json",
+        "mcp-failures.json",
+        "leaky.log",
+        "echoer.log",
+        "wrapper.log",
+    } <= names
     spilled = [p for p in written if p.parent.name.startswith("pi-mcp-output-")]
     assert any(f"CMD_KEY={MASK}" in p.read_text() for p in spilled), names
     assert any(p.suffix == ".jsonl" for p in written), names  # the call trace
-    leaked = [str(p) for p in written if MARK.encode() in p.read_bytes()]
+    leaked = leaks([(str(p), p.read_text(errors="replace")) for p in written])
     assert leaked == []
 
 
@@ -258,6 +331,7 @@ GATEWAY_CALLS: list[dict[str, Any]] = [
     {"search": "dump"},
     {"describe": "echoer_dump"},
     {"connect": "leaky"},
+    {"connect": "wrapper"},
     {"connect": "urlpath"},
     {"connect": "remote"},
     {"connect": "sock"},
@@ -287,14 +361,14 @@ async def test_the_gateway_over_stdio_shows_no_secret(sweep: Sweep) -> None:
         async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:  # type: ignore[arg-type]
             outputs = await gateway_session(client)
     outputs.append(("gateway stderr", log.read_text()))
-    assert "cannot connect" in dict(outputs)[f"mcp {GATEWAY_CALLS[4]}"]
+    assert "cannot connect" in dict(outputs)[f"mcp {GATEWAY_CALLS[5]}"]
     assert leaks(outputs) == []
 
 
 async def test_the_gateway_over_http_shows_no_secret(
     sweep: Sweep, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in ("MY_TOKEN", "OTHER_TOKEN", "CANARY_DIR", "TMPDIR"):
+    for name in ("MY_TOKEN", "OTHER_TOKEN", "CANARY_DIR", "TMPDIR", *INHERITED):
         monkeypatch.setenv(name, sweep.environ[name])
     gateway = start_gateway(sweep.agent_dir, sweep.project_dir)
     try:
@@ -308,6 +382,8 @@ async def test_the_gateway_over_http_shows_no_secret(
             gateway.stop()
     outputs.append(("gateway log", gateway.log))
     assert "last stderr lines" in dict(outputs)[f"mcp {GATEWAY_CALLS[3]}"]
+    # What the model is shown of a server that printed an inherited secret, cut in two.
+    assert "config: key=${ACME_API_KEY}" in dict(outputs)[f"mcp {GATEWAY_CALLS[4]}"]
     assert leaks(outputs) == []
 
 
@@ -332,7 +408,7 @@ async def test_the_python_surfaces_return_no_secret(
         for params in GATEWAY_CALLS:
             result = await proxy.execute(params)
             outputs.append((f"mcp {params}", repr(result)))
-        for name in ("leaky", "urlpath", "sock"):
+        for name in ("leaky", "wrapper", "urlpath", "sock"):
             try:
                 await adapter.connect(name)
             except Exception as exc:

@@ -53,8 +53,10 @@ CANARIES = {
         "url-password",  # user:password@ in a URL
         "url-query",  # ?token= in a URL
         "arg",  # --api-key=... in args
+        "inherited",  # ACME_API_KEY in the environment, named by no configuration
     )
 }
+LEAKY = Path(__file__).resolve().parents[1] / "fixtures" / "leaky_server.py"
 
 
 def closed_port() -> int:
@@ -85,6 +87,8 @@ def write_config(agent_dir: Path, url: str) -> None:
             "url": f"http://user:{CANARIES['url-password']}@127.0.0.1:{port}/mcp"
             f"?token={CANARIES['url-query']}"
         },
+        # Prints the environment it inherited on stderr and exits before the handshake.
+        "dumper": {"command": sys.executable, "args": [str(LEAKY), "stderr"]},
         "missing": {
             "command": "pi-mcp-no-such-command",
             "args": [f"--api-key={CANARIES['arg']}"],
@@ -111,6 +115,7 @@ GATEWAY_REQUESTS: list[dict[str, Any]] = [
     {"connect": "refused"},
     {"connect": "wrong-bearer"},
     {"connect": "missing"},
+    {"connect": "dumper"},
     {"tool": "bearer_echo", "args": {"message": "x"}},
     {"tool": "refused_echo", "args": {"message": "x"}},
     {"instructions": "stdio"},
@@ -159,6 +164,7 @@ async def test_no_canary_reaches_any_output_of_the_engine_the_surfaces_or_the_cl
         "HOME": str(tmp_path),
         "PI_MCP_CANARY_BEARER": CANARIES["bearer"],
         "PI_MCP_CANARY_INTERPOLATED": CANARIES["interpolated"],
+        "ACME_API_KEY": CANARIES["inherited"],
     }
     url = http_fixtures.mcp(
         "streamable-http",
@@ -182,7 +188,7 @@ async def test_no_canary_reaches_any_output_of_the_engine_the_surfaces_or_the_cl
         assert adapter.server_status("bearer").status == "connected"
         assert adapter.server_status("bearer-env").status == "connected"
         assert adapter.server_status("stdio").status == "connected"
-        for name in ("wrong-bearer", "refused", "missing"):
+        for name in ("wrong-bearer", "refused", "missing", "dumper"):
             assert adapter.server_status(name).status in ("failed", "needs-auth"), name
         for name in ("bearer", "bearer-env", "stdio"):
             outcome = await adapter.call(f"{name}_echo", {"message": "hello"})
@@ -190,7 +196,7 @@ async def test_no_canary_reaches_any_output_of_the_engine_the_surfaces_or_the_cl
             outputs.append((f"call {name}", text_of(outcome.result) + outcome.message))
             outcome = await adapter.call(f"{name}_fail", {})
             outputs.append((f"failing call {name}", text_of(outcome.result) + outcome.message))
-        for name in ("wrong-bearer", "refused", "missing"):
+        for name in ("wrong-bearer", "refused", "missing", "dumper"):
             for attempt in (adapter.connect(name), adapter.reconnect(name)):
                 try:
                     outputs.append((f"connect {name}", text_of(await attempt)))
@@ -218,7 +224,7 @@ async def test_no_canary_reaches_any_output_of_the_engine_the_surfaces_or_the_cl
 
     monkeypatch.setenv("HOME", str(tmp_path))
     for name, value in environ.items():
-        if name.startswith("PI_MCP_CANARY"):
+        if name.startswith("PI_MCP_CANARY") or name == "ACME_API_KEY":
             monkeypatch.setenv(name, value)
     runner = CliRunner()
     for command in (
@@ -232,6 +238,7 @@ async def test_no_canary_reaches_any_output_of_the_engine_the_surfaces_or_the_cl
         ["call", "refused_echo", '{"message": "x"}'],
         ["call", "missing_echo", "{}"],
         ["connect", "wrong-bearer"],
+        ["connect", "dumper"],
         ["stats", "--json"],
     ):
         result = runner.invoke(
