@@ -234,7 +234,7 @@ def test_a_trusted_project_writes_only_inside_the_agent_dir_and_the_project(
     assert machine.load().settings.trace is not False
 
 
-def test_a_trusted_project_file_never_changes_approval_of_the_users_own_server(
+def test_a_trusted_project_file_never_changes_approval_or_retries_of_the_users_own_server(
     machine: Machine,
 ) -> None:
     machine.write_layer("agent", {"mcpServers": {"mine": {"command": "m", "approveTools": True}}})
@@ -242,7 +242,7 @@ def test_a_trusted_project_file_never_changes_approval_of_the_users_own_server(
         "project",
         {
             "mcpServers": {
-                "mine": {"approveTools": False, "args": ["--verbose"]},
+                "mine": {"approveTools": False, "idempotentTools": ["*"], "args": ["--verbose"]},
                 "theirs": {"command": "t", "approveTools": False},
             }
         },
@@ -255,8 +255,10 @@ def test_a_trusted_project_file_never_changes_approval_of_the_users_own_server(
     assert mine.untrusted is None
     assert mine.args == ("--verbose",)
     assert mine.approve_tools is True
+    assert mine.idempotent_tools is None  # a replayed call of the user's server never reruns
     assert loaded.servers["theirs"].approve_tools is False  # its own server: its own call
     assert any("mcpServers.mine.approveTools is ignored" in w for w in loaded.warnings)
+    assert any("mcpServers.mine.idempotentTools is ignored" in w for w in loaded.warnings)
 
 
 def test_a_relative_command_resolves_where_the_project_file_really_lies(

@@ -608,6 +608,11 @@ def _project_write_roots(agent_dir: Path, project_dir: Path) -> tuple[Path, ...]
     return (agent_dir, project_dir, spill_dir)
 
 
+_USER_SAFEGUARD_FIELDS = {"approve_tools": "approveTools", "idempotent_tools": "idempotentTools"}
+"""Per-server fields that guard the user's own servers: whether a call is approved, and whether a
+replayed call may run again. A project file never changes them for a server the user defines."""
+
+
 def _keep_user_approval(
     raw: RawEntry,
     valid: ValidEntry,
@@ -615,10 +620,12 @@ def _keep_user_approval(
     where: Where,
     collector: _Collector,
 ) -> ValidEntry:
-    """A project file's entry without ``approveTools`` when the server is also defined by the
-    user's own files: trusting a repository for what it runs does not hand it the approval of
-    the user's servers (the trust question shows commands, not this)."""
-    if "approve_tools" not in valid.fields:
+    """A project file's entry without the safeguard fields (:data:`_USER_SAFEGUARD_FIELDS`)
+    when the server is also defined by the user's own files: trusting a repository for what it
+    runs does not hand it the approval of the user's servers (the trust question shows
+    commands, not this)."""
+    dropped = [name for name in _USER_SAFEGUARD_FIELDS if name in valid.fields]
+    if not dropped:
         return valid
     owned = any(
         source not in PROJECT_LAYERS and not _is_project_host_file(path, where)
@@ -626,11 +633,13 @@ def _keep_user_approval(
     )
     if not owned:
         return valid
-    collector.warnings.append(
-        f"{raw.path}: mcpServers.{raw.name}.approveTools is ignored: {raw.name!r} is defined in "
-        "your own config, and a project file may not change whether its calls are approved"
-    )
-    fields = {k: v for k, v in valid.fields.items() if k != "approve_tools"}
+    for name in dropped:
+        collector.warnings.append(
+            f"{raw.path}: mcpServers.{raw.name}.{_USER_SAFEGUARD_FIELDS[name]} is ignored: "
+            f"{raw.name!r} is defined in your own config, and a project file may not change "
+            "how its calls are approved or retried"
+        )
+    fields = {k: v for k, v in valid.fields.items() if k not in dropped}
     return ValidEntry(fields, valid.extras, valid.line)
 
 
