@@ -116,7 +116,7 @@ class BearerTokenGuard:
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self._app = app
-        self._token = token.encode()
+        self._token_digest = hashlib.sha256(token.encode()).digest()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not self._authorized(scope):
@@ -148,8 +148,9 @@ class BearerTokenGuard:
                 if scheme.lower() == b"bearer":
                     supplied = credentials.strip()
                 break
-        # compare_digest takes the same time wherever the first difference is.
-        return hmac.compare_digest(supplied, self._token)
+        # Digests of equal length: compare_digest then takes the same time wherever the first
+        # difference is and whatever the supplied token's length, so timing reveals neither.
+        return hmac.compare_digest(hashlib.sha256(supplied).digest(), self._token_digest)
 
 
 def create_http_app(gateway: McpGateway, options: GatewayOptions) -> ASGIApp:
