@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import sys
 
-import anyio.to_thread
-
 from pi_mcp_adapter.engine import Question
 from pi_mcp_adapter.engine._approval import escape_controls
 
@@ -27,10 +25,14 @@ async def ask_on_terminal(question: Question) -> str | None:
     """Ask on the terminal; the chosen option's id, or None without a terminal or an answer."""
     if not sys.stdin.isatty():
         return None
-    return await anyio.to_thread.run_sync(_prompt, question, abandon_on_cancel=True)
+    from ._elicit import ask_in_thread
+
+    return await ask_in_thread(_prompt, question)
 
 
 def _prompt(question: Question) -> str | None:
+    from ._elicit import read_answer_line
+
     out = sys.stderr
     options = question.options
     out.write(f"\n{question.title}\n{question.text}\n")
@@ -41,7 +43,7 @@ def _prompt(question: Question) -> str | None:
     for _ in range(ATTEMPTS):
         out.write(f"{prompt}Choose 1-{len(options)}: ")
         out.flush()
-        line = sys.stdin.readline()
+        line = read_answer_line()
         if not line:
             return None  # end of input: nobody is there
         answer = line.strip()

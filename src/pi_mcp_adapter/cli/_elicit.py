@@ -13,14 +13,23 @@ Questions are written to stderr (stdout carries the command's result, which may 
 answers read from stdin, only when both are terminals. Otherwise the elicitation is declined
 and stderr says which server asked what and how to answer (run the command at a terminal).
 
+When the call a form belongs to ends while the form is open (the server withdrew its question,
+the command is ending), the form is closed: a line says so, and what was typed ahead is
+discarded, so the keystrokes meant for the form do not reach the shell after the command exits.
+
 Sampling is not offered: the CLI has no model, so servers are not told it can sample.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import select
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
+import anyio
 import anyio.to_thread
 
 from pi_mcp_adapter.engine import FormValue, describe_question, form_fields
@@ -28,7 +37,9 @@ from pi_mcp_adapter.engine import FormValue, describe_question, form_fields
 if TYPE_CHECKING:
     import mcp_types as types
 
-__all__ = ["elicit_on_terminal"]
+__all__ = ["ask_in_thread", "elicit_on_terminal", "read_answer_line"]
+
+_T = TypeVar("_T")
 
 ATTEMPTS = 3
 """Invalid answers to one field before the form counts as cancelled."""
@@ -53,8 +64,65 @@ async def elicit_on_terminal(server: str, params: types.ElicitRequestParams) -> 
         sys.stderr.flush()
         return types.ElicitResult(action="decline")
     if params.mode == "url":
-        return await anyio.to_thread.run_sync(_ask_url, server, params, abandon_on_cancel=True)
-    return await anyio.to_thread.run_sync(_ask_form, server, params, abandon_on_cancel=True)
+        return await ask_in_thread(_ask_url, server, params)
+    return await ask_in_thread(_ask_form, server, params)
+
+
+async def ask_in_thread(ask: Callable[..., _T], *args: Any) -> _T:
+    """Run the blocking prompt ``ask(*args)`` in a thread; if the waiting caller is cancelled
+    (its call ended), close the prompt on the terminal instead of leaving it open."""
+    try:
+        return await anyio.to_thread.run_sync(ask, *args, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        _close_abandoned_prompt()
+        _wake_abandoned_reader()
+        raise
+
+
+_abandon_pipe: tuple[int, int] | None = None
+"""Written to when a prompt is abandoned, so the thread reading its answer returns (a thread
+blocked in ``readline`` would keep the process alive after the command ended)."""
+
+
+def _abandon_fds() -> tuple[int, int]:
+    global _abandon_pipe
+    if _abandon_pipe is None:
+        _abandon_pipe = os.pipe()
+    return _abandon_pipe
+
+
+def _wake_abandoned_reader() -> None:
+    with contextlib.suppress(OSError):
+        os.write(_abandon_fds()[1], b"x")
+
+
+def read_answer_line() -> str:
+    """One line typed at the terminal; "" at end of input, or when the prompt was abandoned."""
+    try:
+        wake = _abandon_fds()[0]
+        ready, _, _ = select.select([sys.stdin, wake], [], [])
+    except (OSError, ValueError, TypeError):
+        return sys.stdin.readline()  # no select on this stdin: read as before
+    if wake in ready:
+        os.read(wake, 1)
+        return ""
+    return sys.stdin.readline()
+
+
+def _close_abandoned_prompt() -> None:
+    """The reading thread cannot be stopped: say the prompt is closed and drop typed-ahead
+    input, which would otherwise be read by the shell once the command exits."""
+    try:
+        sys.stderr.write("\n(closed: the call this question belonged to has ended)\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    try:
+        import termios
+
+        termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
+    except (ImportError, OSError, ValueError):
+        pass  # not a terminal, or not POSIX: nothing typed ahead to drop
 
 
 def _write(text: str) -> None:
@@ -64,7 +132,7 @@ def _write(text: str) -> None:
 
 def _read(prompt: str) -> str:
     _write(prompt)
-    line = sys.stdin.readline()
+    line = read_answer_line()
     if not line:
         raise _Cancelled
     return line.strip()

@@ -492,7 +492,8 @@ class ServerConnection:
                 code=types.INVALID_REQUEST,
                 message="Sampling not supported: the client that made this call cannot sample",
             )
-        return await relay.sampling(params)
+        with self._relays.asking(relay):
+            return await relay.sampling(params)
 
     async def _relay_elicitation(
         self, context: Any, params: types.ElicitRequestParams
@@ -509,7 +510,8 @@ class ServerConnection:
                 message="Elicitation not supported: the client that made this call cannot "
                 "ask its user",
             )
-        return await relay.elicitation(params)
+        with self._relays.asking(relay):
+            return await relay.elicitation(params)
 
     async def _relay_log(self, params: types.LoggingMessageNotificationParams) -> None:
         self._logs_relayed += 1
@@ -591,12 +593,9 @@ class ServerConnection:
         progress: ProgressFnT | None = None,
     ) -> _T:
         async def send(session: ClientSession, progress: ProgressFnT | None) -> _T:
-            return await session.send_request(
-                request,
-                result_type,
-                request_read_timeout_seconds=timeout_s,
-                progress_callback=progress,
-            )
+            # No SDK timeout: the request's deadline is the one _exchange keeps, which
+            # stands still while a person answers the server's questions.
+            return await session.send_request(request, result_type, progress_callback=progress)
 
         return await self._exchange(what, send, timeout_s, progress)
 
@@ -608,13 +607,21 @@ class ServerConnection:
         progress: ProgressFnT | None,
     ) -> _R:
         """Run ``send`` as the calling task's request: its relay routes what the server sends
-        meanwhile, and its failures become our exceptions."""
+        meanwhile, and its failures become our exceptions.
+
+        ``timeout_s`` bounds the whole exchange (a task's polls included) except the time the
+        caller spends answering the server's questions: the deadline stands still then
+        (:meth:`RelayBoard.asking`). Leaving on the deadline cancels the request on the server
+        (``notifications/cancelled``; a task gets ``tasks/cancel``), as any cancellation does.
+        """
         client = self._require_client(what)
         relay = current_relay()
         if progress is None and relay is not None:
             progress = relay.progress
         try:
-            with self._relays.calling(relay):
+            with anyio.CancelScope() as deadline, self._relays.calling(relay, deadline):
+                if timeout_s is not None:
+                    deadline.deadline = anyio.current_time() + timeout_s
                 result = await send(client.session, progress)
                 if relay is not None and self._logs_relayed:
                     # Log notifications travel through the SDK's notification queue while the
@@ -622,6 +629,8 @@ class ServerConnection:
                     # (only for servers that log at all; the turns cost a little on every call).
                     for _ in range(_NOTIFICATION_DRAIN_CHECKPOINTS):
                         await anyio.lowlevel.checkpoint()
+            if deadline.cancelled_caught:
+                raise MCPError(code=types.REQUEST_TIMEOUT, message=f"{what} timed out")
         except Exception as exc:
             denial = take_auth_denial(self._auth)
             if denial is not None:
@@ -671,44 +680,36 @@ class ServerConnection:
         async def send(
             session: ClientSession, progress: ProgressFnT | None
         ) -> types.CallToolResult:
-            # A task's polls, questions and answers all count against the call's timeout,
-            # except the time a person takes to answer (the SDK pauses its clock likewise).
-            with anyio.CancelScope() as deadline:
-                if timeout_s is not None:
-                    deadline.deadline = anyio.current_time() + timeout_s
+            # A task's polls, questions and answers all count against the call's timeout
+            # (kept by _exchange), except the time a person takes to answer.
+            outcome = await session.send_request(
+                request, CALL_TOOL_OUTCOME, progress_callback=progress
+            )
+            rounds = 0
+            while isinstance(outcome, types.InputRequiredResult):
+                # The 2026-07-28 way of asking mid-call: answer, then call again.
+                rounds += 1
+                if rounds > MAX_INPUT_ROUNDS:
+                    raise MCPError(
+                        code=types.INTERNAL_ERROR,
+                        message=f"the server asked for input {MAX_INPUT_ROUNDS} times",
+                    )
+                answers = await self._answer(outcome.input_requests or {})
                 outcome = await session.send_request(
-                    request,
+                    types.CallToolRequest(
+                        params=request.params.model_copy(
+                            update={
+                                "input_responses": answers or None,
+                                "request_state": outcome.request_state,
+                            }
+                        )
+                    ),
                     CALL_TOOL_OUTCOME,
-                    request_read_timeout_seconds=timeout_s,
                     progress_callback=progress,
                 )
-                rounds = 0
-                while isinstance(outcome, types.InputRequiredResult):
-                    # The 2026-07-28 way of asking mid-call: answer, then call again.
-                    rounds += 1
-                    if rounds > MAX_INPUT_ROUNDS:
-                        raise MCPError(
-                            code=types.INTERNAL_ERROR,
-                            message=f"the server asked for input {MAX_INPUT_ROUNDS} times",
-                        )
-                    answers = await self._answer_paused(deadline, outcome.input_requests or {})
-                    outcome = await session.send_request(
-                        types.CallToolRequest(
-                            params=request.params.model_copy(
-                                update={
-                                    "input_responses": answers or None,
-                                    "request_state": outcome.request_state,
-                                }
-                            )
-                        ),
-                        CALL_TOOL_OUTCOME,
-                        request_read_timeout_seconds=timeout_s,
-                        progress_callback=progress,
-                    )
-                if isinstance(outcome, TaskHandle):
-                    return await self._follow(session, tool, outcome, deadline)
-                return outcome
-            raise MCPError(code=types.REQUEST_TIMEOUT, message="the call timed out")
+            if isinstance(outcome, TaskHandle):
+                return await self._follow(session, tool, outcome)
+            return outcome
 
         return await self._exchange(what, send, timeout_s, progress)
 
@@ -717,7 +718,6 @@ class ServerConnection:
         session: ClientSession,
         tool: str,
         handle: TaskHandle,
-        deadline: anyio.CancelScope,
     ) -> types.CallToolResult:
         record = RunningTask(
             server=self.server,
@@ -727,25 +727,11 @@ class ServerConnection:
             started_at=self._clock(),
         )
         self.running_tasks[handle.task_id] = record
-
-        def paused(seconds: float) -> None:
-            deadline.deadline += seconds
-
         try:
-            return await follow_task(
-                session, handle, answer=self._answer, record=record, on_question=paused
-            )
+            # The task's questions go through the relays, which stop the call's deadline.
+            return await follow_task(session, handle, answer=self._answer, record=record)
         finally:
             del self.running_tasks[handle.task_id]
-
-    async def _answer_paused(
-        self, deadline: anyio.CancelScope, requests: types.InputRequests
-    ) -> types.InputResponses:
-        asked_at = anyio.current_time()
-        try:
-            return await self._answer(requests)
-        finally:
-            deadline.deadline += anyio.current_time() - asked_at
 
     async def _answer(self, requests: types.InputRequests) -> types.InputResponses:
         """Answer the questions a 2026-07-28 server embedded in a result (or a task) the way

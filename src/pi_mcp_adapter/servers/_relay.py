@@ -15,15 +15,23 @@ client would leak it), and log messages go to the gateway's own log.
 
 The relay is carried in a context variable so that the engine and the server manager between
 the caller and the connection need no extra parameters: the call runs in the caller's task.
+
+A call's ``requestTimeoutMs`` measures the server, not the person: while a question the board
+routed to a caller is being answered (a form, an approval, a model's completion), the
+deadlines of that caller's calls in flight on the connection stand still (:meth:`RelayBoard.
+asking`). The same rule covers questions sent as requests (2025 era), embedded in a result
+(``input_required``) and asked by a task, in every host, because they all pass through here.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+import anyio
 import mcp_types as types
 from mcp.shared.dispatcher import ProgressFnT
 
@@ -79,25 +87,82 @@ class AmbiguousCallerError(Exception):
     """Calls from several callers are in flight: a server request cannot be attributed."""
 
 
+class _PausableDeadline:
+    """A call's deadline (a cancel scope) that stops while its caller answers a question.
+
+    Pauses nest (two questions at once): the clock runs again when the last one is answered,
+    with the seconds that were left when the first began.
+    """
+
+    __slots__ = ("_pauses", "_remaining_s", "_scope")
+
+    def __init__(self, scope: anyio.CancelScope) -> None:
+        self._scope = scope
+        self._pauses = 0
+        self._remaining_s = math.inf
+
+    def pause(self) -> None:
+        if self._pauses == 0:
+            self._remaining_s = self._scope.deadline - anyio.current_time()
+            self._scope.deadline = math.inf
+        self._pauses += 1
+
+    def resume(self) -> None:
+        self._pauses -= 1
+        if self._pauses == 0:
+            self._scope.deadline = anyio.current_time() + self._remaining_s
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _InFlight:
+    relay: CallRelay
+    deadline: _PausableDeadline | None
+
+
 class RelayBoard:
     """The relayed calls in flight on one connection."""
 
     def __init__(self) -> None:
-        self._in_flight: list[CallRelay] = []
+        self._entries: list[_InFlight] = []
+
+    @property
+    def _in_flight(self) -> list[CallRelay]:
+        return [entry.relay for entry in self._entries]
 
     @contextmanager
-    def calling(self, relay: CallRelay | None) -> Iterator[None]:
-        """Note ``relay`` as in flight for the duration of the block."""
+    def calling(
+        self, relay: CallRelay | None, deadline: anyio.CancelScope | None = None
+    ) -> Iterator[None]:
+        """Note ``relay`` as in flight for the duration of the block; ``deadline`` (the call's
+        timeout scope) stands still while the caller answers a question (:meth:`asking`)."""
         if relay is None:
             yield
             return
         if relay.sent is not None:
             relay.sent()
-        self._in_flight.append(relay)
+        entry = _InFlight(relay, _PausableDeadline(deadline) if deadline is not None else None)
+        self._entries.append(entry)
         try:
             yield
         finally:
-            self._in_flight.remove(relay)
+            self._entries.remove(entry)
+
+    @contextmanager
+    def asking(self, relay: CallRelay) -> Iterator[None]:
+        """While the block runs, ``relay``'s caller is answering a server's question: the
+        deadlines of its calls in flight here stop (the person's time is not the server's)."""
+        paused = [
+            entry.deadline
+            for entry in self._entries
+            if entry.relay.caller is relay.caller and entry.deadline is not None
+        ]
+        for deadline in paused:
+            deadline.pause()
+        try:
+            yield
+        finally:
+            for deadline in paused:
+                deadline.resume()
 
     def route(self) -> CallRelay | None:
         """The relay of the one caller with calls in flight; ``None`` when there is none.
