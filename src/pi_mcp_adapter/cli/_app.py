@@ -147,17 +147,20 @@ def _global_options(
 
 
 def redact_standard_streams() -> None:
-    """Route stdout and stderr through secret redaction, once per stream.
+    """Route stdout and stderr through secret redaction, once per stream, and make server text
+    inert on a terminal (:mod:`._terminal`).
 
     The one choke point of the CLI's output: our printers, rich tables, typer's usage errors and
     log handlers that write to the streams all pass through it.
     """
     from pi_mcp_adapter._secrets import RedactingStream
 
+    from ._terminal import TerminalStream
+
     if not isinstance(sys.stdout, RedactingStream):
-        sys.stdout = RedactingStream(sys.stdout)
+        sys.stdout = TerminalStream(sys.stdout)
     if not isinstance(sys.stderr, RedactingStream):
-        sys.stderr = RedactingStream(sys.stderr)
+        sys.stderr = TerminalStream(sys.stderr)
 
 
 def get_context(ctx: typer.Context) -> CliContext:

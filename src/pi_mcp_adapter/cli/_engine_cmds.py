@@ -39,6 +39,7 @@ from ._app import (
     report_config_problems,
     require_known_server,
 )
+from ._terminal import inert_on_terminal, write_control
 from ._wording import cli_wording, to_camel_keys
 
 if TYPE_CHECKING:
@@ -74,12 +75,12 @@ class _Progress:
         elif phase == "still-starting":
             self.still_starting[server] = (detail or "still starting").splitlines()[0]
         elif phase == "connecting" and self._live:
-            sys.stderr.write(f"connecting {server}…\r")
+            write_control(sys.stderr, f"connecting {inert_on_terminal(server)}…\r")
             sys.stderr.flush()
 
     def report(self) -> None:
         if self._live:
-            sys.stderr.write("\x1b[2K")
+            write_control(sys.stderr, "\x1b[2K")
         starting = sorted(name for name in self.still_starting if self.concerns(name))
         if starting:
             lines = [f"{len(starting)} server(s) still starting, not listed yet:"]
