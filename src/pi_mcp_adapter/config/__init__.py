@@ -19,7 +19,7 @@ from ._loader import ConfigSource, LoadedConfig, ServerProvenance, SourceStatus,
 from ._locations import IMPORT_KINDS, ImportKind
 from ._masking import MASK, is_pem_text, mask_secrets
 from ._merge import DroppedFields, LayerContribution
-from ._models import ServerEntry, Settings
+from ._models import ServerEntry, Settings, TelemetrySettings
 
 __all__ = [
     "IMPORT_KINDS",
@@ -35,6 +35,7 @@ __all__ = [
     "ServerProvenance",
     "Settings",
     "SourceStatus",
+    "TelemetrySettings",
     "apply_imports_change",
     "discover_host_configs",
     "is_pem_text",

@@ -452,6 +452,8 @@ _USER_ONLY_SETTINGS = {
     "shared_state": "sharedState",
     "gateway_clients": "gatewayClients",
     "gateway_jwt": "gatewayJwt",
+    # An endpoint a repository names would receive the user's traces.
+    "telemetry": "telemetry",
 }
 
 

@@ -382,6 +382,26 @@ class TraceSettings(_Model):
     file: str | None = None
 
 
+class TelemetrySettings(_Model):
+    """``settings.telemetry``: OpenTelemetry traces and metrics (docs/observability.md)."""
+
+    enabled: bool = True
+    exporter: Literal["otlp", "console", "none"] | None = None
+    """``None``: from ``OTEL_TRACES_EXPORTER``, else ``otlp`` when an endpoint is named."""
+    endpoint: str | None = None
+    """The OTLP base URL (``/v1/traces`` and ``/v1/metrics`` are added for HTTP); ``None``:
+    the standard ``OTEL_EXPORTER_OTLP_*`` variables."""
+    protocol: Literal["http/protobuf", "grpc"] | None = None
+    service_name: str = "pi-mcp-adapter"
+    record_arguments: bool = False
+    """Argument values (and search queries) as span attributes, masked; off: never."""
+    record_results: bool = False
+    """Tool results as span attributes, masked; off: never."""
+    metrics_token: str | None = None
+    """A bearer token for the HTTP gateway's ``/metrics`` and ``/status`` alone (a scraper
+    needs no client token); write it as ``${VAR}``."""
+
+
 class CaptureStats(_Model):
     path: str | None = None
     flush_delay_ms: int = 500
@@ -608,6 +628,9 @@ class Settings(_Model):
     """A ``redis://`` URL: failure memory, approvals granted for always, trust records and
     the metadata cache are shared by every process using it (replicas of a gateway); files
     stay the fallback. Needs the ``redis`` extra; ``PI_MCP_SHARED_STATE`` overrides it."""
+    telemetry: bool | TelemetrySettings = False
+    """OpenTelemetry traces and metrics, the gateway's ``/metrics`` and status page; the
+    standard ``OTEL_*`` variables turn it on too. Needs the ``telemetry`` extra."""
     gateway_clients: tuple[GatewayClient, ...] = ()
     gateway_jwt: GatewayJwt | None = None
     """Who may use an HTTP gateway, each with a bearer token (stored as its SHA-256) or JWTs

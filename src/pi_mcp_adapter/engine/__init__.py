@@ -22,6 +22,8 @@
                  host's answerers, with form defaults filled in.
 - ``_caller``    who a call is made for (a gateway client) and what its policy allows.
 - ``_trace``     one metadata-only JSON line per call (``settings.trace``, ``PI_MCP_TRACE``).
+- ``_telemetry`` OpenTelemetry spans and metrics (``settings.telemetry``, ``OTEL_*``), the
+                 Prometheus text and what the gateway's status page shows.
 
 The engine imports ``config``, ``servers`` and ``catalog``, never ``surface`` or a host binding.
 """

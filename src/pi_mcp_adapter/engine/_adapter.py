@@ -67,6 +67,7 @@ from ._notices import DEFAULT_STATUS_DEBOUNCE_S, Notices
 from ._pipeline import CallPipeline
 from ._questions import Elicit, Sample, ServerQuestions
 from ._server_status import ServerStatuses
+from ._telemetry import search_span
 from ._trace import open_call_trace
 from ._values import (
     CallOutcome,
@@ -355,6 +356,7 @@ class McpAdapter:
             if not self._cache_loaded:  # a host that showed cached tools first read it already
                 self.state.load_cache()
             stack.callback(self.notices.clear_status_line)
+            _start_telemetry(self)
             if self.settings.capture_stats:
                 from ._stats import CallStats
 
@@ -771,9 +773,15 @@ class McpAdapter:
         """
         if server is not None:
             self.require_server(server)
-        page = self.state.index.search(
-            query, server=server, regex=regex, limit=limit or DEFAULT_SEARCH_LIMIT, offset=offset
-        )
+        with search_span(server=server, regex=regex, query=query) as searched:
+            page = self.state.index.search(
+                query,
+                server=server,
+                regex=regex,
+                limit=limit or DEFAULT_SEARCH_LIMIT,
+                offset=offset,
+            )
+            searched.hits = len(page.hits)
         unavailable: tuple[ServerStatus, ...] = ()
         if not page.hits:
             names = [server] if server is not None else list(self.servers)
@@ -1075,3 +1083,17 @@ def _fingerprint(config: LoadedConfig) -> tuple[tuple[str, int, int], ...]:
         else:
             rows.append((str(source.path), stat.st_size, stat.st_mtime_ns))
     return tuple(rows)
+
+
+def _start_telemetry(adapter: McpAdapter) -> None:
+    """Traces and metrics of this adapter's work when configured (engine/_telemetry.py); a
+    missing extra is said once in the log and the adapter runs without them."""
+    from . import _telemetry
+
+    try:
+        telemetry = _telemetry.configure_telemetry(adapter.settings, adapter._environ)
+    except _telemetry.TelemetryUnavailableError as exc:
+        logger.warning("%s", exc)
+        return
+    if telemetry is not None:
+        telemetry.watch(adapter)

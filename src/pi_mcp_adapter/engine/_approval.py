@@ -43,6 +43,8 @@ from pi_mcp_adapter._files import write_atomically
 from pi_mcp_adapter.catalog import ToolFilter, ToolInfo, config_hash
 from pi_mcp_adapter.config import ServerEntry, Settings
 
+from ._telemetry import approval_span
+
 __all__ = [
     "APPROVALS_FILE_NAME",
     "APPROVAL_OPTIONS",
@@ -322,13 +324,17 @@ class ToolApprovals:
                 f"not made. To allow it without asking, remove it from {setting}."
             )
         question = self.question(tool, arguments, script=script)
-        try:
-            answer = await ask(question)
-        except Exception as exc:  # an asker must never let a call through by failing
-            logger.warning("asking for approval of %s failed: %s", tool.name, exc)
-            answer = None
-        option = question.option(answer)
-        choice = option.id if option is not None else None
+        with approval_span(tool) as asked:
+            try:
+                answer = await ask(question)
+            except Exception as exc:  # an asker must never let a call through by failing
+                logger.warning("asking for approval of %s failed: %s", tool.name, exc)
+                answer = None
+            option = question.option(answer)
+            choice = option.id if option is not None else None
+            asked.answer = (
+                "denied" if choice == "deny" else "allowed" if choice is not None else "none"
+            )
         if choice == "allow_once":
             return None
         if choice == "allow_session":

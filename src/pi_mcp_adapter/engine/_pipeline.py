@@ -32,6 +32,7 @@ from ._arguments import argument_problems
 from ._caller import current_caller
 from ._catalog_state import CatalogState
 from ._replays import CallClaim, Replayed, claim_call
+from ._telemetry import upstream_call_span
 from ._trace import CallTrace
 from ._validate import validate_arguments
 from ._values import CallOutcome
@@ -180,8 +181,19 @@ class CallPipeline:
         if refusal is not None:
             return CallOutcome(name, tool, error_kind="approval_denied", message=refusal)
         # Questions the server asks during the call (elicitation, sampling) reach the person.
-        with allow_prompts(self._may_prompt()), self._questions_during(tool.server):
+        caller = current_caller()
+        with (
+            allow_prompts(self._may_prompt()),
+            self._questions_during(tool.server),
+            upstream_call_span(
+                tool,
+                self._entries().get(tool.server),
+                arguments,
+                client=caller.name if caller is not None else None,
+            ) as finish_span,
+        ):
             outcome = await self._call_server(name, tool, arguments)
+            finish_span(outcome)
         self._record(tool, outcome)
         return outcome
 

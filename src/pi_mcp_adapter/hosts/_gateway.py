@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -99,6 +98,7 @@ from pi_mcp_adapter.surface import (
 )
 
 from ._gateway_clients import ClientAccess, ClientConfig, client_access, requesting_client
+from ._gateway_telemetry import request_middleware
 
 logger = logging.getLogger("pi_mcp_adapter.gateway")
 
@@ -311,11 +311,9 @@ class McpGateway:
             on_unsubscribe_resource=self._unsubscribe,
             on_subscriptions_listen=self._listen,
         )
-        # The SDK wraps every request in an OpenTelemetry span by default; a gateway forwards
-        # each call to a server that records its own, and the wrapper is a measurable share of
-        # the hop's cost. Tracing the gateway itself is opt-in (PI_MCP_GATEWAY_OTEL=1).
-        if os.environ.get("PI_MCP_GATEWAY_OTEL") != "1":
-            server.middleware = [m for m in server.middleware if not _is_otel(m)]
+        # The gateway's own request spans replace the SDK's (which know no client, session or
+        # transport) when telemetry is on; off, no span is made at all (docs/observability.md).
+        server.middleware = request_middleware(server.middleware, client=requesting_client)
         # logging/setLevel is deprecated in the 2026-07-28 era but is how handshake-era clients
         # choose which forwarded upstream log messages they get.
         with warnings.catch_warnings():
@@ -424,6 +422,10 @@ class McpGateway:
                     host.close()
             self._clients = clients
         return self._client_config
+
+    def client_names(self) -> list[str]:
+        """The configured clients' names (the status page lists them)."""
+        return sorted(self._clients)
 
     def _client_access(self) -> ClientAccess | None:
         if not self._clients:
@@ -904,10 +906,6 @@ async def ask_calling_client(question: Question) -> str | None:
         decision = answer.content.get("decision")
         return decision if isinstance(decision, str) else None
     return None
-
-
-def _is_otel(middleware: object) -> bool:
-    return type(middleware).__name__ == "OpenTelemetryMiddleware"
 
 
 async def _send_log(connection: Connection, level: types.LoggingLevel, message: str) -> None:

@@ -172,7 +172,7 @@ def create_http_app(gateway: McpGateway, options: GatewayOptions) -> ASGIApp:
             ),
             token_verifier=ClientTokenVerifier(gateway.client_config, options.auth_token),
         )
-        return ExplainSignInRefusals(authenticated)
+        return _observed(ExplainSignInRefusals(authenticated), gateway, options)
     app: ASGIApp = gateway.server.streamable_http_app(
         streamable_http_path=options.path,
         stateless_http=options.stateless,
@@ -180,7 +180,21 @@ def create_http_app(gateway: McpGateway, options: GatewayOptions) -> ASGIApp:
     )
     if options.auth_token:
         app = BearerTokenGuard(app, options.auth_token)
-    return app
+    return _observed(app, gateway, options)
+
+
+def _observed(app: ASGIApp, gateway: McpGateway, options: GatewayOptions) -> ASGIApp:
+    """``/metrics`` and the status page beside the MCP endpoint, with their own check of who
+    may read them (hosts/_gateway_telemetry.py), when telemetry is on."""
+    from ._gateway_telemetry import with_observability
+
+    return with_observability(
+        app,
+        gateway.adapter,
+        auth_token=options.auth_token,
+        has_clients=bool(options.clients),
+        client_names=gateway.client_names,
+    )
 
 
 SHUTDOWN_ERROR_CODE = -32000

@@ -63,7 +63,7 @@ from pi_mcp_adapter.servers import (
     server_fingerprint,
 )
 
-from ._gateway import _is_otel
+from ._gateway_telemetry import request_middleware
 
 __all__ = ["ServerPool", "open_server_pool", "serve_pool"]
 
@@ -362,10 +362,8 @@ class ServerPool:
             on_get_prompt=get_prompt,
             on_completion=complete,
         )
-        # As in the gateway: the SDK's per-request tracing span is a measurable share of a hop
-        # that forwards to a server; PI_MCP_GATEWAY_OTEL=1 keeps it.
-        if os.environ.get("PI_MCP_GATEWAY_OTEL") != "1":
-            server.middleware = [m for m in server.middleware if not _is_otel(m)]
+        # As in the gateway: request spans only when telemetry is on (docs/observability.md).
+        server.middleware = request_middleware(server.middleware, client=lambda: None)
         return server
 
     def _check_current(self, session: _Session) -> None:

@@ -36,6 +36,7 @@ from pi_mcp_adapter.engine import (
     ToolDefinition,
     ToolResult,
 )
+from pi_mcp_adapter.engine._telemetry import script_span
 
 from ._calls import render_outcome
 from ._guard import guard_execute
@@ -130,14 +131,17 @@ class ScriptTool:
         gateway) gets every question at once. A tool named some other way is asked about at
         its first call."""
         scope = ApprovalScope(script=code)
-        await self._adapter.ask_approvals(named_tools(code), scope=scope)
-        functions = _ScriptFunctions(self._adapter, scope)
-        return await run_sandboxed(
-            code,
-            {"call": functions.call, "search": functions.search, "describe": functions.describe},
-            limits=limits or self.limits,
-            on_print=on_print,
-        )
+        # One span for the run: its approvals, searches and calls are its children.
+        with script_span():
+            await self._adapter.ask_approvals(named_tools(code), scope=scope)
+            functions = _ScriptFunctions(self._adapter, scope)
+            bound = {"call": functions.call, "search": functions.search}
+            return await run_sandboxed(
+                code,
+                {**bound, "describe": functions.describe},
+                limits=limits or self.limits,
+                on_print=on_print,
+            )
 
     def render(self, run: ScriptRun) -> ToolResult:
         """The result a model reads: what the script printed, then its value or its error."""
