@@ -24,6 +24,12 @@ sandbox until a measuring function, defined there before the script runs (so the
 replace it or the builtins it uses), has counted its size as JSON against what is left of the
 byte budget and checked that it is plain data the host can show. Only then does it cross to
 this process, so a script returning ``"x" * 10**8`` costs the host nothing.
+
+Honest limits: a sleep is not cut short (the sandbox's own cap of ten seconds per sleep would
+return early without saying so); sleeps count against the time budget, and one that would go
+past it ends the script at once, naming it. The worker writes nothing on the host's stderr:
+on POSIX it is started through a wrapper that sends its stderr to a private file of the run,
+whose last lines explain a crash or a memory refusal in the run's error.
 """
 
 from __future__ import annotations
@@ -34,10 +40,14 @@ import contextlib
 import importlib.util
 import json
 import math
+import os
+import re
 import secrets
+import shutil
+import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -165,6 +175,8 @@ class _Run:
     output: list[str] = field(default_factory=list)
     output_bytes: int = 0
     stopped: _BudgetExceeded | None = None
+    worker_stderr: str = ""
+    """The last lines the worker wrote on its stderr (kept off the host's stderr)."""
 
     def stop(self, exceeded: _BudgetExceeded) -> None:
         """End the run (on the event loop's thread)."""
@@ -297,11 +309,12 @@ async def run_sandboxed(
                 error_kind, budget = "budget", "time"
                 error = f"the script went over its time budget of {limits.timeout_s:g} s"
             except monty.MontySyntaxError as exc:
-                error_kind, error = "syntax", f"SyntaxError: {exc.display('type-msg')}"
+                error_kind, error = "syntax", _syntax_error(exc, code)
             except monty.MontyCrashedError as exc:
-                error_kind, error = "crashed", f"the sandbox worker stopped ({exc})"
+                said = f": {run.worker_stderr}" if run.worker_stderr else ""
+                error_kind, error = "crashed", f"the sandbox worker stopped ({exc}){said}"
             except monty.MontyRuntimeError as exc:
-                error_kind, error, budget = _runtime_error(exc, limits, code)
+                error_kind, error, budget = _runtime_error(exc, limits, code, run.worker_stderr)
             except monty.MontyError as exc:
                 error_kind, error = "error", str(exc)
             except (OSError, RuntimeError) as exc:  # the worker binary is missing or broken
@@ -331,17 +344,56 @@ async def _feed(monty: Any, code: str, lookup: dict[str, HostFunction], run: _Ru
         "max_memory": limits.max_memory_bytes,
         "max_recursion_depth": limits.max_recursion_depth,
         "max_suspensions": limits.max_calls * _ONE_SANDBOX_CALL + 100,
+        # Charged before each sleep: one that would go past the time budget fails at once
+        # (an uncatchable TimeoutError) instead of waiting to be stopped.
+        "max_total_sleep_secs": limits.timeout_s,
     }
+    # The sandbox cuts every sleep to ten seconds by default and returns as if it had slept:
+    # a script polling with ``time.sleep(30)`` would go on believing it waited.
+    os_policy = {"sleep": "system", "sleep_system_max": math.inf}
     # Names the script cannot know (it has no ``globals()`` or ``dir()`` to find them), so it
     # can neither replace the measuring function nor read or overwrite the captured value.
     measure = f"_pi_mcp_measure_{secrets.token_hex(8)}"
     captured = f"_pi_mcp_value_{secrets.token_hex(8)}"
     fed, value_name = capture_value(code, captured)
+    with _quiet_worker(monty, run) as binary_path:
+        return await _feed_session(
+            monty,
+            binary_path,
+            code,
+            fed,
+            value_name,
+            measure,
+            sandbox_limits,
+            os_policy,
+            lookup,
+            run,
+        )
+
+
+async def _feed_session(
+    monty: Any,
+    binary_path: str | None,
+    code: str,
+    fed: str,
+    value_name: str | None,
+    measure: str,
+    sandbox_limits: dict[str, Any],
+    os_policy: dict[str, Any],
+    lookup: dict[str, HostFunction],
+    run: _Run,
+) -> Any:
+    limits = run.limits
     async with (
         monty.AsyncMonty(
-            min_processes=1, max_processes=1, request_timeout=limits.timeout_s + _POOL_GRACE_S
+            binary_path=binary_path,
+            min_processes=1,
+            max_processes=1,
+            request_timeout=limits.timeout_s + _POOL_GRACE_S,
         ) as pool,
-        pool.checkout(script_name="script.py", limits=sandbox_limits) as session,
+        pool.checkout(
+            script_name="script.py", limits=sandbox_limits, os_policy=os_policy
+        ) as session,
     ):
         # Defined before the script runs: its defaults bind the real builtins, which the
         # script may shadow afterwards (``len = lambda x: 0``).
@@ -443,6 +495,63 @@ soon as it passes ``room``) and says what the host could not show. Walks with it
 so neither deep nesting nor the script's recursion budget stops it."""
 
 
+_WORKER_STDERR_TAIL_BYTES = 2048
+"""How much of the worker's stderr a failure quotes: its last lines say why it stopped."""
+
+
+@contextlib.contextmanager
+def _quiet_worker(monty: Any, run: _Run) -> Iterator[str | None]:
+    """A ``binary_path`` for the worker pool that starts the real worker with its stderr in a
+    private file of this run (None, the default binary, where there is no ``/bin/sh``).
+
+    The worker inherits the host's stderr otherwise, and writes there when the system refuses
+    it memory (``monty worker: allocation of ... bytes failed``): a gateway's or a terminal's
+    stderr is not the place for it, and the run's error is. The file's tail is kept in
+    ``run.worker_stderr`` when the block ends; the directory is removed."""
+    shell = "/bin/sh"
+    if os.name != "posix" or not os.path.exists(shell):
+        yield None
+        return
+    try:
+        from pydantic_monty._binary import find_monty_binary
+
+        binary = find_monty_binary()
+    except (ImportError, OSError):
+        binary = ""
+    if not os.access(binary, os.X_OK):
+        yield None  # the pool's own start reports the missing binary, as before
+        return
+    directory = tempfile.mkdtemp(prefix="pi-mcp-sandbox-")
+    try:
+        stderr_path = os.path.join(directory, "stderr")
+        wrapper = os.path.join(directory, "monty")
+        with open(wrapper, "w", encoding="utf-8") as file:
+            file.write(f'#!{shell}\nexec {_sh_quote(binary)} "$@" 2>>{_sh_quote(stderr_path)}\n')
+        os.chmod(wrapper, 0o700)
+        try:
+            yield wrapper
+        finally:
+            run.worker_stderr = _file_tail(stderr_path, _WORKER_STDERR_TAIL_BYTES)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _sh_quote(text: str) -> str:
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+def _file_tail(path: str, limit_bytes: int) -> str:
+    try:
+        with open(path, "rb") as file:
+            file.seek(0, os.SEEK_END)
+            size = file.tell()
+            file.seek(max(0, size - limit_bytes))
+            tail = file.read()
+    except OSError:
+        return ""
+    return " ".join(tail.decode("utf-8", "replace").split())
+
+
 def capture_value(code: str, name: str) -> tuple[str, str | None]:
     """``code`` with its last statement, when it is an expression, assigned to ``name``
     instead (so its value stays in the sandbox), and that name; else ``code`` and None.
@@ -485,24 +594,47 @@ def _no_value(code: str) -> None:
         ) from None
 
 
+_REFUSED_ALLOCATION = re.compile(r"allocation of (\d+) bytes failed")
+_SLEEP_LIMIT = re.compile(r"sleep limit exceeded: ([0-9.]+)s")
+
+
 def _runtime_error(
-    exc: Any, limits: ScriptLimits, code: str
+    exc: Any, limits: ScriptLimits, code: str, worker_stderr: str = ""
 ) -> tuple[ScriptErrorKind, str, str | None]:
     """The exception that ended the script, with where it was raised."""
     inner = exc.exception()
     message = exc.display("type-msg")
     if isinstance(inner, MemoryError) and "memory limit" in str(inner):
+        refused = _REFUSED_ALLOCATION.search(worker_stderr)
+        if refused:
+            # The system said no before the budget did (a memory rlimit, a full machine):
+            # naming the budget would send the model looking for the wrong fix.
+            return (
+                "budget",
+                f"the system refused the script {_size(int(refused.group(1)))} of memory, "
+                f"within its memory budget of {_size(limits.max_memory_bytes)}",
+                "memory",
+            )
         return (
             "budget",
             f"the script went over its memory budget of {_size(limits.max_memory_bytes)}",
             "memory",
         )
-    if isinstance(inner, TimeoutError) and "time limit" in str(inner):
-        return (
-            "budget",
-            f"the script went over its time budget of {limits.timeout_s:g} s",
-            "time",
-        )
+    if isinstance(inner, TimeoutError):
+        asked = _SLEEP_LIMIT.search(str(inner))
+        if asked:
+            return (
+                "budget",
+                f"the script went over its time budget of {limits.timeout_s:g} s: its sleeps "
+                f"would add up to {float(asked.group(1)):g} s",
+                "time",
+            )
+        if "time limit" in str(inner):
+            return (
+                "budget",
+                f"the script went over its time budget of {limits.timeout_s:g} s",
+                "time",
+            )
     where = ""
     frames = exc.traceback()
     if frames:
@@ -514,6 +646,33 @@ def _runtime_error(
         ).strip()
         where = f" (line {last.line}{': ' + source if source else ''})"
     return "error", message + where, None
+
+
+_SYNTAX_LINE = re.compile(r'File "[^"]*", line (\d+)')
+
+
+def _syntax_error(exc: Any, code: str) -> str:
+    """``SyntaxError: <what> (line N: <the line>)``, from the script's own text.
+
+    The sandbox's message names no line; its traceback does. A line past the script's end is
+    the ``pass`` that :func:`capture_value` adds to code the host cannot parse: then the host's
+    own parser says where the script went wrong."""
+    message = str(exc.display("type-msg"))
+    found = _SYNTAX_LINE.search(exc.display("traceback"))
+    lines = code.splitlines()
+    if found and 0 < int(found.group(1)) <= len(lines):
+        line = int(found.group(1))
+        source = lines[line - 1].strip()
+        return f"{message} (line {line}{': ' + source if source else ''})"
+    try:
+        ast.parse(code)
+    except SyntaxError as host:
+        line = host.lineno or 0
+        source = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+        return f"SyntaxError: {host.msg} (line {line}{': ' + source if source else ''})"
+    except (ValueError, RecursionError, MemoryError):
+        pass
+    return message
 
 
 class Charge:
