@@ -181,17 +181,30 @@ def run(
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:
+            body_scope = anyio.CancelScope()
+            body_running = False
 
             async def watch_signals() -> None:
                 with anyio.open_signal_receiver(*_EXIT_ON_SIGNAL) as signals:
                     async for signum in signals:
                         received.append(signum)
-                        tg.cancel_scope.cancel()
+                        if body_running:
+                            # Only the body: the call unwinds while its server's connection
+                            # still lives, so a task it started is cancelled on the server
+                            # (tasks/cancel); the adapter then stops as on any exit.
+                            body_scope.cancel()
+                        else:
+                            tg.cancel_scope.cancel()
                         return
 
             tg.start_soon(watch_signals)
             async with open_adapter(*started) as ready:
-                outcome.append(await body(ready))
+                with body_scope:
+                    body_running = True
+                    try:
+                        outcome.append(await body(ready))
+                    finally:
+                        body_running = False
             tg.cancel_scope.cancel()
 
     try:
