@@ -58,10 +58,12 @@ async def test_a_clients_trace_continues_through_the_gateway_into_the_upstream_s
     # The gateway's request span continues the client's trace...
     assert request.kind == SpanKind.SERVER
     assert f"{request.context.trace_id:032x}" == CLIENT_TRACE_ID
-    assert request.parent is not None and f"{request.parent.span_id:016x}" == CLIENT_SPAN_ID
+    assert request.parent is not None
+    assert f"{request.parent.span_id:016x}" == CLIENT_SPAN_ID
     # ...the upstream request is its child...
     assert upstream.kind == SpanKind.CLIENT
-    assert upstream.parent is not None and upstream.parent.span_id == request.context.span_id
+    assert upstream.parent is not None
+    assert upstream.parent.span_id == request.context.span_id
     # ...and the server received that span's context in params._meta.traceparent.
     version, trace_id, parent_id, _flags = received.split("-")
     assert (version, trace_id) == ("00", CLIENT_TRACE_ID)
@@ -246,8 +248,10 @@ async def test_the_status_page_renders_servers_clients_and_recent_calls_in_a_bro
     assert '<table id="servers">' in dom
     assert 'data-server="fx"' in dom
     assert '<td class="state">connected</td>' in dom
-    assert '<tr class="call ok">' in dom and "<td>echo</td>" in dom
-    assert '<tr class="call error">' in dom and "<td>fail</td>" in dom
+    assert '<tr class="call ok">' in dom
+    assert "<td>echo</td>" in dom
+    assert '<tr class="call error">' in dom
+    assert "<td>fail</td>" in dom
     assert '<table id="approvals">' in dom
 
 
