@@ -323,26 +323,42 @@ class _ScriptFunctions:
 def _call_value(result: Any) -> tuple[Any, bool]:
     """What a script gets for a server's answer, and whether the server reported an error.
 
-    Text that is JSON is the data; otherwise structured content is, unless it only wraps the
-    text (``{"result": text}``, how SDK servers type a tool that returns a string); otherwise
-    the text itself.
+    One rule for every server: what the ``mcp`` proxy shows, each text block parsed when it is
+    JSON (several blocks are a list). The proxy's conversion is reused, so an image is the
+    same note, an embedded resource the same ``[Resource: <uri>]`` and text, a blob the same
+    saved file, and structured content alone the same JSON. Structured content beside text
+    replaces it only when it carries more than the text: a tool whose text is a summary and
+    whose data is structured. Content that just wraps the text (``{"result": text}`` from SDK
+    servers, ``{"content": text}`` from server-filesystem) is the text, as the proxy shows it.
     """
     import mcp_types
 
-    if isinstance(result, mcp_types.ReadResourceResult):
-        texts = [c.text for c in result.contents if isinstance(c, mcp_types.TextResourceContents)]
-        return _texts_value(texts), False
-    from ._content import convert_call_result
+    from ._content import EMPTY_RESULT_TEXT, convert_call_result, convert_read_resource_result
 
-    converted = convert_call_result(result, accepts_images=False)
-    texts = [p.text for p in converted.content if isinstance(p, TextPart)]
-    structured = result.structured_content
-    if structured is None or result.is_error:
-        return _texts_value(texts), bool(result.is_error)
-    value = _texts_value(texts) if result.content else structured
-    if isinstance(value, str | list) and structured != {"result": value}:
+    if isinstance(result, mcp_types.ReadResourceResult):
+        converted = convert_read_resource_result(result)
+        structured: Any = None
+    else:
+        converted = convert_call_result(result, accepts_images=False)
+        structured = None if result.is_error or not result.content else result.structured_content
+    if not converted.details and texts_of(converted) == [EMPTY_RESULT_TEXT]:
+        return None, converted.is_error  # the proxy's "(empty result)" is nothing to a script
+    value = _texts_value(texts_of(converted))
+    if structured is not None and isinstance(value, str) and not _wraps(structured, value):
         return structured, False
-    return value, False
+    return value, converted.is_error
+
+
+def texts_of(result: ToolResult) -> list[str]:
+    return [p.text for p in result.content if isinstance(p, TextPart)]
+
+
+def _wraps(structured: Any, text: str) -> bool:
+    """Whether ``structured`` is only ``text`` under one key."""
+    if not isinstance(structured, Mapping) or len(structured) != 1:
+        return False
+    (inner,) = structured.values()
+    return isinstance(inner, str) and inner.strip() == text.strip()
 
 
 def _texts_value(texts: list[str]) -> Any:
