@@ -171,7 +171,8 @@ import sys, anyio
 from pathlib import Path
 from pi_mcp_adapter.engine import McpAdapter
 async def main():
-    async with McpAdapter(agent_dir=Path({str(agent)!r}), project_dir=Path({str(tmp_path)!r})) as adapter:
+    agent, project = Path({str(agent)!r}), Path({str(tmp_path)!r})
+    async with McpAdapter(agent_dir=agent, project_dir=project) as adapter:
         outcome = await adapter.call("fx_echo", {{"message": "hi"}})
         assert outcome.error_kind is None, outcome
 anyio.run(main)
