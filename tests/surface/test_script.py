@@ -103,7 +103,7 @@ spec = await describe(hits[0]["name"])
     assert signature.startswith("class TimeConvertTimeArgs(TypedDict):")
     assert "    source_timezone: str  # " in signature
     assert "    time: str  # Time to convert" in signature
-    assert signature.endswith("# await call('time_convert_time', {...})")
+    assert "\n# await call('time_convert_time', {...}) -> {\"source\": {" in signature
 
 
 def test_a_signature_marks_optional_keys_and_renders_json_types() -> None:
@@ -137,7 +137,7 @@ def test_a_signature_marks_optional_keys_and_renders_json_types() -> None:
         "    tags: NotRequired[list[str]]",
         "    filter: NotRequired[dict[str, Any] | None]",
         "    'odd key': NotRequired[float | bool]",
-        "# await call('db_query', {...})",
+        "# await call('db_query', {...}) -> str | dict | list",
     ]
 
 

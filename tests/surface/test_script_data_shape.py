@@ -43,7 +43,10 @@ async def adapter(workspace: Workspace, tmp_path: Path) -> AsyncIterator[McpAdap
 
 
 async def script_value(adapter: McpAdapter, code: str) -> Any:
-    result = await ScriptTool(adapter).execute({"code": f"result = {code}"})
+    one_expression = "\n" not in code.strip()
+    result = await ScriptTool(adapter).execute(
+        {"code": f"result = {code}" if one_expression else code}
+    )
     assert not result.is_error, result.text_content
     return (
         json.loads(result.text_content)
@@ -104,3 +107,40 @@ async def test_an_embedded_resource_and_an_image_read_as_the_proxy_shows_them(
     assert any(part.startswith("[Resource: ") for part in resource if isinstance(part, str))
     image = await script_value(adapter, "await call('every_get-tiny-image', {})")
     assert any("[Image content: image/png" in part for part in image if isinstance(part, str))
+
+
+async def test_one_script_finds_a_tool_by_search_and_calls_it_from_its_compact_signature(
+    adapter: McpAdapter,
+) -> None:
+    path = str(adapter.notes_dir / "todo.txt")  # type: ignore[attr-defined]
+    code = f"""
+hit = (await search("read the text of a file", server="fs", limit=1))[0]
+text = await call(hit["name"], {{"path": {path!r}}})
+[hit["signature"], text.splitlines()[0]]
+"""
+    signature, first_line = await script_value(adapter, code)
+    assert signature.startswith("fs_read_text_file(path: str, ")
+    assert signature.endswith(") -> str")
+    assert first_line == "buy milk"
+
+
+async def test_describe_gives_the_result_shape_from_the_output_schema(adapter: McpAdapter) -> None:
+    described = await script_value(adapter, "await describe('time_convert_time')")
+    assert described["returns"].startswith('{"source": {"timezone": str, "datetime": str, ')
+    assert described["signature"].endswith(
+        "# await call('time_convert_time', {...}) -> " + described["returns"]
+    )
+    # A one-string wrapper is the text the call returns.
+    assert (await script_value(adapter, "await describe('fs_list_directory')"))["returns"] == "str"
+
+
+async def test_a_script_that_misreads_a_results_shape_is_told_the_shape(
+    adapter: McpAdapter,
+) -> None:
+    path = str(adapter.notes_dir / "todo.txt")  # type: ignore[attr-defined]
+    code = f"r = await call('fs_read_text_file', {{'path': {path!r}}})\nr['content']"
+    result = await ScriptTool(adapter).execute({"code": code})
+    assert result.is_error
+    assert result.text_content.startswith("Script failed: TypeError: ")
+    assert "The calls returned: fs_read_text_file -> str." in result.text_content
+    assert "buy milk" not in result.text_content  # a shape, never the values

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from pi_mcp_adapter._errors import McpAdapterError
@@ -68,8 +69,10 @@ SCRIPT_TOOL_NAME = "mcp_script"
 SCRIPT_DESCRIPTION = (
     "Run a Python script that calls MCP tools and returns only its result: chain, loop and "
     "filter many calls in one turn. In the script: r = await call(tool, {args}) returns the "
-    "tool's JSON data or text (raises on failure); await search('words') lists tools; "
-    "await describe(tool)['signature'] shows parameters; print() reports progress; the last "
+    "tool's text as mcp shows it, parsed when it is JSON (raises on failure); "
+    "(await search('words'))[i]['signature'] gives name(params) -> result, enough to call a "
+    "tool found in the same script; await describe(tool) adds parameter notes and the result "
+    "shape; print() reports progress; the last "
     "expression is the result. Sandboxed Python subset: json, re, math, datetime, asyncio "
     "(gather); no files, network, env or other imports."
 )
@@ -136,12 +139,13 @@ class ScriptTool:
             await self._adapter.ask_approvals(named_tools(code), scope=scope)
             functions = _ScriptFunctions(self._adapter, scope)
             bound = {"call": functions.call, "search": functions.search}
-            return await run_sandboxed(
+            run = await run_sandboxed(
                 code,
                 {**bound, "describe": functions.describe},
                 limits=limits or self.limits,
                 on_print=on_print,
             )
+        return _with_shapes(run, functions.shapes)
 
     def render(self, run: ScriptRun) -> ToolResult:
         """The result a model reads: what the script printed, then its value or its error."""
@@ -225,6 +229,8 @@ class _ScriptFunctions:
     def __init__(self, adapter: McpAdapter, approvals: ApprovalScope) -> None:
         self._adapter = adapter
         self._approvals = approvals
+        self.shapes: dict[str, str] = {}
+        """The shape (types and keys, no values) of what each tool's last call returned."""
 
     def call(self, charge: Charge) -> HostFunction:
         adapter = self._adapter
@@ -261,6 +267,7 @@ class _ScriptFunctions:
             charge.bytes(json_size(value), f"the result of {name}")
             if error:
                 raise ToolCallFailed(f"{name} reported an error: {value}")
+            self.shapes[name] = value_shape(value)
             return value
 
         return call
@@ -286,7 +293,9 @@ class _ScriptFunctions:
                 {
                     "name": hit.tool.name,
                     "server": hit.tool.server,
-                    "description": hit.tool.description,
+                    "description": _one_line(hit.tool.description, 200),
+                    # Enough to call the tool in the same script, without a describe().
+                    "signature": render_call_line(hit.tool),
                     "score": round(hit.score, 3),
                 }
                 for hit in results.page.hits
@@ -313,11 +322,45 @@ class _ScriptFunctions:
                 "description": tool.description,
                 "parameters": dict(tool.input_schema),
                 "signature": render_signature(tool),
+                "returns": render_result_type(tool),
             }
             charge.bytes(json_size(described), f"describe({name!r})")
             return described
 
         return describe
+
+
+_SHAPE_ERRORS = ("TypeError:", "KeyError:", "AttributeError:", "IndexError:")
+
+
+def _with_shapes(run: ScriptRun, shapes: Mapping[str, str]) -> ScriptRun:
+    """``run``, its error followed by what each tool returned when the script failed on a
+    value's shape (indexing a text as a dict, a missing key): the next script gets it right
+    without another call to look."""
+    if run.error_kind != "error" or not shapes or not run.error.startswith(_SHAPE_ERRORS):
+        return run
+    returned = "; ".join(f"{name} -> {shape}" for name, shape in shapes.items())
+    return replace(run, error=f"{run.error}. The calls returned: {returned}")
+
+
+def value_shape(value: Any, depth: int = 0) -> str:
+    """``value``'s types and keys, never its contents: ``{"entities": list[{"name": str}]}``."""
+    if isinstance(value, bool) or value is None:
+        return "bool" if isinstance(value, bool) else "None"
+    if isinstance(value, int | float | str):
+        return type(value).__name__
+    if depth >= _MAX_TYPE_DEPTH:
+        return "dict" if isinstance(value, Mapping) else "list"
+    if isinstance(value, Mapping):
+        keys = list(value.items())[:_MAX_SHAPE_KEYS]
+        shown = [f"{json.dumps(str(k))}: {value_shape(v, depth + 1)}" for k, v in keys]
+        if len(value) > _MAX_SHAPE_KEYS:
+            shown.append("...")
+        return "{" + ", ".join(shown) + "}"
+    if isinstance(value, list):
+        kinds = list(dict.fromkeys(value_shape(v, depth + 1) for v in value[:20]))
+        return f"list[{' | '.join(kinds) or 'Any'}]"
+    return type(value).__name__
 
 
 def _call_value(result: Any) -> tuple[Any, bool]:
@@ -425,8 +468,67 @@ def render_signature(tool: ToolInfo) -> str:
         comment = f"  # {'; '.join(notes)}" if notes else ""
         shown = str(key) if str(key).isidentifier() else repr(str(key))
         lines.append(f"    {shown}: {kind}{comment}")
-    lines.append(f"# await call({tool.name!r}, {{...}})")
+    lines.append(f"# await call({tool.name!r}, {{...}}) -> {render_result_type(tool)}")
     return "\n".join(lines)
+
+
+def render_call_line(tool: ToolInfo) -> str:
+    """One line a script can code against: ``name(required: T, optional?: T) -> result``."""
+    schema = tool.input_schema if isinstance(tool.input_schema, Mapping) else {}
+    properties = schema.get("properties")
+    properties = properties if isinstance(properties, Mapping) else {}
+    required = schema.get("required")
+    required_names = {r for r in required or () if isinstance(r, str)}
+    params = []
+    for key, prop in properties.items():
+        kind = _py_type(prop if isinstance(prop, Mapping) else {}, schema, 0)
+        params.append(f"{key}{'' if key in required_names else '?'}: {kind}")
+    return f"{tool.name}({', '.join(params)}) -> {render_result_type(tool)}"
+
+
+_MAX_SHAPE_KEYS = 12
+
+
+def render_result_type(tool: ToolInfo) -> str:
+    """What ``await call(tool, ...)`` returns, from the tool's ``outputSchema``.
+
+    Follows the rule of :func:`_call_value`: an object of one string property is the
+    structured copy of the text, so the call returns ``str``. Without an output schema the
+    text may be anything: ``str | dict | list`` (JSON text is parsed)."""
+    schema = tool.output_schema
+    if tool.is_resource:
+        return "str"
+    if not isinstance(schema, Mapping):
+        return "str | dict | list"
+    properties = schema.get("properties")
+    if isinstance(properties, Mapping) and len(properties) == 1:
+        (only,) = properties.values()
+        if isinstance(only, Mapping) and only.get("type") == "string":
+            return "str"
+    return _shape_type(schema, schema, 0)
+
+
+def _shape_type(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> str:
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/") and depth <= _MAX_TYPE_DEPTH:
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, Mapping) else None
+        return _shape_type(target, root, depth + 1) if isinstance(target, Mapping) else "Any"
+    properties = schema.get("properties")
+    if isinstance(properties, Mapping) and properties and depth <= _MAX_TYPE_DEPTH:
+        shown = [
+            f"{json.dumps(str(key))}: "
+            f"{_shape_type(value if isinstance(value, Mapping) else {}, root, depth + 1)}"
+            for key, value in list(properties.items())[:_MAX_SHAPE_KEYS]
+        ]
+        if len(properties) > _MAX_SHAPE_KEYS:
+            shown.append("...")
+        return "{" + ", ".join(shown) + "}"
+    items = schema.get("items")
+    if schema.get("type") == "array" and isinstance(items, Mapping):
+        return f"list[{_shape_type(items, root, depth + 1)}]"
+    return _py_type(schema, root, depth)
 
 
 def _py_type(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> str:
