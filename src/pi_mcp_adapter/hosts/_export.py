@@ -23,10 +23,22 @@ from pi_mcp_adapter.engine import (
     ToolDefinition,
     ToolResult,
 )
-from pi_mcp_adapter.surface import TOOL_SEARCH_NAME, SurfaceKind, Surfaces
+from pi_mcp_adapter.surface import TOOL_SEARCH_NAME, SessionExposure, SurfaceKind, Surfaces
 
 from ._attach import attach
-from ._formats import ToolFormat, check_format, provider_search_tool, tool_shape
+from ._formats import (
+    DEFERRING_FORMATS,
+    ToolFormat,
+    check_format,
+    client_search_tool,
+    provider_search_tool,
+    result_shape,
+    tool_shape,
+)
+
+DeferMode = Literal["provider", "client"]
+"""Who searches deferred tools: the provider's own search tool, or our ranking (``ToolSearch``)
+answering through the provider's client-side hook."""
 
 ExportFormat = Literal["openai", "anthropic"]
 """The formats of :meth:`ExportHost.export`; :data:`ToolFormat` names every shape."""
@@ -51,15 +63,26 @@ class ExportHost:
     provider_search: bool = False
     """The provider runs its own tool search over deferred tools (``tool_definitions(...,
     defer=True)`` was asked for): a deferred tool the model calls is then loaded and run."""
+    exposure: SessionExposure = field(default_factory=SessionExposure)
+    """What the model was sent this session; kept byte-stable for the provider's cache."""
+    deferred_layout: dict[str, bool] = field(default_factory=dict)
+    """With ``defer``: every tool's place in the list and whether it is deferred, fixed the
+    first time the tool is listed, so loading a tool changes nothing the provider cached."""
 
     def __post_init__(self) -> None:
         self.active = list(self.builtin_tools)
 
     # Host protocol -------------------------------------------------------------------
     def register_tool(self, tool: ToolDefinition) -> None:
-        self.tools[tool.name] = tool
+        # A definition the model was already sent stays as sent (surface/_exposure.py).
+        self.tools[tool.name] = self.exposure.pinned(tool)
 
     def unregister_tool(self, name: str) -> None:
+        retired = self.exposure.retired(name)
+        if retired is not None:
+            # Sent already: it keeps its place in the list, and a call says it is gone.
+            self.tools[name] = retired
+            return
         self.tools.pop(name, None)
         self.active = [n for n in self.active if n != name]
 
@@ -99,8 +122,16 @@ class ExportHost:
         return attach(adapter, self, surface=surface, commands=commands)
 
     def active_definitions(self) -> list[ToolDefinition]:
-        """The MCP tools the model should see this turn (the caller's own tools excluded)."""
-        return [self.tools[n] for n in self.active if n in self.tools]
+        """The MCP tools the model should see this turn (the caller's own tools excluded):
+        those sent earlier in the order first sent, then newly activated ones."""
+        return [self.tools[n] for n in self.exposure.order(self.active) if n in self.tools]
+
+    def send_definitions(self) -> list[ToolDefinition]:
+        """:meth:`active_definitions`, recorded as sent to the model: from now on each keeps
+        its place and its definition for the session (``surface/_exposure.py``)."""
+        definitions = self.active_definitions()
+        self.exposure.mark_sent(definitions)
+        return definitions
 
     def deferred_definitions(self) -> list[ToolDefinition]:
         """Registered MCP tools that are not active: under ToolSearch, the deferred ones."""
@@ -108,29 +139,93 @@ class ExportHost:
         return [d for name, d in self.tools.items() if name not in skip]
 
     def tool_definitions(
-        self, format: ToolFormat = "openai-chat", *, defer: bool = False
+        self, format: ToolFormat = "openai-chat", *, defer: bool | DeferMode = False
     ) -> list[dict[str, Any]]:
         """The MCP tools the model should see this turn, in ``format``'s exact tool shape.
 
-        ``defer=True`` (Anthropic and OpenAI Responses only) hands tool search to the provider:
-        the provider's search tool comes first, then the active tools without ``ToolSearch``,
-        then every deferred tool marked ``defer_loading: true``. A deferred tool the model then
-        calls is loaded (made active) by :meth:`execute`. Use it with the ToolSearch surface;
-        under the proxy surface there are no deferred tools.
+        Without ``defer``, the active tools: those sent on an earlier turn keep their place and
+        their definition, newly activated ones are appended, so each turn's list extends the
+        last one (the provider's cached prefix is only ever appended to).
+
+        ``defer`` (Anthropic and OpenAI Responses only) lists every tool with the provider's
+        ``defer_loading`` flag, so the list stays byte-identical while tools are loaded:
+
+        - ``True`` or ``"provider"``: the provider's own search tool comes first, then every
+          registered tool except ``ToolSearch`` (deferred unless it was active when first
+          listed). A deferred tool the model then calls is loaded by :meth:`execute`.
+        - ``"client"``: our ``ToolSearch`` ranks. For Anthropic it stays a plain tool next to
+          the deferred ones, and :meth:`result_shape` answers it with ``tool_reference``
+          blocks; for OpenAI Responses it becomes a client-executed ``tool_search`` tool, the
+          deferred tools are left out of the list, and :meth:`tool_search_output` answers a
+          ``tool_search_call`` with the matching definitions.
+
+        Use ``defer`` with the ToolSearch surface; under the proxy surface nothing is deferred.
 
         Raises:
-            UsageError: an unknown format, or ``defer`` for a format without deferred loading.
+            UsageError: an unknown format or mode, or ``defer`` for a format without deferred
+                loading.
         """
         format = check_format(format)
-        if not defer:
-            return [tool_shape(d, format) for d in self.active_definitions()]
-        shapes = [provider_search_tool(format)]
-        shapes += [
-            tool_shape(d, format) for d in self.active_definitions() if d.name != TOOL_SEARCH_NAME
-        ]
-        shapes += [tool_shape(d, format, deferred=True) for d in self.deferred_definitions()]
-        self.provider_search = True
+        if defer is False:
+            return [tool_shape(d, format) for d in self.send_definitions()]
+        mode = _check_defer(defer, format)
+        layout = self.deferred_layout
+        for name in self.exposure.order(self.active):
+            layout.setdefault(name, False)
+        for name in self.tools:
+            layout.setdefault(name, True)
+        listed = [n for n in layout if n in self.tools]
+        self.exposure.mark_sent(self.tools[n] for n in listed)
+        shapes: list[dict[str, Any]] = []
+        if mode == "provider":
+            self.provider_search = True
+            shapes.append(provider_search_tool(format))
+            listed = [n for n in listed if n != TOOL_SEARCH_NAME]
+        elif format == "openai-responses":
+            search = self.tools.get(TOOL_SEARCH_NAME)
+            if search is None:
+                raise UsageError(
+                    'defer="client" needs the ToolSearch surface (settings.surface: "toolsearch")'
+                )
+            shapes.append(client_search_tool(search))
+            listed = [n for n in listed if n != TOOL_SEARCH_NAME and not layout[n]]
+        for name in listed:
+            deferred = layout[name] and name != TOOL_SEARCH_NAME
+            shapes.append(tool_shape(self.tools[name], format, deferred=deferred))
         return shapes
+
+    async def tool_search_output(
+        self, arguments: Mapping[str, Any], *, call_id: str | None
+    ) -> dict[str, Any]:
+        """The ``tool_search_output`` item answering an OpenAI Responses client-executed
+        ``tool_search_call`` (``tool_definitions("openai-responses", defer="client")``): our
+        ranking picks the tools, which are loaded and returned as function definitions the
+        provider appends to the conversation (never to the cached tool list)."""
+        query = arguments.get("query") if isinstance(arguments, Mapping) else None
+        search = self.tools.get(TOOL_SEARCH_NAME)
+        tools: list[dict[str, Any]] = []
+        if search is not None and isinstance(query, str):
+            result = await search.execute({"query": query})
+            for name in _matches(result):
+                definition = self.tools.get(name)
+                if definition is not None:
+                    tools.append(tool_shape(definition, "openai-responses"))
+        item: dict[str, Any] = {"type": "tool_search_output", "execution": "client"}
+        if call_id is not None:
+            item["call_id"] = call_id
+        item["tools"] = tools
+        return item
+
+    def result_shape(
+        self, name: str, result: ToolResult, format: ToolFormat, *, call_id: str
+    ) -> dict[str, Any]:
+        """``result`` of tool ``name`` as ``format``'s answer to call ``call_id``; for Anthropic,
+        a ``ToolSearch`` result names the tools it loaded as ``tool_reference`` blocks, which
+        expand the deferred definitions in place (``defer="client"``)."""
+        references: list[str] = []
+        if format == "anthropic" and name == TOOL_SEARCH_NAME and not result.is_error:
+            references = [n for n in _matches(result) if n in self.tools]
+        return result_shape(result, format, call_id=call_id, tool_references=references)
 
     def export(self, format: ExportFormat = "openai") -> list[dict[str, Any]]:
         """Active MCP tool definitions in a provider's request shape (``openai`` is
@@ -185,3 +280,23 @@ async def run_tool(tool: ToolDefinition, arguments: Mapping[str, Any]) -> ToolRe
 def to_provider_shape(tool: ToolDefinition, format: ExportFormat | ToolFormat) -> dict[str, Any]:
     """One tool definition as OpenAI's (Chat Completions) or Anthropic's ``tools`` entry."""
     return tool_shape(tool, "openai-chat" if format == "openai" else check_format(format))
+
+
+def _check_defer(defer: bool | str, format: ToolFormat) -> DeferMode:
+    if format not in DEFERRING_FORMATS:
+        raise UsageError(
+            f"Format {format!r} has no deferred loading; use one of "
+            f"{', '.join(sorted(DEFERRING_FORMATS))}, or the ToolSearch surface"
+        )
+    if defer is True or defer == "provider":
+        return "provider"
+    if defer == "client":
+        return "client"
+    raise UsageError(f'Unknown defer mode {defer!r}; use True, "provider" or "client"')
+
+
+def _matches(result: ToolResult) -> list[str]:
+    """The tool names a ``ToolSearch`` result selected (its ``details``)."""
+    details = result.details if isinstance(result.details, Mapping) else {}
+    matches = details.get("matches")
+    return [m for m in matches if isinstance(m, str)] if isinstance(matches, list) else []

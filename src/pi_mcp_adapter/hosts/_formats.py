@@ -15,7 +15,7 @@ search over deferred tools: :func:`tool_shape` marks one ``defer_loading: true``
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, get_args
 
 from pi_mcp_adapter._errors import UsageError
@@ -107,14 +107,36 @@ def provider_search_tool(format: ToolFormat) -> dict[str, Any]:
     raise UsageError(f"Format {format!r} has no provider-side tool search")
 
 
-def result_shape(result: ToolResult, format: ToolFormat, *, call_id: str) -> dict[str, Any]:
+def client_search_tool(search: ToolDefinition) -> dict[str, Any]:
+    """OpenAI Responses' client-executed ``tool_search`` tool, worded and shaped as our
+    ``ToolSearch``: the model's ``tool_search_call`` is answered by our ranking."""
+    return {
+        "type": "tool_search",
+        "execution": "client",
+        "description": search.description,
+        "parameters": dict(search.parameters),
+    }
+
+
+def result_shape(
+    result: ToolResult,
+    format: ToolFormat,
+    *,
+    call_id: str,
+    tool_references: Sequence[str] = (),
+) -> dict[str, Any]:
     """``result`` as the message or item that answers tool call ``call_id`` in ``format``.
 
     Images go where the API takes them (Responses ``input_image``, Anthropic ``image`` blocks,
     MCP ``image`` content); Chat Completions tool messages take text only, so there an image
     or audio part is described in a line of text. ``call_id`` is ignored for ``mcp``, whose
-    result is the ``CallToolResult`` payload itself.
+    result is the ``CallToolResult`` payload itself. ``tool_references`` (Anthropic only) are
+    deferred tools the result loads: the answer is then those ``tool_reference`` blocks, which
+    the API expands into the tools' definitions where the result stands.
     """
+    if tool_references and format == "anthropic":
+        references = [{"type": "tool_reference", "tool_name": n} for n in tool_references]
+        return {"type": "tool_result", "tool_use_id": call_id, "content": references}
     if format == "openai-chat":
         return {"role": "tool", "tool_call_id": call_id, "content": _joined_text(result)}
     if format == "openai-responses":

@@ -12,8 +12,12 @@ or ``McpTools(adapter)`` over an adapter you opened yourself.
 ``ToolSearch`` and its deferred tools, and direct tools) is in it once, and each tool's
 ``is_enabled`` reads the adapter's active set, which the Runner evaluates before every model
 call. A tool ``ToolSearch`` activates is therefore offered on the next model call of the same
-run. Tools that appear later (a server's tools changed) are appended to the same list; a tool
-that disappears stays in it, disabled, so the list never shrinks under a running agent. Pass your
+run, after every tool the model has already seen (the list is reordered between model calls,
+so the request's tool list only grows at its end and the provider's prompt cache holds). Tools
+that appear later (a server's tools changed) are appended to the same list; a tool that
+disappears stays in it, disabled, so the list never shrinks under a running agent, unless the
+model was already sent it: then it stays enabled, as sent, and a call says it is gone. A tool the
+model was sent keeps that definition for the session even if its server relists it. Pass your
 own tools as ``own_tools``: they lead the list, stay enabled, and MCP tools never shadow them.
 
 Results keep images (``ToolOutputImage`` with a data URL) next to text; an error result comes
@@ -86,6 +90,7 @@ class _AgentsHost(ExportHost):
 
     def register_tool(self, tool: ToolDefinition) -> None:
         super().register_tool(tool)
+        tool = self.tools[tool.name]  # as the model was sent it, if it was
         existing = self._by_name.get(tool.name)
         if existing is not None:
             # Updated in place: the list and its entries stay the ones a running agent holds.
@@ -114,11 +119,24 @@ class _AgentsHost(ExportHost):
 
     def set_active_tools(self, names: Sequence[str]) -> None:
         # The caller's own tools are always enabled; only MCP tools are gated.
+        before = set(self.active)
         self.active = list(dict.fromkeys(n for n in names if n in self.tools))
+        # The Runner sends enabled tools in list order: a tool activated now moves to the end,
+        # after every tool the model has seen, so the request's tool list only grows at its
+        # end and the provider's cached prefix holds (surface/_exposure.py).
+        newly = [self._by_name[n] for n in self.active if n not in before and n in self._by_name]
+        if newly:
+            moved = {id(t) for t in newly}
+            self.function_tools[:] = [t for t in self.function_tools if id(t) not in moved]
+            self.function_tools.extend(newly)
 
     def _enabled(self, name: str) -> Callable[[RunContextWrapper[Any], Any], bool]:
         def is_enabled(ctx: RunContextWrapper[Any], agent: Any) -> bool:
-            return name in self.tools and name in self.active
+            enabled = name in self.tools and name in self.active
+            if enabled:
+                # Read just before each model call: what is enabled now is sent.
+                self.exposure.mark_sent([self.tools[name]])
+            return enabled
 
         return is_enabled
 

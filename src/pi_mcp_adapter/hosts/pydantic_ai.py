@@ -34,7 +34,7 @@ import mcp_types as types
 try:
     import pydantic_core
     from pydantic_ai import RunContext
-    from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.capabilities import AbstractCapability, ToolSearch
     from pydantic_ai.exceptions import ToolFailed
     from pydantic_ai.messages import (
         BinaryContent,
@@ -66,7 +66,7 @@ from pi_mcp_adapter.engine import (
     ToolDefinition,
     ToolResult,
 )
-from pi_mcp_adapter.surface import SurfaceKind, Surfaces
+from pi_mcp_adapter.surface import TOOL_SEARCH_NAME, SurfaceKind, Surfaces
 
 from ._attach import AdapterBinding
 from ._export import ExportHost
@@ -93,12 +93,22 @@ def _log_notice(message: str, level: NotifyLevel) -> None:
 class McpToolset(AbstractToolset[Any]):
     """Every tool registered with ``host``; re-read on every step of a run."""
 
-    def __init__(self, host: ExportHost, *, id: str = "pi-mcp-adapter", max_retries: int = 1):
+    def __init__(
+        self,
+        host: ExportHost,
+        *,
+        id: str = "pi-mcp-adapter",
+        max_retries: int = 1,
+        native_search: bool = False,
+    ):
         self._host = host
         self._id = id
         self._max_retries = max_retries
+        self.native_search = native_search
+        """Deferred tools go to pydantic-ai's own ``ToolSearch`` (``defer_loading``) instead
+        of our ``ToolSearch`` tool, which is then left out."""
         # Built once per registered definition: a large catalog is listed on every step.
-        self._built: dict[str, tuple[ToolDefinition, ToolsetTool[Any]]] = {}
+        self._built: dict[str, tuple[ToolDefinition, bool, ToolsetTool[Any]]] = {}
 
     @property
     def id(self) -> str:
@@ -106,13 +116,22 @@ class McpToolset(AbstractToolset[Any]):
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         tools: dict[str, ToolsetTool[Any]] = {}
+        # Deferred for the session once listed so: pydantic-ai keeps a revealed tool in place.
+        deferred = self._host.deferred_layout if self.native_search else {}
+        if self.native_search:
+            for name in self._host.exposure.order(self._host.active):
+                deferred.setdefault(name, False)
         for name, definition in self._host.tools.items():
+            if self.native_search and name == TOOL_SEARCH_NAME:
+                continue
+            defer = deferred.setdefault(name, True) if self.native_search else False
             built = self._built.get(name)
-            if built is None or built[0] is not definition:
+            if built is None or built[0] is not definition or built[1] != defer:
                 tool_def = PaiToolDefinition(
                     name=name,
                     description=definition.description,
                     parameters_json_schema=dict(definition.parameters),
+                    defer_loading=defer,
                 )
                 tool = ToolsetTool[Any](
                     toolset=self,
@@ -120,8 +139,8 @@ class McpToolset(AbstractToolset[Any]):
                     max_retries=self._max_retries,
                     args_validator=_ARGS_VALIDATOR,
                 )
-                built = self._built[name] = (definition, tool)
-            tools[name] = built[1]
+                built = self._built[name] = (definition, defer, tool)
+            tools[name] = built[2]
         for name in set(self._built) - set(tools):
             del self._built[name]
         return tools
@@ -129,6 +148,9 @@ class McpToolset(AbstractToolset[Any]):
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> ToolReturnContent:
+        if self.native_search and name in self._host.tools:
+            # pydantic-ai's ToolSearch revealed it: the model may call it from now on.
+            self._host.set_active_tools([*self._host.active, name])
         result = await self._host.execute(name, tool_args)
         if result.is_error:
             raise ToolFailed(result.text_content or f"Tool {name!r} failed.")
@@ -145,6 +167,8 @@ class McpCapability(AdapterBinding, AbstractCapability[Any]):
         builtin_tools: the agent's own tool names, which MCP tools must not shadow.
         on_notify: receives notices (a server's tools changed, a skipped tool); by default
             they are logged to the ``pi_mcp_adapter`` logger.
+        native_search: under the ToolSearch surface, defer MCP tools to pydantic-ai's own
+            tool search (see :meth:`tool_search`) instead of offering our ``ToolSearch``.
     """
 
     def __init__(
@@ -154,13 +178,41 @@ class McpCapability(AdapterBinding, AbstractCapability[Any]):
         surface: SurfaceKind | None = None,
         builtin_tools: Sequence[str] = (),
         on_notify: Callable[[str, NotifyLevel], None] | None = None,
+        native_search: bool = False,
     ) -> None:
         self.adapter = adapter
         self.host = ExportHost(
             builtin_tools=tuple(builtin_tools), on_notify=on_notify or _log_notice
         )
         self.surfaces: Surfaces = self.host.attach(adapter, surface=surface)
-        self.toolset = McpToolset(self.host)
+        self.toolset = McpToolset(self.host, native_search=native_search)
+
+    def tool_search(self) -> ToolSearch[Any]:
+        """pydantic-ai's own ``ToolSearch`` capability, ranking with the adapter's search.
+
+        With ``native_search=True`` (and the ToolSearch surface), deferred MCP tools carry
+        ``defer_loading``; pass this next to the capability,
+        ``Agent(model, capabilities=[mcp, mcp.tool_search()])``, so discovery uses the same
+        ranking as ``mcp({search})`` and ``ToolSearch``, on the provider's client-executed
+        search where it has one (Anthropic ``tool_reference``, OpenAI ``execution="client"``)
+        and as a local ``search_tools`` elsewhere.
+        """
+        adapter = self.adapter
+        limit = max(1, adapter.settings.tool_search_limit)
+
+        def rank(
+            ctx: RunContext[Any], queries: Sequence[str], tools: Sequence[PaiToolDefinition]
+        ) -> list[str]:
+            searchable = {t.name for t in tools}
+            found: dict[str, None] = {}
+            for query in queries:
+                page = adapter.index.search(query, limit=limit + len(found))
+                for hit in page.hits:
+                    if hit.tool.name in searchable and len(found) < limit:
+                        found.setdefault(hit.tool.name)
+            return list(found)
+
+        return ToolSearch(strategy=rank, max_results=limit)
 
     @classmethod
     def sampler(cls, model: Any) -> Sample:
@@ -177,9 +229,19 @@ class McpCapability(AdapterBinding, AbstractCapability[Any]):
     async def prepare_tools(
         self, ctx: RunContext[Any], tool_defs: list[PaiToolDefinition]
     ) -> list[PaiToolDefinition]:
+        # The agent's own tools lead as given; then the active MCP tools in the order the model
+        # first saw them, newly activated ones last (surface/_exposure.py): the request's tool
+        # list only ever grows at its end, which keeps the provider's cached prefix.
         registered = self.host.tools
-        active = set(self.host.get_active_tools())
-        return [d for d in tool_defs if d.name not in registered or d.name in active]
+        own = [d for d in tool_defs if d.name not in registered]
+        mcp = {d.name: d for d in tool_defs if d.name in registered}
+        if self.toolset.native_search:
+            # pydantic-ai's ToolSearch hides and reveals the deferred tools itself, keeping
+            # them in place; they are listed after the ones visible from the start.
+            deferred = [d for d in mcp.values() if d.defer_loading]
+            visible = [mcp[d.name] for d in self.host.send_definitions() if d.name in mcp]
+            return own + visible + deferred
+        return own + [mcp[d.name] for d in self.host.send_definitions() if d.name in mcp]
 
     async def after_run(
         self, ctx: RunContext[Any], *, result: AgentRunResult[Any]

@@ -7,6 +7,7 @@ way; :func:`register_surfaces` is how a host binding installs them.
 - ``_toolsearch``   ``ToolSearch``: deferred tools, the catalog summary, activation.
 - ``_direct``       direct tools: selection (config and ``MCP_DIRECT_TOOLS``), definitions.
 - ``_commands``     ``/mcp`` and ``/mcp-auth``.
+- ``_exposure``     what the model was sent this session, kept stable for prompt caches.
 - ``_register``     registering surfaces with a host and following catalog changes.
 - ``_calls``        a call outcome rendered as a tool result (content, TOON, output guard).
 - ``_script``       ``mcp_script``: a script's ``call``/``search``/``describe``, its result.
@@ -29,6 +30,7 @@ from pi_mcp_adapter.engine import (
 from ._calls import call_tool, render_outcome
 from ._commands import McpCommands
 from ._direct import DirectTools, tool_definition, wait_for_up_front_tools
+from ._exposure import SessionExposure
 from ._proxy import PROXY_TOOL_NAME, ProxyTool
 from ._register import SurfaceKind, Surfaces, register_surfaces
 from ._sandbox import ScriptLimits, ScriptRun
@@ -49,6 +51,7 @@ __all__ = [
     "ScriptLimits",
     "ScriptRun",
     "ScriptTool",
+    "SessionExposure",
     "SurfaceKind",
     "Surfaces",
     "TextPart",
