@@ -118,7 +118,7 @@ def test_hosts_and_the_cli_never_import_server_or_catalog_internals() -> None:
 
 def test_only_the_entry_point_stands_on_the_launcher() -> None:
     # ``_launch`` hands commands to the CLI, so it stands above it; what the CLI, the warm
-    # process and the pool client share with it lives in ``_warm_process`` below them all.
+    # process and the pool client share with it lives in ``_warm`` below them all.
     importers = {
         str(path.relative_to(SRC))
         for path in SRC.rglob("*.py")

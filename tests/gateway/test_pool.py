@@ -29,8 +29,7 @@ import pytest
 
 from pi_mcp_adapter import McpAdapter
 from pi_mcp_adapter._execution_context import context_fingerprint, execution_context
-from pi_mcp_adapter.hosts._pool_daemon import ServerPool
-from pi_mcp_adapter.servers._pool_client import pool_socket_path, read_hello_line
+from pi_mcp_adapter.servers import ServerPool, pool_socket_path, read_hello_line
 
 from .conftest import (
     CANARY,

@@ -134,7 +134,7 @@ def test_a_command_in_a_network_namespace_does_not_reach_the_network_through_the
 FORGED_WARM_REQUEST = """
 import json, os, socket, sys
 path, context = sys.argv[1], sys.argv[2]
-from pi_mcp_adapter._warm_process import install_identity
+from pi_mcp_adapter._warm import install_identity
 request = {"install": install_identity(), "context": context, "argv": ["pi-mcp", "status"],
            "cwd": os.getcwd(), "env": dict(os.environ), "umask": 0o22}
 with socket.socket(socket.AF_UNIX) as connection:

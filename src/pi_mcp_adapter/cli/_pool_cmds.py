@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pi_mcp_adapter._warm_process import running_warm_process, warm_socket_path
+from pi_mcp_adapter._warm import running_warm_process, warm_socket_path
 
 from ._app import CliContext, fail
 

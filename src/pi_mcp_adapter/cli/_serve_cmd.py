@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from pi_mcp_adapter.config._models import GatewayClient, GatewayJwt
     from pi_mcp_adapter.engine import McpAdapter
     from pi_mcp_adapter.hosts import GatewayOptions
-    from pi_mcp_adapter.hosts._pool_daemon import ServerPool
+    from pi_mcp_adapter.servers import ServerPool
 
 from ._app import CliContext, app, fail, get_context, only_error, report_config_problems
 
@@ -198,7 +198,7 @@ def serve(
         try:
             pool = functools.partial(_open_pool, warm_cli=warm_cli)
             if pool_only:
-                from pi_mcp_adapter.hosts._pool_daemon import serve_pool
+                from pi_mcp_adapter.servers import serve_pool
 
                 stopped_by = anyio.run(functools.partial(serve_pool, open_pool=pool), adapter)
             else:
@@ -229,11 +229,14 @@ async def _open_pool(
     Only the background pool runs the warm process: it exists to make commands fast, while a
     gateway that an MCP client started should cost that client no more than itself.
     """
-    from pi_mcp_adapter.hosts._pool_daemon import open_server_pool
+    from pi_mcp_adapter._warm import running_warm_cli
+    from pi_mcp_adapter.hosts._gateway_telemetry import request_middleware
+    from pi_mcp_adapter.servers import open_server_pool
 
-    from ._warm import running_warm_cli
+    def telemetry(middleware: list[Any]) -> list[Any]:
+        return request_middleware(middleware, client=lambda: None)
 
-    async with open_server_pool(adapter) as pool:
+    async with open_server_pool(adapter, middleware=telemetry) as pool:
         if pool is None or not warm_cli:
             yield pool
             return

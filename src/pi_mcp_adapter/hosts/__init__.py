@@ -5,8 +5,8 @@
 - ``_answers``        who answers servers' elicitation in a Python binding (else: declined).
 - ``_gateway``        the MCP gateway: the adapter as one MCP server, one host per client.
 - ``_gateway_serve``  running the gateway over stdio or Streamable HTTP, token, signals.
-- ``_pool_daemon``    the server pool: a running gateway lends its stdio server connections
-                      to the other processes of its agent dir over a private Unix socket.
+  (The server pool a gateway serves beside itself is ``pi_mcp_adapter.servers._pool``: it
+  shares server processes, nothing of a host.)
 - ``pi_python``       the pi-python extension (``pip install 'pi-mcp-adapter[pi]'``).
 - ``pydantic_ai``     a pydantic-ai capability (``pip install 'pi-mcp-adapter[pydantic-ai]'``).
 - ``openai_agents``   tools for the OpenAI Agents SDK (extra ``openai-agents``).

@@ -11,8 +11,9 @@
 - ``_token_store`` OAuth tokens and registrations in files (0600) or the OS keyring.
 - ``_manager``     ``ServerManager``: dedupe, in-flight counts, idle, backoff, generations.
 - ``_lifecycle``   the policy: lazy / eager / keep-alive, idle timeouts, retry schedule.
-- ``_pool_client`` asking the warm pool of a running gateway for a stdio server's session
-                   (same entry fingerprint) before starting the server here.
+- ``_pool``        the server pool: a running gateway's daemon that lends its stdio server
+                   sessions (``_pool._daemon``) and the client that asks it first, same
+                   entry fingerprint, before starting the server here (``_pool._client``).
 - ``_tasks``       tool calls the server runs as tasks (``io.modelcontextprotocol/tasks``):
                    polled to their end, their questions answered, cancelled when abandoned.
 - ``_relay``      per-call routing of a server's sampling, elicitation and log messages to the
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from ._oauth import OAuthProviders, OAuthState
     from ._oauth_prompt import AuthorizationPrompt
     from ._packages import resolve_package_command, split_package_target
-    from ._pool_client import (
+    from ._pool._client import (
         POOL_PROTOCOL,
         PoolAccess,
         pool_socket_path,
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
         read_hello_line,
         server_fingerprint,
     )
+    from ._pool._daemon import PoolOwner, ServerPool, open_server_pool, serve_pool
     from ._probe import ProbeReport, ProbeStep, probe_server
     from ._relay import CallRelay, current_relay, relay_calls
     from ._token_store import BearerRecord, BearerStore, create_bearer_store
@@ -107,9 +109,13 @@ def __getattr__(name: str) -> Any:
         "read_hello_line",
         "server_fingerprint",
     ):
-        from . import _pool_client
+        from ._pool import _client as _pool_client
 
         return getattr(_pool_client, name)
+    if name in ("PoolOwner", "ServerPool", "open_server_pool", "serve_pool"):
+        from ._pool import _daemon as _pool_daemon
+
+        return getattr(_pool_daemon, name)
     if name in ("open_line_streams",):
         from . import _http_extras
 
@@ -132,11 +138,13 @@ __all__ = [
     "OAuthProviders",
     "OAuthState",
     "PoolAccess",
+    "PoolOwner",
     "ProbeReport",
     "ProbeStep",
     "ResolvedCommand",
     "ServerConnection",
     "ServerManager",
+    "ServerPool",
     "ServerSetChange",
     "ServerState",
     "StateListener",
@@ -146,6 +154,7 @@ __all__ = [
     "create_bearer_store",
     "current_relay",
     "open_line_streams",
+    "open_server_pool",
     "pool_socket_path",
     "probe_server",
     "query_pool",
@@ -153,6 +162,7 @@ __all__ = [
     "relay_calls",
     "resolve_npx_command",
     "resolve_package_command",
+    "serve_pool",
     "server_fingerprint",
     "split_package_target",
 ]

@@ -48,7 +48,7 @@ from pi_mcp_adapter.config import ServerEntry
 from ._http_extras import open_unix_socket
 from ._oauth import take_auth_denial
 from ._oauth_prompt import connect_deadline
-from ._pool_client import PoolAccess, open_pooled_session
+from ._pool._client import PoolAccess, open_pooled_session
 from ._relay import AmbiguousCallerError, RelayBoard, current_relay
 from ._state import TransportKind
 from ._stderr import StderrCapture, terminal

@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from mcp.shared.dispatcher import ProgressFnT
 
     from ._connection import ServerConnection
-    from ._pool_client import PoolAccess
+    from ._pool._client import PoolAccess
     from ._transports import AuthFactory
 
 logger = logging.getLogger("pi_mcp_adapter.servers")
@@ -143,7 +143,7 @@ class ServerManager(AsyncContextManagerMixin):
     clears the record.
 
     With ``pool``, a stdio server is first asked of the warm pool of a running gateway (see
-    :mod:`pi_mcp_adapter.servers._pool_client`); when none serves it, it is started here.
+    :mod:`pi_mcp_adapter.servers._pool`); when none serves it, it is started here.
     """
 
     def __init__(

@@ -46,7 +46,7 @@ from pi_mcp_adapter._execution_context import (
     execution_context,
     peer_execution_context,
 )
-from pi_mcp_adapter._warm_process import socket_path_fits
+from pi_mcp_adapter._warm import socket_path_fits
 from pi_mcp_adapter.config import ServerEntry
 
 __all__ = [
@@ -162,7 +162,7 @@ async def open_pooled_session(
         PoolRefusedError: no pool answers on the socket, or it refused (another
             configuration, a server it does not hold or could not start).
     """
-    from ._http_extras import open_line_streams
+    from pi_mcp_adapter.servers._http_extras import open_line_streams
 
     path = pool_socket_path(access.agent_dir)
     try:

@@ -1,16 +1,20 @@
-"""The server pool: a running gateway lends its stdio server connections to other processes.
+"""The server pool's daemon: a running gateway lends its stdio server connections to other
+processes (the client side is :mod:`._client`, beside this module).
 
 Every ``pi-mcp`` command, pi session or Python agent would otherwise start its own copy of every
 server it uses (a second or more each). While a gateway runs, it serves the socket described in
-:mod:`pi_mcp_adapter.servers._pool_client`: a client asks for one server by name and
-fingerprint, and gets an MCP session that the pool answers from its own connection to that
-server, so N sessions share one server process.
+:mod:`._client`: a client asks for one server by name and fingerprint, and gets an MCP session
+that the pool answers from its own connection to that server, so N sessions share one server
+process.
 
-What is shared is the transport only. The pool never runs its call pipeline for a client: the
-client's engine has already looked the tool up, checked the arguments, asked for approval and
-will record the call; the pool forwards the request to the server (counted in flight, so the
-server is not closed as idle under it) and relays what the server sends during the call
-(progress, log messages, sampling and elicitation requests) to that client alone.
+What is shared is the transport only, which is why the daemon lives in the servers layer and
+not with the hosts: it works on a :class:`~pi_mcp_adapter.servers.ServerManager` and the current
+server entries (a :class:`PoolOwner`, which ``McpAdapter`` is), and never runs the engine's
+call pipeline for a client: the client's engine has already looked the tool up, checked the
+arguments, asked for approval and will record the call; the pool forwards the request to the
+server (counted in flight, so the server is not closed as idle under it) and relays what the
+server sends during the call (progress, log messages, sampling and elicitation requests) to
+that client alone. A host adds what is its own (request telemetry) through ``middleware``.
 
 Resource handling: :meth:`ServerPool.serving` holds ``<agent dir>/pool/pool.lock`` for as long
 as it serves, so one process per agent dir owns the socket; another gateway of the same agent
@@ -32,7 +36,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import anyio.abc
@@ -51,28 +55,54 @@ from pi_mcp_adapter._execution_context import (
     peer_execution_context,
 )
 from pi_mcp_adapter.catalog import ServerMetadata
-from pi_mcp_adapter.engine import McpAdapter
-from pi_mcp_adapter.servers import (
-    POOL_PROTOCOL,
-    CallRelay,
-    ServerManager,
-    open_line_streams,
-    pool_socket_path,
-    read_hello_line,
-    relay_calls,
-    server_fingerprint,
-)
+from pi_mcp_adapter.config import ServerEntry
+from pi_mcp_adapter.servers._http_extras import open_line_streams
+from pi_mcp_adapter.servers._manager import ServerManager
+from pi_mcp_adapter.servers._relay import CallRelay, relay_calls
 
-from ._gateway_telemetry import request_middleware
+from ._client import POOL_PROTOCOL, pool_socket_path, read_hello_line, server_fingerprint
 
-__all__ = ["ServerPool", "open_server_pool", "serve_pool"]
+__all__ = ["PoolOwner", "ServerPool", "open_server_pool", "serve_pool"]
 
 logger = logging.getLogger("pi_mcp_adapter.pool")
 
 LOCK_NAME = "pool.lock"
 HELLO_TIMEOUT_S = 10.0
 """A client writes its hello as soon as it connects; one that does not is dropped."""
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""What ends a pool served on its own (``pi-mcp serve --pool-only``)."""
 _T = TypeVar("_T")
+Middleware = Callable[[list[Any]], list[Any]]
+"""What a host does to each pooled session's request middleware (the gateway's telemetry)."""
+
+
+class PoolOwner(Protocol):
+    """What the pool serves from: the running adapter of the agent dir (``McpAdapter``)."""
+
+    @property
+    def agent_dir(self) -> Path: ...
+
+    @property
+    def project_dir(self) -> Path: ...
+
+    @property
+    def servers(self) -> Mapping[str, ServerEntry]:
+        """The current entries (a configuration reload replaces them)."""
+        ...
+
+    def server_manager(self) -> ServerManager: ...
+
+
+class PoolHost(PoolOwner, Protocol):
+    """An owner the pool opens and closes itself, and keeps in step with its configuration."""
+
+    async def __aenter__(self) -> Any: ...
+
+    async def __aexit__(self, *exc_info: object) -> Any: ...
+
+    async def watch_config(self) -> None: ...
+
+
 _CONNECTION_LOST = -32000
 """The JSON-RPC code a client's SDK reads as "connection closed"."""
 
@@ -92,8 +122,11 @@ class _Session:
 class ServerPool:
     """The pool of one running adapter (see the module docstring)."""
 
-    def __init__(self, adapter: McpAdapter, *, cwd: Path | None = None) -> None:
+    def __init__(
+        self, adapter: PoolOwner, *, cwd: Path | None = None, middleware: Middleware | None = None
+    ) -> None:
         self.adapter = adapter
+        self._middleware = middleware
         self.socket_path = pool_socket_path(adapter.agent_dir)
         self._cwd = cwd or Path.cwd()
         self._sessions: list[_Session] = []
@@ -362,8 +395,9 @@ class ServerPool:
             on_get_prompt=get_prompt,
             on_completion=complete,
         )
-        # As in the gateway: request spans only when telemetry is on (docs/observability.md).
-        server.middleware = request_middleware(server.middleware, client=lambda: None)
+        if self._middleware is not None:
+            # As in the gateway: request spans only when telemetry is on (docs/observability.md).
+            server.middleware = self._middleware(list(server.middleware))
         return server
 
     def _check_current(self, session: _Session) -> None:
@@ -488,23 +522,23 @@ def _stop_this_process() -> None:
 
 
 @contextlib.asynccontextmanager
-async def open_server_pool(adapter: McpAdapter) -> AsyncIterator[ServerPool | None]:
+async def open_server_pool(
+    adapter: PoolOwner, *, middleware: Middleware | None = None
+) -> AsyncIterator[ServerPool | None]:
     """Serve ``adapter``'s stdio servers as the agent dir's pool while the block runs.
 
     Yields None (and serves nothing) when another process already serves that pool.
     """
-    pool = ServerPool(adapter)
+    pool = ServerPool(adapter, middleware=middleware)
     async with pool.serving() as serving:
         yield pool if serving else None
 
 
 async def serve_pool(
-    adapter: McpAdapter,
+    adapter: PoolHost,
     *,
     announce: Callable[[str], None] | None = None,
-    open_pool: Callable[
-        [McpAdapter], AbstractAsyncContextManager[ServerPool | None]
-    ] = open_server_pool,
+    open_pool: Callable[[Any], AbstractAsyncContextManager[ServerPool | None]] = open_server_pool,
 ) -> signal.Signals | None:
     """Open ``adapter`` and serve only its pool (no MCP transport of its own) until a stop
     request, SIGINT, SIGTERM or SIGHUP; then close every server. ``open_pool`` opens the pool
@@ -516,8 +550,6 @@ async def serve_pool(
     Raises:
         UsageError: another process serves this agent dir's pool already.
     """
-    from ._gateway_serve import _cancel_on_signal
-
     received: list[signal.Signals] = []
     async with adapter, anyio.create_task_group() as tg:
         await tg.start(_cancel_on_signal, tg.cancel_scope.cancel, received)
@@ -530,6 +562,21 @@ async def serve_pool(
             tg.start_soon(adapter.watch_config)
             await anyio.sleep_forever()
     return received[0] if received else None
+
+
+async def _cancel_on_signal(
+    stop: Callable[[], None],
+    received: list[signal.Signals],
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        task_status.started()
+        async for signum in signals:
+            received.append(signal.Signals(signum))
+            logger.info("received %s: closing every pooled server", signal.Signals(signum).name)
+            stop()
+            return
 
 
 def _print_socket(path: str) -> None:
