@@ -945,7 +945,9 @@ class ServerManager(AsyncContextManagerMixin):
         slot.error = error.message
         slot.failed_at = now
         backoff_s = self._backoff_s
-        if self._failures is not None:
+        if self._failures is not None and not isinstance(error, NeedsAuthError):
+            # A sign-in is missing, the server is not failing: another process (a replica
+            # with a token, one restarted after `pi-mcp auth`) must not inherit a backoff.
             record = self._failures.record(slot.name, slot.entry, error.message)
             backoff_s = backoff_after_s(self._backoff_s, record.attempts)
         slot.backoff_until = now + backoff_s

@@ -871,6 +871,28 @@ class OAuthProviders:
     def _entry(self, server: str) -> ServerEntry | None:
         return self._servers.get(server)
 
+    def set_servers(self, servers: Mapping[str, ServerEntry], settings: Settings) -> None:
+        """Follow a reloaded configuration: a server that was added, removed or changed gets
+        its provider made afresh from its new entry on next use (a provider keeps the URL,
+        grant and client it was made with); unchanged servers keep theirs, tokens in memory
+        included. A changed token store (``oauthStore``) or ``autoAuth`` starts every one
+        afresh."""
+        new = dict(servers)
+        if (
+            settings.oauth_store != self._settings.oauth_store
+            or settings.auto_auth != self._settings.auto_auth
+        ):
+            self._providers.clear()
+            self._storages.clear()
+            if settings.oauth_store != self._settings.oauth_store:
+                self._store = None
+        for name in {*self._servers, *new}:
+            if self._servers.get(name) != new.get(name):
+                self._providers.pop(name, None)
+                self._storages.pop(name, None)
+        self._servers = new
+        self._settings = settings
+
     def storage(self, server: str) -> ServerTokenStorage:
         storage = self._storages.get(server)
         if storage is None:
