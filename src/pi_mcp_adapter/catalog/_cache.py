@@ -5,7 +5,16 @@ File ``<agent dir>/mcp-cache.json``, format version 1, shared with the TypeScrip
     {"version": 1,
      "servers": {"<name>": {"configHash": "<sha256 hex>", "cachedAt": <ms since epoch>,
                             "tools": [...], "resources": [...], "prompts": [...],
-                            "instructions": "...", "definitionChanges": {...}}}}
+                            "instructions": "...", "definitionChanges": {...},
+                            "clientCapabilities": ["elicitation", "sampling"]}}}
+
+Client capabilities: a server may offer some tools only to clients that can sample or elicit
+(server-everything's ``trigger-sampling-request``), so an entry records the capabilities it was
+listed under (``clientCapabilities``, written by this implementation only). A process that
+lacks one of them does not use the entry (it would show tools the process cannot use) and
+lists the server itself; a listing under other capabilities is never compared with the
+previous one, so a difference in capabilities is not reported as a definition change. An
+entry without the field (the reference's) is used by everyone, as before.
 
 An entry is used only while it is *valid*: its ``configHash`` matches the server's current
 configuration, ``cachedAt`` is present, and it is at most ``max_age_s`` old (and within the
@@ -95,7 +104,7 @@ large file takes at most a fifth of the time while servers keep arriving."""
 
 _COMPARED_TOOL_FIELDS = ("title", "description", "inputSchema", "outputSchema", "annotations")
 
-EntryState = Literal["valid", "missing", "stale", "config-changed"]
+EntryState = Literal["valid", "missing", "stale", "config-changed", "capabilities-lacking"]
 LoadResult = Literal["loaded", "no-cache", "set-aside"]
 
 
@@ -474,6 +483,14 @@ def _objects(value: Any, *required: str) -> tuple[JsonObject, ...]:
     )
 
 
+def _capabilities_of(raw: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The client capabilities an entry was listed under; None when it does not say."""
+    value = raw.get("clientCapabilities")
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return None
+    return tuple(sorted(set(value)))
+
+
 def _metadata_from_entry(raw: Mapping[str, Any]) -> ServerMetadata:
     instructions = raw.get("instructions")
     return ServerMetadata(
@@ -534,9 +551,15 @@ class MetadataCache:
         clock: Callable[[], float] = time.time,
         max_age_s: float = DEFAULT_MAX_AGE_S,
         environ: Mapping[str, str] | None = None,
+        client_capabilities: Collection[str] | None = None,
     ) -> None:
         self.path = Path(path)
         self._environ = environ
+        self._capabilities = (
+            None if client_capabilities is None else tuple(sorted(set(client_capabilities)))
+        )
+        """What this process's client offers servers (``sampling``, ``elicitation``); None
+        when unknown: entries are then used and written without the field."""
         self._clock = clock
         self._max_age_ms = max_age_s * 1000
         self._file_lock: filelock.FileLock | None = None
@@ -636,6 +659,13 @@ class MetadataCache:
             return "missing"
         if raw.get("configHash") != config_hash(entry, environ=self._environ):
             return "config-changed"
+        listed_under = _capabilities_of(raw)
+        if (
+            listed_under is not None
+            and self._capabilities is not None
+            and not set(listed_under) <= set(self._capabilities)
+        ):
+            return "capabilities-lacking"
         fresh = entry_is_fresh(
             raw.get("cachedAt"),
             raw.get("ttlMs"),
@@ -684,6 +714,8 @@ class MetadataCache:
         }
         if metadata.instructions is not None:
             fresh["instructions"] = metadata.instructions
+        if self._capabilities is not None:
+            fresh["clientCapabilities"] = list(self._capabilities)
         try:
             # A JSON round trip both validates and normalises (tuples to lists) before diffing.
             fresh = json.loads(json.dumps(fresh, ensure_ascii=False, allow_nan=False))
@@ -698,7 +730,9 @@ class MetadataCache:
             changes = DefinitionChanges()
             if isinstance(previous, Mapping):
                 pending = DefinitionChanges.from_json(previous.get("definitionChanges"))
-                if previous.get("configHash") == fresh["configHash"]:
+                same_client = _capabilities_of(previous) == self._capabilities
+                if previous.get("configHash") == fresh["configHash"] and same_client:
+                    # A listing under other client capabilities may differ by design.
                     changes = _diff_tools(previous.get("tools"), fresh["tools"], now_ms=now_ms)
             record = pending.merged_with(changes) if changes else pending
             # A new dict each time: the update is applied to the snapshot now and replayed

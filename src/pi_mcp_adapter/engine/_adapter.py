@@ -163,10 +163,10 @@ class McpAdapter:
         self,
         *,
         config: LoadedConfig | None = None,
-        agent_dir: Path | None = None,
-        project_dir: Path | None = None,
-        config_path: Path | None = None,
-        home: Path | None = None,
+        agent_dir: str | os.PathLike[str] | None = None,
+        project_dir: str | os.PathLike[str] | None = None,
+        config_path: str | os.PathLike[str] | None = None,
+        home: str | os.PathLike[str] | None = None,
         config_loader: Callable[[], LoadedConfig] | None = None,
         host: Host | None = None,
         connect_missing: bool = True,
@@ -186,10 +186,11 @@ class McpAdapter:
         sample: Sample | None = None,
         use_pool: bool = True,
     ) -> None:
-        self.agent_dir = (agent_dir or default_agent_dir()).expanduser()
-        self.project_dir = (project_dir or Path.cwd()).expanduser()
-        self._config_path = config_path
-        self._home = home
+        # Paths may come as str or any PathLike (a caller's `agent_dir="..."`).
+        self.agent_dir = (Path(agent_dir) if agent_dir else default_agent_dir()).expanduser()
+        self.project_dir = (Path(project_dir) if project_dir else Path.cwd()).expanduser()
+        self._config_path = Path(config_path).expanduser() if config_path else None
+        self._home = Path(home) if home else None
         self._environ = dict(os.environ if environ is None else environ)
         self._config_loader = config_loader
         # A configuration given in code, without a loader, has no files to read again.
@@ -210,7 +211,13 @@ class McpAdapter:
         self._use_pool = use_pool and self._environ.get("PI_MCP_POOL", "1") != "0"
         # Before any store is read: with a shared state, every store reads it.
         self.shared_state = shared_state.activate(self.settings.shared_state, environ=self._environ)
-        self.cache = MetadataCache(self.agent_dir / "mcp-cache.json")
+        self.cache = MetadataCache(
+            self.agent_dir / "mcp-cache.json",
+            client_capabilities=_client_capabilities(
+                relay=relay_server_requests or elicit is not None or sample is not None,
+                sampling=relay_server_requests or sample is not None,
+            ),
+        )
         self._state_kind: Literal["new", "running", "closed"] = "new"
         self._manager: ServerManager | None = None
         self._stack: AsyncExitStack | None = None
@@ -366,6 +373,9 @@ class McpAdapter:
             tasks = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(tasks.cancel_scope.cancel)
             self._tasks = tasks
+            # Search indexes are rebuilt in the background after a listing (see CatalogState).
+            self.state.run_soon = tasks.start_soon
+            stack.callback(setattr, self.state, "run_soon", None)
             if self._stats is not None:
                 tasks.start_soon(self._stats.run_flusher)
             tasks.start_soon(self.notices.run_status_line)
@@ -603,6 +613,10 @@ class McpAdapter:
         self.config = config
         new_entries = {n: e for n, e in self.servers.items() if e.is_enabled}
         change = manager.set_servers(new_entries, self.settings)
+        if self._oauth is not None:
+            # Providers are made from the entry they serve: a server the edit added or
+            # changed authenticates with its new entry, without a restart.
+            self._oauth.set_servers(self.servers, self.settings)
         for name in change.removed:
             self.notices.forget(name)
         self.state.follow_reload(
@@ -1070,6 +1084,15 @@ def _newly_broken(old: LoadedConfig, new: LoadedConfig) -> list[ConfigError]:
     return [e for e in new.errors if e.path in paths] or [
         ConfigError(f"{path} cannot be read", path=path) for path in sorted(paths)
     ]
+
+
+def _client_capabilities(*, relay: bool, sampling: bool) -> tuple[str, ...]:
+    """What servers are told this client can do, as the metadata cache records it: a server
+    may offer some tools only to clients that can sample or elicit. Mirrors what the manager
+    passes to each connection (``relay_requests``, ``relay_sampling``)."""
+    if not relay:
+        return ()
+    return ("elicitation", "sampling") if sampling else ("elicitation",)
 
 
 def _fingerprint(config: LoadedConfig) -> tuple[tuple[str, int, int], ...]:
