@@ -85,6 +85,17 @@ def search_vector_cache_path(agent_dir: Path) -> Path:
     return agent_dir / VECTOR_CACHE_NAME
 
 
+def _well_formed(text: str) -> str:
+    """``text`` with lone surrogates as U+FFFD: the tokenizer takes only well-formed Unicode,
+    and a query from a command line (undecodable bytes) or a server's description (a JSON
+    ``\\ud800`` escape) may hold them."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text
+
+
 class TextEmbedder(Protocol):
     """Maps texts to unit-length vectors (one row per text)."""
 
@@ -203,6 +214,7 @@ class WordLlamaEmbedder:
 
     def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
         """The token ids of each text."""
+        texts = [_well_formed(t) for t in texts]
         if len(texts) > _BATCH_FROM:
             encoded = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
         else:

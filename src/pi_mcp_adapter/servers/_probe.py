@@ -124,6 +124,13 @@ async def probe_server(
     return report
 
 
+def _single_leaf(exc: BaseException) -> BaseException:
+    """``exc`` out of the task groups that wrap it alone."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
 def _error_text(exc: BaseException) -> str:
     """The innermost meaningful message of ``exc`` (task groups nest what failed)."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
@@ -144,10 +151,15 @@ async def _speak_mcp(
     timeout_s: float,
     on_started: Callable[[float], Awaitable[None]] | None = None,
     fix_initialize: Callable[[], str],
+    protocol: Literal["legacy", "auto", "2026-07-28"],
 ) -> None:
     """``initialize`` then ``tools/list`` over the streams ``open_streams`` yields, each a
-    step, the whole bounded by ``timeout_s``."""
-    from mcp import Client
+    step, the whole bounded by ``timeout_s``. ``protocol`` is the entry's ``protocolVersion``,
+    spoken as a connect speaks it (a pinned 2026-07-28 era asks the server to discover it), so
+    the doctor fails where a connect would."""
+    import mcp_types as types
+    from mcp import Client, MCPError
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
     from ._connection import _client_info
 
@@ -166,8 +178,20 @@ async def _speak_mcp(
                     yield streams
 
                 async with Client(
-                    opened(), mode="legacy", cache=None, client_info=_client_info()
+                    opened(), mode=protocol, cache=None, client_info=_client_info()
                 ) as client:
+                    if protocol in MODERN_PROTOCOL_VERSIONS:
+                        try:
+                            discovered = await client.session.send_discover(protocol)
+                        except MCPError as exc:
+                            raise steps.fail(
+                                "initialize",
+                                f"the server does not speak the {protocol} protocol "
+                                f"(server/discover: {exc})",
+                                started,
+                                'set its `protocolVersion` to "auto" or "legacy"',
+                            ) from None
+                        client.session.adopt(types.DiscoverResult.model_validate(discovered))
                     info = client.server_info
                     name = " ".join(filter(None, (info.name, info.version))) if info else ""
                     steps.add(
@@ -190,6 +214,9 @@ async def _speak_mcp(
         except _Stop:
             raise
         except Exception as exc:
+            leaf = _single_leaf(exc)
+            if isinstance(leaf, _Stop):
+                raise leaf from None  # a step failed inside the client's task group
             if stage == "close":
                 return
             fixes = {
@@ -278,6 +305,7 @@ async def _probe_stdio(
                 timeout_s=entry.startup_timeout_s,
                 on_started=on_started,
                 fix_initialize=lambda: _stdio_fix(record.returncode),
+                protocol=entry.protocol_version,
             )
         finally:
             tail = [line for line in capture.tail().splitlines() if line.strip()]
@@ -330,6 +358,7 @@ async def _probe_socket(server: str, entry: ServerEntry, steps: _Steps) -> None:
         steps,
         timeout_s=entry.startup_timeout_s,
         fix_initialize=lambda: "something listens on the socket but does not answer MCP",
+        protocol=entry.protocol_version,
     )
 
 
@@ -759,4 +788,5 @@ async def _initialize_http(
             "the endpoint answers HTTP but the MCP handshake failed: check "
             "the url and the server's logs"
         ),
+        protocol=entry.protocol_version,
     )
