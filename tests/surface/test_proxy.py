@@ -256,27 +256,30 @@ async def test_call_with_invalid_arguments_returns_the_schema_without_calling(
     assert "Parameters:" not in text.replace("Expected parameters:", "")
 
 
-async def test_a_tool_error_from_the_server_is_passed_through_with_the_parameters_once(
+async def test_a_tool_error_about_its_arguments_is_passed_through_with_the_parameters_once(
     shared_adapter: McpAdapter,
 ) -> None:
-    result = await mcp(shared_adapter, tool="workbench_fail", args={"message": "disk full"})
+    result = await mcp(shared_adapter, tool="workbench_fail", args={"message": "bad message"})
     assert result.is_error
     text = result.text_content
-    assert text.startswith("Error executing tool fail: disk full\n\nExpected parameters:")
+    assert text.startswith("Error executing tool fail: bad message\n\nExpected parameters:")
     assert text.count("Expected parameters:") == 1
     assert "Expected parameters:\n  message (string) *required*" in text
     assert "Parameters:" not in text.replace("Expected parameters:", "")
     assert result.details["parameterHint"] is True
 
 
-async def test_a_tool_error_of_a_tool_without_parameters_says_it_takes_none(
-    workspace: Workspace,
+async def test_a_tool_error_that_is_not_about_arguments_gets_no_parameter_list(
+    shared_adapter: McpAdapter, workspace: Workspace
 ) -> None:
+    result = await mcp(shared_adapter, tool="workbench_fail", args={"message": "disk full"})
+    assert result.text_content == "Error executing tool fail: disk full"
+    assert "parameterHint" not in result.details
     workspace.write_config({"fixture": fixture_entry()})
     async with workspace.adapter() as adapter:
         result = await mcp(adapter, tool="fixture_fail")
     assert result.is_error
-    assert result.text_content == "it failed\n\nExpected parameters: none."
+    assert result.text_content == "it failed"
 
 
 async def test_an_unknown_tool_gets_suggestions(shared_adapter: McpAdapter) -> None:

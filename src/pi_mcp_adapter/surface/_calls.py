@@ -8,6 +8,7 @@ TOON-encoded where configured, output cut by the output guard, and errors that s
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -148,12 +149,34 @@ def _with_parameter_hint(result: ToolResult, tool: ToolInfo) -> ToolResult:
     A model whose call was refused most often passed something the tool does not take; the
     parameter list lets it correct the call without another ``describe`` round trip.
     """
-    if _HINT_HEADER in result.text_content:
+    text = result.text_content
+    if _HINT_HEADER in text or not _about_arguments(text, tool):
         return result
     return ToolResult(
         (*result.content, TextPart("\n" + parameter_hint(tool))),
         is_error=True,
         details={**result.details, "parameterHint": True},
+    )
+
+
+_ARGUMENT_WORDS = re.compile(
+    r"argument|parameter|\bparams?\b|required|missing|invalid input|validation|"
+    r"must be|should be|expected|unexpected|unknown (?:field|key|property)|schema|-32602",
+    re.IGNORECASE,
+)
+
+
+def _about_arguments(text: str, tool: ToolInfo) -> bool:
+    """Whether a server's error text speaks of the call's arguments: it uses the words of an
+    argument error, or names one of the tool's parameters. A "disk full" or "not found" is
+    about the world, and a parameter list under it only misleads the model."""
+    if _ARGUMENT_WORDS.search(text):
+        return True
+    properties = tool.input_schema.get("properties")
+    if not isinstance(properties, dict):
+        return False
+    return any(
+        isinstance(name, str) and re.search(rf"\b{re.escape(name)}\b", text) for name in properties
     )
 
 
