@@ -129,6 +129,15 @@ def test_counts_per_state_and_the_largest_servers_come_first() -> None:
     assert 'mcp({servers: "all", offset: 10}) lists them, largest first' in text
 
 
+def test_a_failed_server_with_cached_tools_is_listed_once_above_twelve_servers() -> None:
+    rows = [ServerStatus(f"server-{i:02d}", "cached", 1 + i) for i in range(12)]
+    rows.append(ServerStatus("broken", "failed", 40, error="spawn failed"))
+    text = render_status(StatusReport(servers=tuple(rows)), max_chars=STATUS_BUDGET_CHARS)
+    assert text.count("broken") == 1
+    assert "✗ broken (40 tools cached; failed: spawn failed)" in text
+    assert "server-11" in text.split("Largest servers:\n", 1)[1]
+
+
 def test_paging_through_all_servers_lists_each_once_largest_first() -> None:
     report = synthetic_report(120)
     names = page_through(report, "all")

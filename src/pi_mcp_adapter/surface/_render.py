@@ -174,7 +174,11 @@ def _bounded_status(report: StatusReport, max_chars: int) -> str:
         if lines[-1]:
             lines.append("")
         lines.append("Largest servers:")
-        lines += [cap_line(describe_server(row)) for row in shown]
+        # An unavailable server has its line above already (with its reason); the offset of
+        # the call below still counts it, so paging lists every server once.
+        lines += [
+            cap_line(describe_server(row)) for row in shown if row.status not in UNAVAILABLE_STATES
+        ]
         hidden = ordered[len(shown) :]
         if hidden:
             tools = sum(r.tool_count for r in hidden)
