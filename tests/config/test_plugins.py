@@ -79,6 +79,22 @@ def test_a_claude_plugin_adds_its_servers_with_the_plugin_root_filled_in(machine
     )
 
 
+def test_a_plugin_servers_transport_type_is_understood_not_warned_about(machine: Machine) -> None:
+    claude_plugin(
+        machine.home / "p",
+        {
+            "local": {"type": "stdio", "command": "python"},
+            "remote": {"type": "http", "url": "https://db.example/mcp"},
+        },
+    )
+    machine.write_layer(
+        "agent", {"claudePlugins": [{"path": str(machine.home / "p"), "mcp": True}]}
+    )
+    loaded = machine.load()
+    assert set(loaded.servers) == {"local", "remote"}
+    assert [w for w in loaded.warnings if "'type'" in w] == []
+
+
 def test_config_files_override_a_plugin_server_field_by_field(machine: Machine) -> None:
     claude_plugin(machine.home / "p", {"db": {"command": "python", "lifecycle": "lazy"}})
     machine.write_layer(

@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 
 from pi_mcp_adapter._errors import ConfigError
 
-from ._hosts import read_file_text
+from ._hosts import _without_transport_type, read_file_text
 from ._jsonc import JsoncDocument, JsoncSyntaxError, JsonPath, parse_jsonc
 from ._locations import Where
 from ._validate import LineLookup, RawEntry, json_type
@@ -186,7 +186,11 @@ def read_claude_plugins(specs: Sequence[ClaudePluginSpec], where: Where) -> list
                 )
                 continue
             taken[key] = server_name
-            entry = _replace_strings(value, "${CLAUDE_PLUGIN_ROOT}", str(root))
+            # Claude Code's `"type": "stdio" | "http" | "sse"` names what the command or URL
+            # already says, as in a project's .mcp.json: dropped, not warned about.
+            entry = _replace_strings(
+                _without_transport_type(value), "${CLAUDE_PLUGIN_ROOT}", str(root)
+            )
             if isinstance(entry.get("command"), str):
                 env = entry.get("env")
                 entry["env"] = {
