@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,22 @@ def test_cursor_reads_the_user_and_the_project_file(machine: Machine) -> None:
         },
         "shared": {"url": "https://project.example/mcp"},
         "docs": {"command": "docs-server", "args": [f"{machine.project}/docs"]},
+    }
+
+
+def test_vscode_workspace_basename_and_path_separator_resolve_to_the_project(
+    machine: Machine,
+) -> None:
+    machine.write(
+        machine.project / ".vscode" / "mcp.json",
+        '{"servers": {"named": {"type": "stdio", "command": "srv",'
+        ' "args": ["--name", "${workspaceFolderBasename}", "${workspaceFolder}${/}data"]}}}',
+    )
+    assert _servers(machine, "vscode") == {
+        "named": {
+            "command": "srv",
+            "args": ["--name", machine.project.name, f"{machine.project}{os.sep}data"],
+        }
     }
 
 

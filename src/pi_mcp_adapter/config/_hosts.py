@@ -7,6 +7,7 @@ still point into the host's file. Host files are only ever opened for reading.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -207,12 +208,17 @@ def _translate_opencode(entry: dict[str, object], path: JsonPath) -> Translation
 def _substitute_editor_variables(read: HostRead, where: Where) -> None:
     """Resolve the editor variables VS Code, Cursor and Windsurf put in server entries.
 
-    ``${workspaceFolder}`` and ``${userHome}`` have a meaning outside the editor;
-    ``${input:...}`` prompts the user inside VS Code and cannot be resolved here.
+    ``${workspaceFolder}``, ``${workspaceFolderBasename}``, ``${userHome}`` and
+    ``${pathSeparator}`` (``${/}``) have a meaning outside the editor (left as written they
+    would read as environment variables that are not set); ``${input:...}`` prompts the user
+    inside VS Code and cannot be resolved here.
     """
     replacements = {
         "${workspaceFolder}": str(where.project_dir),
+        "${workspaceFolderBasename}": where.project_dir.name,
         "${userHome}": str(where.home),
+        "${pathSeparator}": os.sep,
+        "${/}": os.sep,
     }
 
     def fix(value: object) -> object:
