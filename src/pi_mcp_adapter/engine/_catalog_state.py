@@ -199,14 +199,23 @@ class CatalogState:
         self, servers: Collection[str] | None = None, *, timeout_s: float
     ) -> bool:
         """Wait until ``servers`` (default: every server) are no longer being listed, at most
-        ``timeout_s``. Returns whether anything was waited for."""
+        ``timeout_s``, and until listeners have heard of every listing published so far.
+        Returns whether anything was waited for.
+
+        Listeners are told of listings at most every ``NOTIFY_INTERVAL_S`` while others are
+        still being listed, and they are what registers a host's direct tools: a waiter that
+        resumed before that notice would read a tool list without them (a first ``tools/list``
+        on a fresh machine while a slow server still starts). So whoever waits here gets the
+        notice first, however early or late it came.
+        """
         pending = [e for n, e in self._listing.items() if servers is None or n in servers]
-        if not pending:
-            return False
-        with anyio.move_on_after(timeout_s):
-            for event in pending:
-                await event.wait()
-        return True
+        if pending:
+            with anyio.move_on_after(timeout_s):
+                for event in pending:
+                    await event.wait()
+        if self._notify_pending:
+            self._notify()
+        return bool(pending)
 
     async def wait_for_any_listing(self) -> bool:
         """Wait until one of the listings in progress ends (unbounded: the caller bounds
