@@ -53,3 +53,20 @@ def test_a_cold_tools_command_reports_a_slow_server_as_still_starting_not_failed
     status = json.loads(pi_mcp(tmp_path, "status", "--json").stdout)
     rows = {row["name"]: row for row in status["servers"]}
     assert rows["slow"]["status"] != "failed"
+
+
+def test_a_cold_call_waits_for_its_servers_whole_start_up_time(tmp_path: Path) -> None:
+    (tmp_path / "project").mkdir()
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    slow = {
+        "command": sys.executable,
+        "args": [str(MCP_FIXTURE), "--start-delay", "12"],
+        "startupTimeoutMs": 60_000,
+    }
+    (agent / "mcp.json").write_text(json.dumps({"mcpServers": {"slow": slow}}))
+
+    called = pi_mcp(tmp_path, "call", "slow_echo", '{"message": "late"}')
+
+    assert called.returncode == 0, called.stderr
+    assert called.stdout == "Echo: late\n"

@@ -697,7 +697,9 @@ async def _list_servers_for(adapter: McpAdapter, name: str) -> None:
         n for n in adapter.enabled_servers() if adapter.server_status(n).status == "not-cached"
     ]
     likely = [n for n in never_listed if name.startswith(n)]
-    await adapter.connect_uncached(likely or never_listed)
+    # The server a tool name points at is needed, not surveyed: it gets its whole
+    # startupTimeoutMs, as the call itself would.
+    await adapter.connect_uncached(likely or never_listed, whole_startup=bool(likely))
 
 
 def _whole_text(result: ToolResult) -> str:

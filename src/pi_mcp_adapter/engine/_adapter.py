@@ -477,26 +477,34 @@ class McpAdapter:
             await self._list(eager)
 
     async def connect_uncached(
-        self, names: Sequence[str] | None = None, *, only_uncached: bool = True
+        self,
+        names: Sequence[str] | None = None,
+        *,
+        only_uncached: bool = True,
+        whole_startup: bool = False,
     ) -> None:
         """Connect ``names`` (default: every enabled server whose tools are not cached) in
-        parallel, under the start deadline; failures are reported through ``on_progress``."""
+        parallel, under the start deadline (with ``whole_startup``, each within its own
+        ``startupTimeoutMs``: the caller needs these servers, not a quick overview);
+        failures are reported through ``on_progress``."""
         self._require_manager()
         wanted = list(names if names is not None else self.enabled_servers())
         if only_uncached:
             wanted = [n for n in wanted if n in self.servers and not self.state.is_known(n)]
         if wanted:
             self.state.begin_listing(wanted)
-            await self._list(wanted)
+            await self._list(wanted, whole_startup=whole_startup)
 
-    async def _list(self, names: Sequence[str]) -> None:
-        """Connect ``names`` together under the start deadline; each listing ends (and
-        whoever waits for it resumes) as soon as that server is done."""
+    async def _list(self, names: Sequence[str], *, whole_startup: bool = False) -> None:
+        """Connect ``names`` together under the start deadline (or, with ``whole_startup``,
+        each within its own start-up time); each listing ends (and whoever waits for it
+        resumes) as soon as that server is done."""
         try:
             manager = self._require_manager()
             for name in names:
                 self._progress(name, "connecting", None)
-            results = await manager.connect_many(list(names), deadline_s=self._start_deadline_s)
+            deadline_s = None if whole_startup else self._start_deadline_s
+            results = await manager.connect_many(list(names), deadline_s=deadline_s)
             for name, error in results.items():
                 if error is None:
                     self._progress(name, "connected", None)
