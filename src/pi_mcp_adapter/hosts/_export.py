@@ -64,6 +64,9 @@ class ExportHost:
     """The provider runs its own tool search over deferred tools (``tool_definitions(...,
     defer=True)`` was asked for): a deferred tool the model calls is then loaded and run."""
     exposure: SessionExposure = field(default_factory=SessionExposure)
+    retired: set[str] = field(default_factory=set)
+    """Tools the model was sent whose server no longer offers them: still listed, their call
+    answers that they are gone."""
     """What the model was sent this session; kept byte-stable for the provider's cache."""
     deferred_layout: dict[str, bool] = field(default_factory=dict)
     """With ``defer``: every tool's place in the list and whether it is deferred, fixed the
@@ -76,12 +79,14 @@ class ExportHost:
     def register_tool(self, tool: ToolDefinition) -> None:
         # A definition the model was already sent stays as sent (surface/_exposure.py).
         self.tools[tool.name] = self.exposure.pinned(tool)
+        self.retired.discard(tool.name)
 
     def unregister_tool(self, name: str) -> None:
         retired = self.exposure.retired(name)
         if retired is not None:
             # Sent already: it keeps its place in the list, and a call says it is gone.
             self.tools[name] = retired
+            self.retired.add(name)
             return
         self.tools.pop(name, None)
         self.active = [n for n in self.active if n != name]
@@ -94,6 +99,9 @@ class ExportHost:
         for name in names:
             if name in self.tools or name in self.builtin_tools:
                 seen[name] = None
+        # A retired tool stays listed where the model saw it (the surfaces drop it from the
+        # set they want, as its server no longer offers it).
+        seen.update(dict.fromkeys(n for n in self.active if n in self.retired))
         self.active = list(seen)
 
     def host_tool_names(self) -> Sequence[str]:

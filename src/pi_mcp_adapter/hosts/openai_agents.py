@@ -120,7 +120,8 @@ class _AgentsHost(ExportHost):
     def set_active_tools(self, names: Sequence[str]) -> None:
         # The caller's own tools are always enabled; only MCP tools are gated.
         before = set(self.active)
-        self.active = list(dict.fromkeys(n for n in names if n in self.tools))
+        kept = [n for n in self.active if n in self.retired]  # see ExportHost.set_active_tools
+        self.active = list(dict.fromkeys([*(n for n in names if n in self.tools), *kept]))
         # The Runner sends enabled tools in list order: a tool activated now moves to the end,
         # after every tool the model has seen, so the request's tool list only grows at its
         # end and the provider's cached prefix holds (surface/_exposure.py).

@@ -71,7 +71,7 @@ from pi_mcp_adapter.engine import (
     ToolDefinition,
     ToolResult,
 )
-from pi_mcp_adapter.surface import Surfaces
+from pi_mcp_adapter.surface import SessionExposure, Surfaces
 
 from ._answers import elicit_or_decline
 from ._attach import attach
@@ -128,6 +128,8 @@ class PiHost:
         self._environ = dict(os.environ if environ is None else environ)
         self._definitions: dict[str, ToolDefinition] = {}
         self._registered: dict[str, tuple[str, str]] = {}
+        self._exposure = SessionExposure()
+        self._retired: set[str] = set()
         self._handlers: dict[HostEvent, list[EventHandler]] = {}
         self.command_names: tuple[str, str] = ADAPTER_COMMANDS
         self.status_line: str | None = None
@@ -163,6 +165,7 @@ class PiHost:
         pi.on("session_start", self._on_session_start)
         pi.on("turn_end", self._on_turn_end)
         pi.add_turn_barrier(self._wait_until_ready)
+        pi.on("before_provider_request", self._on_provider_request)
         pi.register_cleanup(self.close)
 
     def _warn_command_taken(self, owner: str) -> None:
@@ -363,6 +366,12 @@ class PiHost:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
+    def _on_provider_request(self, event: object = None) -> None:
+        # Each provider request is sent the active tools in active order (ToolSearch appends):
+        # from now on each keeps its place and its definition for the session.
+        active = [self._definitions[n] for n in self.get_active_tools() if n in self._definitions]
+        self._exposure.mark_sent(active)
+
     async def _wait_until_ready(self) -> None:
         """The turn barrier: hold a turn until the surfaces are registered and the tools shown
         up front (direct tools, eager servers' tools) are listed, bounded by the start-up
@@ -393,6 +402,9 @@ class PiHost:
     # ------------------------------------------------------------------ Host protocol
 
     def register_tool(self, tool: ToolDefinition) -> None:
+        # A definition the model was already sent stays as sent (surface/_exposure.py).
+        tool = self._exposure.pinned(tool)
+        self._retired.discard(tool.name)
         signature = (tool.description, json.dumps(tool.parameters, sort_keys=True, default=str))
         if self._registered.get(tool.name) != signature:
             replacing = tool.name in self._registered
@@ -415,6 +427,12 @@ class PiHost:
     def unregister_tool(self, name: str) -> None:
         # ExtensionAPI cannot remove a tool: it stays registered, inactive, and answers that
         # it is gone if a model still calls it.
+        retired = self._exposure.retired(name)
+        if retired is not None:
+            # Sent already: it keeps its place in the active list, and a call says it is gone.
+            self._definitions[name] = retired
+            self._retired.add(name)
+            return
         self._definitions.pop(name, None)
         active = list(self._pi.get_active_tools())
         if name in active:
@@ -429,6 +447,8 @@ class PiHost:
     def set_active_tools(self, names: Sequence[str]) -> None:
         known = {t.name for t in self._pi.get_all_tools()}
         wanted = list(dict.fromkeys(n for n in names if n in known and not self._stale(n)))
+        # A retired tool stays where the model saw it (see unregister_tool).
+        wanted += [n for n in self._pi.get_active_tools() if n in self._retired and n not in wanted]
         if wanted != list(self._pi.get_active_tools()):
             self._pi.set_active_tools(wanted)
 

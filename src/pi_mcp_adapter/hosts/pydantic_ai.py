@@ -238,8 +238,11 @@ class McpCapability(AdapterBinding, AbstractCapability[Any]):
         if self.toolset.native_search:
             # pydantic-ai's ToolSearch hides and reveals the deferred tools itself, keeping
             # them in place; they are listed after the ones visible from the start.
-            deferred = [d for d in mcp.values() if d.defer_loading]
+            layout = self.host.deferred_layout
+            deferred = [mcp[n] for n in layout if n in mcp and mcp[n].defer_loading]
             visible = [mcp[d.name] for d in self.host.send_definitions() if d.name in mcp]
+            # A provider with native search is sent every deferred declaration: pin them all.
+            self.host.exposure.mark_sent(self.host.tools[d.name] for d in deferred)
             return own + visible + deferred
         return own + [mcp[d.name] for d in self.host.send_definitions() if d.name in mcp]
 

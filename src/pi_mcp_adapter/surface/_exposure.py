@@ -16,15 +16,21 @@ enforced here once for every host that keeps its own tool list:
 
 A host marks what it hands to the model with :meth:`SessionExposure.mark_sent`; until then a
 definition may still change freely (the first listing may land after the host was attached).
+The one exception: a ``ToolSearch`` sent while nothing was listed yet is a placeholder and takes
+the first real summary; after that its summary is fixed, and servers listed later are found by
+searching.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from pi_mcp_adapter.engine import ToolDefinition, ToolResult
+
+from ._toolsearch import NO_TOOLS_YET, TOOL_SEARCH_NAME
 
 
 class SessionExposure:
@@ -43,6 +49,10 @@ class SessionExposure:
     def mark_sent(self, definitions: Iterable[ToolDefinition]) -> None:
         """Pin ``definitions`` (as they are now) for the rest of the session."""
         for definition in definitions:
+            if definition.name == TOOL_SEARCH_NAME and definition.description.endswith(
+                NO_TOOLS_YET
+            ):
+                continue  # a placeholder: the first listing replaces it
             self._sent.setdefault(definition.name, definition)
 
     def pinned(self, tool: ToolDefinition) -> ToolDefinition:
@@ -76,3 +86,19 @@ class SessionExposure:
         first sent, then the rest in the order they became active."""
         wanted = dict.fromkeys(active)
         return [n for n in self._sent if n in wanted] + [n for n in wanted if n not in self._sent]
+
+
+def count_cache_breaks(requests: Sequence[tuple[Sequence[str], Sequence[str]]]) -> int:
+    """How many of ``requests`` (each its serialized tool definitions and messages, in the
+    order sent) would miss a provider's cached prefix built by the request before: a tool list
+    that is not the previous one with tools appended, or messages that are not the previous
+    ones with messages appended. Appending tools is how hosts without native deferral load a
+    tool; a reordered or rewritten earlier definition, or a rewritten earlier message, breaks.
+    """
+    breaks = 0
+    for (tools_before, messages_before), (tools, messages) in itertools.pairwise(requests):
+        tools_kept = list(tools[: len(tools_before)]) == list(tools_before)
+        messages_kept = list(messages[: len(messages_before)]) == list(messages_before)
+        if not (tools_kept and messages_kept):
+            breaks += 1
+    return breaks

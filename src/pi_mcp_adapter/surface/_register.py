@@ -100,7 +100,15 @@ class Surfaces:
     async def ready(self) -> None:
         """Wait until the tools shown up front (direct tools, eager servers' tools) are
         registered, each server bounded by its start-up timeout: call it before the first tool
-        list a model reads (see :func:`wait_for_up_front_tools`)."""
+        list a model reads (see :func:`wait_for_up_front_tools`).
+
+        Under ToolSearch every server is shown up front: its description summarises the whole
+        catalog and, once sent, stays fixed for the session (a changing tool list would cost
+        the provider's prompt cache, ``_exposure.py``), so the first listing of every server
+        is awaited, each bounded by its start-up timeout (instant from the metadata cache)."""
+        if self.toolsearch is not None:
+            await self.adapter.ready()
+            return
         await wait_for_up_front_tools(self.adapter)
 
     def _known(self) -> set[str]:

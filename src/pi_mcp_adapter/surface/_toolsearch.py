@@ -51,6 +51,11 @@ def parse_select(query: str) -> list[str] | None:
     return [n.strip() for n in text[len(SELECT_PREFIX) :].split(",") if n.strip()]
 
 
+NO_TOOLS_YET = "No MCP tools to load yet."
+"""How the ``ToolSearch`` description ends while nothing is listed: a placeholder, which the
+session's exposure does not pin (``_exposure.py``), so the first listing still describes the
+catalog to the model."""
+
 _TOOL_DESCRIPTION_CHARS = 60
 _TAIL_HEAD = "More tools, not listed (search finds them): "
 # Share of the budget kept for the closing per-server counts while tool lines are added, so
@@ -80,7 +85,7 @@ def build_description(tools: Sequence[ToolInfo], *, budget_tokens: int, limit: i
     for tool in tools:
         by_server.setdefault(tool.server, []).append(tool)
     if not by_server:
-        return intro + "\nNo MCP tools to load yet."
+        return intro + "\n" + NO_TOOLS_YET
     servers = list(by_server)
     # What the closing line would cost if it had to name servers[i:] (a server cut short
     # costs about the same as one not listed at all).
