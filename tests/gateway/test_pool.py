@@ -338,12 +338,13 @@ def test_cli_calls_use_the_background_pool_and_stop_leaves_no_process(
         status = pi_mcp(tmp_path, "status")
         assert f"server pool: pid {pool_pid}" in status.stdout
         # Short commands run in the pool's warm process, with this one's directory (the
-        # relative --config), environment and streams, and exit with the command's code.
-        assert warm(tmp_path, "call", "fx_echo", "-", stdin='{"message": "warm"}') == (
-            0,
-            "Echo: warm\n",
-        )
-        assert warm(tmp_path, "call", "fx_fail")[0] == 1
+        # relative --config), environment and streams, and exit with the command's code (not
+        # with PI_MCP_WARM=0, which the tests' environment sets).
+        use_warm = {"PI_MCP_WARM": "1"}
+        assert warm(
+            tmp_path, "call", "fx_echo", "-", stdin='{"message": "warm"}', env=use_warm
+        ) == (0, "Echo: warm\n")
+        assert warm(tmp_path, "call", "fx_fail", env=use_warm)[0] == 1
         assert warm(tmp_path, "call", "fx_pid", env={"PI_MCP_POOL": "0"}) == (None, "")
         # Ctrl-C on a command the warm process runs stops that command, as it would here.
         mark = make_mark(tmp_path, "slow-started")
@@ -624,10 +625,10 @@ def test_the_warm_process_exits_when_idle_or_when_the_package_changed(
         # imported it runs by itself, and the outdated process ends.
         newer = (
             "import sys\n"
-            "from pi_mcp_adapter import _launch\n"
-            "current = _launch.install_identity()\n"
-            "_launch.install_identity = lambda: [*current[:2], str(int(current[2]) + 1)]\n"
-            "code = _launch.run_warm(sys.argv[1:])\n"
+            "from pi_mcp_adapter._warm import _client\n"
+            "current = _client.install_identity()\n"
+            "_client.install_identity = lambda: [*current[:-1], current[-1] + '0']\n"
+            "code = _client.run_warm(sys.argv[1:])\n"
             "sys.stderr.write(f'WARM {code}\\n')\n"
         )
         probe = subprocess.run(
