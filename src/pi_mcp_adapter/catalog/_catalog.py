@@ -1,8 +1,11 @@
 """The catalog: every tool of every server under one unique name, and name resolution.
 
-A :class:`Catalog` is an immutable snapshot; the engine builds a new one whenever a server's
-metadata changes. Building and every lookup use dict indexes, so a catalog of tens of thousands
-of tools answers in microseconds; only a miss (which ranks suggestions) does more work.
+A :class:`Catalog` is an immutable snapshot. Building and every lookup use dict indexes, so a
+catalog of tens of thousands of tools answers in microseconds; only a miss (which ranks
+suggestions) does more work. When one server's tools change, :meth:`Catalog.replacing_server`
+derives the next snapshot from this one: the indexes are copied as dicts (a C-level copy, a
+millisecond at 100,000 tools) and only that server's tools are named and indexed again, so a
+relisting costs what the server offers, not what the catalog holds.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import hashlib
+import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -101,6 +105,28 @@ class _Index:
         self.by_name.setdefault(name_key, []).append(tool)
         self.by_original.setdefault(original_key, []).append(tool)
 
+    def copy(self) -> _Index:
+        """A copy sharing the lists: the caller replaces (never edits) each list it changes."""
+        index = _Index(self.key)
+        index.by_name = dict(self.by_name)
+        index.by_original = dict(self.by_original)
+        index.server_by_prefix = dict(self.server_by_prefix)
+        return index
+
+    def discard(self, tool: ToolInfo, name_key: str, original_key: str) -> None:
+        """Remove ``tool`` (by identity) from the lists of its keys, replacing those lists."""
+        for mapping, key in ((self.by_name, name_key), (self.by_original, original_key)):
+            kept = [t for t in mapping.get(key, ()) if t is not tool]
+            if kept:
+                mapping[key] = kept
+            else:
+                mapping.pop(key, None)
+
+    def add_copying(self, tool: ToolInfo, name_key: str, original_key: str) -> None:
+        """Like :meth:`add`, on an index whose lists a previous snapshot may share."""
+        self.by_name[name_key] = [*self.by_name.get(name_key, ()), tool]
+        self.by_original[original_key] = [*self.by_original.get(original_key, ()), tool]
+
     def add_server(self, server: str) -> None:
         for prefix in {server, server_prefix(server, "server"), server_prefix(server, "short")}:
             key = self.key(prefix)
@@ -135,7 +161,7 @@ class Catalog:
         "_tools",
     )
 
-    _tools: tuple[ToolInfo, ...]
+    _tools: tuple[ToolInfo, ...] | None
     _by_server: dict[str, tuple[ToolInfo, ...]]
     _by_name: dict[str, ToolInfo]
     _by_original: dict[str, list[ToolInfo]]
@@ -168,16 +194,16 @@ class Catalog:
             by_name[tool.name] = tool
             by_server.setdefault(tool.server, []).append(tool)
         self._by_name = by_name
-        self._tools = tuple(by_name.values())
+        self._tools = every_tool = tuple(by_name.values())
         self._by_server = {s: tuple(ts) for s, ts in by_server.items()}
         self._collisions = tuple(collisions)
         self._by_original = {}
-        for tool in self._tools:
+        for tool in every_tool:
             self._by_original.setdefault(tool.original_name, []).append(tool)
         self._suggest_index = None
         self._exact = _Index(_canonical)
         self._folded = _Index(_folded)
-        for tool in self._tools:
+        for tool in every_tool:
             name_key, original_key = _canonical(tool.name), _canonical(tool.original_name)
             self._exact.add(tool, name_key, original_key)
             # Folding the canonical form equals _folded() of the raw name, at half the cost.
@@ -185,6 +211,68 @@ class Catalog:
         for index in (self._exact, self._folded):
             for server in self._by_server:
                 index.add_server(server)
+
+    def replacing_server(
+        self, server: str, tools: Sequence[ToolInfo], *, servers: Sequence[str]
+    ) -> Catalog | None:
+        """This catalog with ``server``'s tools replaced by ``tools`` (already named, as
+        :func:`build_tool_infos` or a filtered view gives them), in the server order
+        ``servers``; the work is proportional to the two tool lists, not to the catalog.
+
+        Returns None when a name is contested (a new tool wants a name another server holds,
+        or the server held or lost a contested name before): who keeps a name depends on
+        every server's order then, and only a full :meth:`build` decides it.
+        """
+        old = self._by_server.get(server, ())
+        if any(c.server == server or c.kept_by == server for c in self._collisions):
+            return None
+        by_name = dict(self._by_name)
+        for tool in old:
+            by_name.pop(tool.name, None)
+        for tool in tools:
+            if tool.name in by_name or tool.server != server:
+                return None
+            by_name[tool.name] = tool
+        if len(by_name) != len(self._by_name) - len(old) + len(tools):
+            return None  # the new list names one tool twice: build() renames it
+        catalog = Catalog.__new__(Catalog)
+        catalog._by_name = by_name
+        catalog._tools = None
+        known = self._by_server
+        catalog._by_server = {
+            s: tuple(tools) if s == server else known.get(s, ())
+            for s in servers
+            if s in known or s == server
+        }
+        catalog._collisions = self._collisions
+        catalog._by_original = dict(self._by_original)
+        for tool in old:
+            kept = [t for t in catalog._by_original.get(tool.original_name, ()) if t is not tool]
+            if kept:
+                catalog._by_original[tool.original_name] = kept
+            else:
+                catalog._by_original.pop(tool.original_name, None)
+        for tool in tools:
+            catalog._by_original[tool.original_name] = [
+                *catalog._by_original.get(tool.original_name, ()),
+                tool,
+            ]
+        catalog._suggest_index = None
+        catalog._exact = self._exact.copy()
+        catalog._folded = self._folded.copy()
+        for tool in old:
+            name_key, original_key = _canonical(tool.name), _canonical(tool.original_name)
+            catalog._exact.discard(tool, name_key, original_key)
+            catalog._folded.discard(tool, name_key.casefold(), original_key.casefold())
+        for tool in tools:
+            name_key, original_key = _canonical(tool.name), _canonical(tool.original_name)
+            catalog._exact.add_copying(tool, name_key, original_key)
+            catalog._folded.add_copying(tool, name_key.casefold(), original_key.casefold())
+        if server not in known:
+            for index in (catalog._exact, catalog._folded):
+                index.server_by_prefix = {k: set(v) for k, v in index.server_by_prefix.items()}
+                index.add_server(server)
+        return catalog
 
     @classmethod
     def build(
@@ -220,11 +308,15 @@ class Catalog:
     def tools(self, server: str | None = None) -> Sequence[ToolInfo]:
         """All tools, or those of ``server`` (empty for an unknown server)."""
         if server is None:
+            if self._tools is None:
+                # A catalog derived by replacing_server() joins its servers' tuples when
+                # first asked for every tool (a C-level join, not a Python loop).
+                self._tools = tuple(itertools.chain.from_iterable(self._by_server.values()))
             return self._tools
         return self._by_server.get(server, ())
 
     def __len__(self) -> int:
-        return len(self._tools)
+        return len(self._by_name)
 
     def __contains__(self, name: object) -> bool:
         return name in self._by_name
@@ -347,7 +439,7 @@ class Catalog:
             return []
         if self._suggest_index is None:
             # Built on the first miss only: most catalogs never need it.
-            self._suggest_index = _SuggestIndex(self._tools)
+            self._suggest_index = _SuggestIndex(self.tools())
         return self._suggest_index.suggest(key, server=server, limit=limit)
 
 

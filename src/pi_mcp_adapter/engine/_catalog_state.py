@@ -13,15 +13,21 @@ Callers: every view is the current caller's (:func:`~pi_mcp_adapter.engine._call
 a gateway client with a policy). This is the one place the policy filters what can be seen:
 the catalog, the prompt catalog and the search index of a caller hold only what it may use, so
 lookups, suggestions, counts and search answers built from them never name anything else.
-Views are built per caller on first use and dropped with every rebuild.
+Views are built per caller on first use and dropped with every full rebuild.
+
+Cost follows the change: a listing of one server derives each existing view from the previous
+one (:meth:`Catalog.replacing_server`, work proportional to that server's tools), and the
+search indexes are rebuilt in a worker thread while the previous ones keep answering, so a
+relisting never holds up other requests on the event loop. Until its index is rebuilt, the
+server counts as still being listed: a search that misses waits for it like for any listing.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -33,6 +39,7 @@ from pi_mcp_adapter.catalog import (
     PromptInfo,
     ServerMetadata,
     ToolInfo,
+    build_tool_infos,
 )
 from pi_mcp_adapter.config import ServerEntry, Settings
 
@@ -44,6 +51,7 @@ if TYPE_CHECKING:
     from pi_mcp_adapter.catalog._search import SearchIndex
 
 CatalogListener = Callable[[], None]
+RunSoon = Callable[[Callable[[], Coroutine[Any, Any, None]]], object]
 
 NOTIFY_INTERVAL_S = 0.25
 """While several servers are being listed, listeners hear of new listings at most this often
@@ -81,16 +89,35 @@ class CatalogState:
         self._catalog: Catalog | None = None
         self._prompt_catalog: PromptCatalog | None = None
         self._index: SearchIndex | None = None
+        self._index_catalog: Catalog | None = None
+        """The catalog ``_index`` was built from (an older one while a rebuild runs)."""
         self._caller_views: dict[CallerPolicy, _CallerViews] = {}
         """Each policy's own catalog, prompt catalog and index (a handful of gateway clients)."""
         self._listeners: list[CatalogListener] = []
         self._notify_pending = False
         self._notified_at = -float("inf")
+        self.run_soon: RunSoon | None = None
+        """Starts a background task (the adapter's task group while it runs): with it, search
+        indexes are rebuilt off the event loop after a listing; without it (a one-shot
+        command), when next read."""
+        self._enabled: tuple[Mapping[str, ServerEntry], dict[str, ServerEntry]] | None = None
+        self._index_generation = 0
+        """Bumped by each incremental change; a background rebuild runs until it catches up."""
+        self._index_rebuilding = False
+        self._awaiting_index: set[str] = set()
+        """Servers whose listing ended while their tools were not yet in the search index:
+        they count as being listed until it is rebuilt."""
 
     # ------------------------------------------------------------------ what is known
 
     def enabled(self) -> dict[str, ServerEntry]:
-        return {n: e for n, e in self._entries().items() if e.is_enabled}
+        """The enabled entries (found once per configuration: a large one has tens of
+        thousands, and every view asks). Do not modify the answer."""
+        entries = self._entries()
+        known = self._enabled
+        if known is None or known[0] is not entries:
+            known = self._enabled = (entries, {n: e for n, e in entries.items() if e.is_enabled})
+        return known[1]
 
     def load_cache(self) -> None:
         """Read the cache file and take every enabled server's entry that is still valid."""
@@ -127,7 +154,7 @@ class CatalogState:
         changes = self.cache.store(server, entry, metadata)
         self._metadata[server] = metadata
         self._changes[server] = self.cache.definition_changes(server)
-        self._invalidate()
+        self._replace_server(server)
         others_listing = any(name != server for name in self._listing)
         if others_listing and time.monotonic() - self._notified_at < NOTIFY_INTERVAL_S:
             self._notify_pending = True  # told when the pass ends, or with the next listing
@@ -182,6 +209,8 @@ class CatalogState:
                 self._listing[name] = anyio.Event()
 
     def end_listing(self, name: str) -> None:
+        if name in self._awaiting_index:
+            return  # ends when the search index holds its tools (see _rebuild_indexes)
         event = self._listing.pop(name, None)
         if event is not None:
             event.set()
@@ -255,6 +284,88 @@ class CatalogState:
         self._prompt_catalog = None
         self._index = None
         self._caller_views = {}
+        self._index_generation += 1  # a background rebuild in flight is for an older catalog
+
+    def _replace_server(self, server: str) -> None:
+        """``server``'s metadata changed: derive every built view from the previous one, at
+        the cost of that server's tools, or drop them all when a name is contested (only a
+        full build decides who keeps it)."""
+        full = self._catalog
+        if full is None:
+            self._invalidate()
+            return
+        enabled = self.enabled()
+        entry = enabled.get(server)
+        metadata = self._metadata.get(server)
+        tools = (
+            build_tool_infos(server, metadata, entry=entry, settings=self._settings())
+            if entry is not None and metadata is not None
+            else []
+        )
+        order = [s for s in enabled if s in self._metadata]
+        replaced = full.replacing_server(server, tools, servers=order)
+        if replaced is None:
+            self._invalidate()
+            return
+        self._catalog = replaced
+        self._prompt_catalog = None
+        for caller, views in list(self._caller_views.items()):
+            views.prompts = None
+            if views.catalog is None:
+                continue
+            permitted = [t for t in replaced.tools(server) if self._permits(caller, t, replaced)]
+            derived = views.catalog.replacing_server(server, permitted, servers=replaced.servers)
+            if derived is None:
+                self._caller_views[caller] = _CallerViews()
+            else:
+                views.catalog = derived
+        self._refresh_indexes(server)
+
+    def _refresh_indexes(self, server: str) -> None:
+        """Bring the search indexes up to the current catalogs: in the background while the
+        previous ones keep answering, or (no task to run it in) when next read."""
+        self._index_generation += 1
+        if self.run_soon is None:
+            self._index = None
+            for views in self._caller_views.values():
+                views.index = None
+            return
+        if self._index is None and all(v.index is None for v in self._caller_views.values()):
+            return  # nothing searched yet: the first search builds what it needs
+        if server in self._listing:
+            self._awaiting_index.add(server)
+        if not self._index_rebuilding:
+            self._index_rebuilding = True
+            self.run_soon(self._rebuild_indexes)
+
+    async def _rebuild_indexes(self) -> None:
+        """Rebuild, in a worker thread, every index whose catalog changed, until no newer
+        change arrived meanwhile; then end the listings that waited for it."""
+        try:
+            while True:
+                generation = self._index_generation
+                await self._rebuild_stale_indexes()
+                if generation == self._index_generation:
+                    break
+        finally:
+            self._index_rebuilding = False
+            waiting, self._awaiting_index = self._awaiting_index, set()
+            for name in waiting:
+                self.end_listing(name)
+
+    async def _rebuild_stale_indexes(self) -> None:
+        if self._index is not None and self._index_catalog is not self._catalog:
+            catalog = self.catalog_for(None)
+            index = await anyio.to_thread.run_sync(self._build_index, catalog)
+            if self._catalog is catalog and self._index is not None:
+                self._index, self._index_catalog = index, catalog
+        for caller, views in list(self._caller_views.items()):
+            if views.index is None or views.index_catalog is views.catalog:
+                continue
+            catalog = self.catalog_for(caller)
+            index = await anyio.to_thread.run_sync(self._build_index, catalog)
+            if views.catalog is catalog and views.index is not None:
+                views.index, views.index_catalog = index, catalog
 
     def _notify(self) -> None:
         self._notify_pending = False
@@ -308,11 +419,13 @@ class CatalogState:
         caller = current_caller()
         if caller is None:
             if self._index is None:
-                self._index = self._build_index(self.catalog_for(None))
+                catalog = self.catalog_for(None)
+                self._index, self._index_catalog = self._build_index(catalog), catalog
             return self._index
         views = self._views_of(caller)
         if views.index is None:
-            views.index = self._build_index(self.catalog_for(caller))
+            catalog = self.catalog_for(caller)
+            views.index, views.index_catalog = self._build_index(catalog), catalog
         return views.index
 
     def _build_index(self, catalog: Catalog) -> SearchIndex:
@@ -375,9 +488,10 @@ class CatalogState:
 class _CallerViews:
     """One caller's views of the catalog, built when first read."""
 
-    __slots__ = ("catalog", "index", "prompts")
+    __slots__ = ("catalog", "index", "index_catalog", "prompts")
 
     def __init__(self) -> None:
         self.catalog: Catalog | None = None
         self.index: SearchIndex | None = None
+        self.index_catalog: Catalog | None = None
         self.prompts: PromptCatalog | None = None

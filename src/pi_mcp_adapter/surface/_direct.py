@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -101,7 +102,25 @@ async def wait_for_up_front_tools(adapter: McpAdapter) -> None:
     after a first run. Every host calls it before the tool list a model or client reads first
     (an MCP client's ``tools/list``, an agent's first step): on a fresh machine that list
     would otherwise lack the direct tools of servers still starting."""
-    await adapter.ready({*adapter.eager_servers(), *direct_servers(adapter)})
+    await adapter.ready(_up_front_servers(adapter))
+
+
+_UP_FRONT: weakref.WeakKeyDictionary[
+    McpAdapter, tuple[Mapping[str, ServerEntry], str | None, frozenset[str]]
+] = weakref.WeakKeyDictionary()
+"""Per adapter, the up-front servers of its configuration: every ``tools/list`` asks, and
+finding them walks every configured server (tens of thousands in a large catalog), so they are
+found once per configuration (a reload replaces the mapping) and ``MCP_DIRECT_TOOLS`` value."""
+
+
+def _up_front_servers(adapter: McpAdapter) -> frozenset[str]:
+    servers, env_value = adapter.servers, os.environ.get(DIRECT_TOOLS_ENV)
+    known = _UP_FRONT.get(adapter)
+    if known is not None and known[0] is servers and known[1] == env_value:
+        return known[2]
+    found = frozenset({*adapter.eager_servers(), *direct_servers(adapter)})
+    _UP_FRONT[adapter] = (servers, env_value, found)
+    return found
 
 
 def choose_direct_tools(
