@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from pi_mcp_adapter.config import ServerEntry, Settings
-from pi_mcp_adapter.config._models import ToolPrefixMode
+from pi_mcp_adapter.config._models import ToolOverride, ToolPrefixMode
 
 from ._filters import ToolFilter, keywords_for
 from ._metadata import JsonObject, ServerMetadata, ToolInfo
@@ -198,7 +198,36 @@ def build_tool_infos(
             replace(info, keywords=keywords_for(keywords, info.original_name, info.name))
             for info in infos
         ]
+    overrides = entry.tool_overrides if entry is not None else None
+    if overrides:
+        infos = [
+            overridden
+            for info in infos
+            if (overridden := _overridden(info, overrides, prefix, separator)) is not None
+        ]
     tool_filter = ToolFilter.for_entry(entry)
     if tool_filter.is_empty:
         return infos
     return [info for info in infos if tool_filter.allows(info.original_name, info.name)]
+
+
+def _overridden(
+    info: ToolInfo, overrides: Mapping[str, ToolOverride], prefix: str, separator: str
+) -> ToolInfo | None:
+    """``info`` as ``toolOverrides`` presents it (``None``: hidden). Only the model-facing
+    name, title and description change: ``original_name`` stays the server's, which calls,
+    approval lists and definition pinning use, and the metadata cache keeps the server's
+    words (overrides apply when the catalog is built, every time)."""
+    override = overrides.get(info.original_name)
+    if override is None or info.is_resource:
+        return info
+    if override.hidden:
+        return None
+    changes: dict[str, Any] = {}
+    if override.name:
+        changes["name"] = _qualify(override.name, info.server, prefix, separator)
+    if override.description is not None:
+        changes["description"] = override.description
+    if override.title is not None:
+        changes["annotations"] = {**(info.annotations or {}), "title": override.title}
+    return replace(info, **changes) if changes else info

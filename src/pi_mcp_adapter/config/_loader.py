@@ -610,9 +610,15 @@ def _project_write_roots(agent_dir: Path, project_dir: Path) -> tuple[Path, ...]
     return (agent_dir, project_dir, spill_dir)
 
 
-_USER_SAFEGUARD_FIELDS = {"approve_tools": "approveTools", "idempotent_tools": "idempotentTools"}
-"""Per-server fields that guard the user's own servers: whether a call is approved, and whether a
-replayed call may run again. A project file never changes them for a server the user defines."""
+_USER_SAFEGUARD_FIELDS = {
+    "approve_tools": "approveTools",
+    "idempotent_tools": "idempotentTools",
+    "tool_overrides": "toolOverrides",
+}
+"""Per-server fields that guard the user's own servers: whether a call is approved, whether a
+replayed call may run again, and the names and words the model reads for its tools (a
+repository must not rewrite what a tool of the user's says it does). A project file never
+changes them for a server the user defines."""
 
 
 def _keep_user_approval(
@@ -639,7 +645,7 @@ def _keep_user_approval(
         collector.warnings.append(
             f"{raw.path}: mcpServers.{raw.name}.{_USER_SAFEGUARD_FIELDS[name]} is ignored: "
             f"{raw.name!r} is defined in your own config, and a project file may not change "
-            "how its calls are approved or retried"
+            "how its calls are approved or retried, or how its tools are described"
         )
     fields = {k: v for k, v in valid.fields.items() if k not in dropped}
     return ValidEntry(fields, valid.extras, valid.line)

@@ -156,6 +156,19 @@ class UntrustedOrigin:
         return f"comes from the project file {shown}, which is not trusted; run `{self.command}`"
 
 
+class ToolOverride(_Model):
+    """``toolOverrides.<tool>``: how one of a server's tools is presented, in place of the
+    server's own words. The server's definition is kept as it sent it (definition pinning and
+    ``pi-mcp trust`` compare that), and a call reaches the tool under its own name."""
+
+    name: str | None = None
+    """The new name, prefixed as the server's tools are (``<server>_<name>``)."""
+    title: str | None = None
+    description: str | None = None
+    hidden: bool = False
+    """Offered nowhere: not listed, searched, described or callable, as ``excludeTools``."""
+
+
 class ServerEntry(_Model):
     """One entry of ``mcpServers``, after merging and interpolation.
 
@@ -190,6 +203,12 @@ class ServerEntry(_Model):
     request_timeout_ms: int | None = None
     expose_resources: bool = True
     direct_tools: bool | tuple[str, ...] | Literal["search"] = False
+    always_load: bool | tuple[str, ...] = False
+    """Claude Code's name: these tools (``true``: all; names or globs, as ``includeTools``) are
+    loaded from the start of a session, never deferred to a search; the same as
+    ``directTools``, and added to it."""
+    tool_overrides: dict[str, ToolOverride] | None = None
+    """The server's own tool name -> a new name, title or description, or ``hidden``."""
     include_tools: tuple[str, ...] | None = None
     exclude_tools: tuple[str, ...] | None = None
     tool_prefix: ToolPrefixMode | None = None
@@ -218,6 +237,22 @@ class ServerEntry(_Model):
     """The transport and credential fields as the files wrote them, before interpolation."""
     _env_templates: dict[str, str] = PrivateAttr(default_factory=dict)
     _untrusted: UntrustedOrigin | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _always_load_is_direct(self) -> ServerEntry:
+        # alwaysLoad is directTools by another name (Claude Code's): folded in here, once, so
+        # every surface and host that honours directTools honours it too.
+        always, direct = self.always_load, self.direct_tools
+        if always is False or always == ():
+            return self
+        if always is True or direct is True:
+            merged: bool | tuple[str, ...] = True
+        elif isinstance(direct, tuple):
+            merged = tuple(dict.fromkeys([*direct, *always]))
+        else:  # False, or "search" (alwaysLoad, the more specific, names what is loaded)
+            merged = always
+        object.__setattr__(self, "direct_tools", merged)
+        return self
 
     @property
     def env_templates(self) -> dict[str, str]:
@@ -608,6 +643,9 @@ class Settings(_Model):
     """The ``mcp_script`` tool beside the surface tool; ``None``: on when the ``script`` extra
     (the sandbox) is installed."""
     tool_search_budget_tokens: int = 600
+    always_load_most_used: int = 0
+    """Load this many of the most called tools (``captureStats``'s counts) at session start,
+    besides ``alwaysLoad``; chosen once, so the session's tool list stays stable. 0: off."""
     namespace_proxy_tools: bool = False
     """Register one ``mcp__<server>`` tool per server, taking ``{tool, args}``. Off by default
     (the TypeScript adapter's default is on): each costs the model 95-120 tokens a turn."""

@@ -577,6 +577,7 @@ _SETTINGS_MINIMUMS: dict[str, tuple[float, str]] = {
     "startup_concurrency": (1, "at least 1"),
     "tool_search_limit": (1, "at least 1"),
     "tool_search_budget_tokens": (0, "0 or a positive whole number"),
+    "always_load_most_used": (0, "0 (off) or a positive whole number"),
 }
 """Lower bounds of numeric settings, with what to write instead; checked at load time so that
 a bad value is reported with its file and line, not when it is first used."""
