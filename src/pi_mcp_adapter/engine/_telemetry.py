@@ -414,8 +414,14 @@ class Telemetry:
             unit="s",
             description="Requests to upstream servers, by method, server, tool, client, outcome.",
         )
-        self._in_flight = meter.create_up_down_counter(
-            "pi_mcp.calls.in_flight", unit="{call}", description="Upstream tool calls running."
+        # Counted in a plain dict and observed at collection: a synchronous instrument would
+        # cost two measurements per call, the largest part of telemetry's per-call overhead.
+        self._in_flight: dict[str, int] = {}
+        meter.create_observable_up_down_counter(
+            "pi_mcp.calls.in_flight",
+            callbacks=[self._observe_in_flight],
+            unit="{call}",
+            description="Upstream tool calls running.",
         )
         self._search_duration = meter.create_histogram(
             "pi_mcp.search.duration", unit="s", description="Catalog searches."
@@ -468,6 +474,12 @@ class Telemetry:
         from opentelemetry.metrics import Observation
 
         yield Observation(sum(report.tool_count for report in self.status_reports()))
+
+    def _observe_in_flight(self, _options: Any) -> Iterator[Any]:
+        from opentelemetry.metrics import Observation
+
+        for server, count in sorted(self._in_flight.items()):
+            yield Observation(count, {"pi_mcp.server": server})
 
     def _observe_waiting(self, _options: Any) -> Iterator[Any]:
         from opentelemetry.metrics import Observation
@@ -562,10 +574,9 @@ class Telemetry:
             attributes["pi_mcp.client"] = client
         if self.record_arguments:
             attributes["gen_ai.tool.call.arguments"] = _recorded(dict(arguments))
-        server_labels = {"pi_mcp.server": tool.server}
         finished: list[CallOutcome] = []
         started = time.perf_counter()
-        self._in_flight.add(1, server_labels)
+        self._in_flight[tool.server] = self._in_flight.get(tool.server, 0) + 1
         try:
             with self.tracer.start_as_current_span(
                 f"{method} {tool.original_name}",
@@ -616,7 +627,7 @@ class Telemetry:
                         )
                     )
         finally:
-            self._in_flight.add(-1, server_labels)
+            self._in_flight[tool.server] -= 1
 
     @contextmanager
     def search(self, *, server: str | None, regex: bool, query: str) -> Iterator[_SearchRecord]:
