@@ -42,6 +42,7 @@ __all__ = [
     "STATS_FORMAT_VERSION",
     "CallStats",
     "ToolStats",
+    "most_called",
     "read_stats",
 ]
 
@@ -398,6 +399,33 @@ def read_shared_stats() -> list[ToolStats] | None:
         except (ValueError, TypeError, KeyError):
             continue
     return entries
+
+
+def most_called(stats: CallStats, count: int) -> tuple[tuple[str, str], ...]:
+    """The ``count`` tools called most successfully, as ``(server, tool)`` (the server's own
+    tool name), best first: the team's counts when a shared state is configured, else this
+    agent dir's file. Empty when ``count`` is 0 or nothing can be read (a core set is a
+    convenience: a damaged stats file costs it, never the session)."""
+    if count <= 0:
+        return ()
+    entries = read_shared_stats()
+    if entries is None:
+        try:
+            entries = read_stats(stats.path)
+        except (OSError, ValueError) as exc:
+            logger.warning("call statistics not read from %s: %s", stats.path, exc)
+            return ()
+    for entry in stats.session_stats():
+        entries.append(entry)
+    totals: dict[tuple[str, str], ToolStats] = {}
+    for entry in entries:
+        key = (entry.server, entry.tool)
+        totals[key] = totals[key].merged(entry) if key in totals else entry
+    ranked = sorted(
+        (s for s in totals.values() if s.calls > s.errors),
+        key=lambda s: (-(s.calls - s.errors), -(s.last_called_at_ms or 0), s.server, s.tool),
+    )
+    return tuple((s.server, s.tool) for s in ranked[:count])
 
 
 def read_stats(path: Path) -> list[ToolStats]:

@@ -27,6 +27,7 @@ from pi_mcp_adapter.engine import (
     acting_for,
     current_caller,
 )
+from pi_mcp_adapter.engine._stats import most_called
 
 from ._commands import COMMAND_USAGE, MCP_AUTH_COMMAND, MCP_COMMAND, McpCommands
 from ._direct import DirectTools, wait_for_up_front_tools
@@ -56,6 +57,9 @@ class Surfaces:
     search_activated: ToolSearchSurface | None = None
     """Under the proxy: the inactive tools of ``directTools: "search"`` servers."""
     script: ScriptTool | None = None
+    core_tools: tuple[tuple[str, str], ...] = ()
+    """``settings.alwaysLoadMostUsed``: the most called tools as ``(server, tool)``, chosen
+    once at registration and loaded as soon as they are listed (ToolSearch surface)."""
     """``mcp_script``, beside the surface tool when ``settings.scriptMode`` is on."""
     namespace: NamespaceTools | None = None
     """The ``mcp__<server>`` tools (none unless ``settings.namespaceProxyTools``)."""
@@ -92,6 +96,7 @@ class Surfaces:
         # what disappeared, plus new direct tools.
         active = [n for n in active_before if n in known and n not in removed]
         active += [n for n in added if n not in active]
+        active += [n for n in self.core_names() if n not in active]
         # Compared with the set after registering: a host that activated a new deferred tool
         # on registration must be corrected even when the wanted set did not change.
         if active != list(host.get_active_tools()):
@@ -124,6 +129,15 @@ class Surfaces:
         if self.namespace is not None:
             names |= set(self.namespace.names)
         return names
+
+    def core_names(self) -> list[str]:
+        """The model-facing names of :attr:`core_tools` that ToolSearch can load now."""
+        if not self.core_tools or self.toolsearch is None:
+            return []
+        deferred = set(self.toolsearch.deferred)
+        by_origin = {(t.server, t.original_name): t.name for t in self.adapter.tools()}
+        names = (by_origin.get(origin) for origin in self.core_tools)
+        return [n for n in names if n is not None and n in deferred]
 
     def _taken_by_others(self) -> set[str]:
         """Names registered by everything but the namespace tools."""
@@ -177,6 +191,10 @@ def register_surfaces(
             exclude=lambda: direct.names,
         )
         surfaces.toolsearch = toolsearch
+        stats = adapter.stats
+        if stats is not None:
+            # Chosen once: the session's tool list must not move as the counts do.
+            surfaces.core_tools = most_called(stats, adapter.settings.always_load_most_used)
         toolsearch.sync()
         surface_name = TOOL_SEARCH_NAME
     else:
@@ -201,7 +219,15 @@ def register_surfaces(
     namespace = NamespaceTools(adapter, host, taken=surfaces._taken_by_others)
     surfaces.namespace = namespace
     namespace.sync()
-    host.set_active_tools([*builtin_active, *surface_names, *direct.names, *namespace.names])
+    host.set_active_tools(
+        [
+            *builtin_active,
+            *surface_names,
+            *direct.names,
+            *namespace.names,
+            *surfaces.core_names(),
+        ]
+    )
     if commands:
         host.register_command(
             MCP_COMMAND,
