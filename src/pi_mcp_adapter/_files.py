@@ -1,4 +1,4 @@
-"""Writing the adapter's own files: whole or not at all.
+"""Writing the adapter's own files: whole or not at all; reading files others wrote, bounded.
 
 Every state file (metadata cache, failure memory, trust records, approvals, statistics) is
 written to a temporary file in the same directory, flushed to disk and moved into place with
@@ -10,8 +10,48 @@ writes is private to the user.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
+
+CONFIG_FILE_LIMIT_BYTES = 8 * 1024 * 1024
+"""The largest configuration file read. A repository can link its ``.mcp.json`` to
+``/dev/zero`` or any other endless source; no real configuration comes near this size."""
+
+
+class NotARegularFileError(OSError):
+    """The path names a device, a pipe or a socket (or is larger than the limit): reading it
+    could block forever or never end."""
+
+
+def read_regular_file(path: Path, *, limit_bytes: int = CONFIG_FILE_LIMIT_BYTES) -> bytes:
+    """The bytes of the regular file at ``path`` (links followed), at most ``limit_bytes``.
+
+    Opened without blocking, so a named pipe with no writer cannot hold the reader, and
+    checked to be a regular file before a byte is read.
+
+    Raises:
+        NotARegularFileError: a device, a pipe, a socket, or a file over the limit.
+        OSError: the file does not exist or cannot be read (``FileNotFoundError``,
+            ``IsADirectoryError``, ``PermissionError``...).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(21, "Is a directory", str(path))
+        if not stat.S_ISREG(mode):
+            raise NotARegularFileError(f"{path} is not a regular file (a device, pipe or socket)")
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := os.read(fd, 1 << 16):
+            size += len(chunk)
+            if size > limit_bytes:
+                raise NotARegularFileError(f"{path} is larger than {limit_bytes} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def write_atomically(path: Path, data: bytes, *, temp_prefix: str | None = None) -> None:

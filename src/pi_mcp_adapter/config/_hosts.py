@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pi_mcp_adapter._errors import ConfigError
+from pi_mcp_adapter._files import CONFIG_FILE_LIMIT_BYTES, NotARegularFileError, read_regular_file
 
 from ._jsonc import JsoncDocument, JsoncSyntaxError, JsonPath, parse_jsonc
 from ._locations import HostFile, ImportKind, Where, host_files
@@ -43,11 +44,17 @@ def read_file_text(path: Path) -> str | None:
         ConfigError: the file exists but cannot be read or is not UTF-8.
     """
     try:
-        return path.read_text(encoding="utf-8")
+        return read_regular_file(path).decode("utf-8")
     except (FileNotFoundError, NotADirectoryError):
         return None
     except IsADirectoryError:
         raise ConfigError("is a directory, not a config file", path=str(path)) from None
+    except NotARegularFileError:
+        raise ConfigError(
+            f"is not a config file: a device, a pipe or a socket, or larger than "
+            f"{CONFIG_FILE_LIMIT_BYTES // (1024 * 1024)} MiB (not read)",
+            path=str(path),
+        ) from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"is not UTF-8 text ({exc.reason})", path=str(path)) from None
     except OSError as exc:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pi_mcp_adapter import _shared_state as shared_state
-from pi_mcp_adapter._files import write_atomically
+from pi_mcp_adapter._files import read_regular_file, write_atomically
 
 __all__ = [
     "PROJECT_TRUST_ENV",
@@ -117,7 +117,7 @@ def _shell_quote(text: str) -> str:
 def file_digest(path: Path) -> str | None:
     """SHA-256 of the file's bytes (hex), or None when it cannot be read."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        return hashlib.sha256(read_regular_file(path)).hexdigest()
     except OSError:
         return None
 
