@@ -8,13 +8,16 @@ work that grows with the catalog shows up as calls, on a busy machine as on an i
 
 from __future__ import annotations
 
+import json
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import anyio
 import pytest
 
 from pi_mcp_adapter.catalog import Catalog, MetadataCache, ServerMetadata
@@ -76,9 +79,11 @@ def catalog_state(tmp_path: Path, servers: int) -> tuple[CatalogState, dict[str,
 def relisting_cost(state: CatalogState, server: str, read: Callable[[], object]) -> int:
     """Calls made by one relisting of ``server`` followed by ``read`` of the views."""
     read()  # the views exist before the relisting, as in a running gateway
+    state.cache.flush()
     with counted_calls() as count:
         state.publish(server, server_metadata(server, version=1))
         read()
+        state.cache.flush()  # on disk, whether the store was written at once or later
     return count[0]
 
 
@@ -177,3 +182,77 @@ def test_a_callers_view_follows_a_relisting_at_the_cost_of_that_server(tmp_path:
         state.cache.flush()
     small, large = costs
     assert large <= small * COST_RATIO_LIMIT, costs
+
+
+def filled_cache(path: Path, servers: int) -> MetadataCache:
+    cache = MetadataCache(path)
+    for s in range(servers):
+        name = f"server-{s:05d}"
+        cache.store(name, entry(args=(name,)), server_metadata(name))
+    cache.flush()
+    return cache
+
+
+def test_storing_one_server_costs_the_same_at_ten_times_the_catalog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # JSON work is C code that a call count misses: count the characters encoded and parsed.
+    json_chars = [0]
+    dumps, loads = json.dumps, json.loads
+
+    def counted_dumps(value: Any, **options: Any) -> str:
+        text = dumps(value, **options)
+        json_chars[0] += len(text)
+        return text
+
+    def counted_loads(text: str | bytes, **options: Any) -> Any:
+        json_chars[0] += len(text)
+        return loads(text, **options)
+
+    costs: list[int] = []
+    for servers in (200, 2000):
+        path = tmp_path / f"cache-{servers}.json"
+        cache = filled_cache(path, servers)
+        name = f"server-{servers // 2:05d}"
+        json_chars[0] = 0
+        with monkeypatch.context() as patched:
+            patched.setattr(json, "dumps", counted_dumps)
+            patched.setattr(json, "loads", counted_loads)
+            cache.store(name, entry(args=(name,)), server_metadata(name, version=1))
+            cache.flush()
+        costs.append(json_chars[0])
+        # The file is still the reference's format, byte for byte what one dump writes.
+        written = json.loads(path.read_bytes())
+        assert written["version"] == 1
+        assert "version 1" in written["servers"][name]["tools"][0]["description"]
+        assert path.read_bytes() == json.dumps(
+            written, ensure_ascii=False, separators=(",", ":")
+        ).encode("utf-8")
+        assert MetadataCache(path).get(name, entry(args=(name,))) == server_metadata(name, 1)
+    small, large = costs
+    assert large <= small * COST_RATIO_LIMIT, costs
+
+
+def test_a_store_made_on_an_event_loop_is_written_by_another_thread(tmp_path: Path) -> None:
+    path = tmp_path / "mcp-cache.json"
+    cache = MetadataCache(path)
+    writers: list[int] = []
+    original = cache._write
+
+    def recording_write(servers: Any) -> None:
+        writers.append(threading.get_ident())
+        original(servers)
+
+    cache._write = recording_write  # type: ignore[method-assign]
+
+    async def store_on_the_loop() -> None:
+        cache.store("alpha", entry(), server_metadata("alpha"))
+
+    anyio.run(store_on_the_loop)
+    cache.flush()  # waits for the background write
+    assert writers
+    assert threading.get_ident() not in writers
+    assert MetadataCache(path).get("alpha", entry()) == server_metadata("alpha")
+    cache.store("beta", entry(), server_metadata("beta"))
+    cache.flush()
+    assert MetadataCache(path).servers == ("alpha", "beta")

@@ -29,13 +29,21 @@ they see either the old file or the new one. A process killed mid-write leaves t
 file intact (and an orphaned temporary file, which the next writer removes).
 
 Writes are coalesced, so that listing many servers costs a few writes rather than one
-rewrite of the whole file per server: a store after a quiet spell is written at once; stores
-that follow within :data:`MIN_WRITE_INTERVAL_S` (or four times the last write's duration,
-whichever is longer) update the snapshot at once and reach the file together, in one
-background write, a moment later. :meth:`MetadataCache.flush` writes what is pending now; the
-adapter calls it when it stops, and every cache with pending stores is flushed when the
-interpreter exits. Each pending store is replayed onto the file as it is under the lock, so
-entries other processes wrote meanwhile are kept. A process killed before its pending stores
+rewrite of the whole file per server: a store after a quiet spell is written at once (by a
+background thread when the caller runs an event loop, so a loop that stores a listing is never
+held up by the file); stores that follow within :data:`MIN_WRITE_INTERVAL_S` (or four times the
+last write's duration, whichever is longer) update the snapshot at once and reach the file
+together, in one background write, a moment later.
+
+Cost of a write: each server's entry is serialised (and redacted) once and kept with the entry
+it came from, so a write serialises only the entries that changed and joins the rest; the file
+is parsed again under the lock only when another process replaced it since this process last
+read or wrote it (its inode, size or modification time differ).
+
+:meth:`MetadataCache.flush` writes what is pending now; the adapter calls it when it stops,
+and every cache with pending stores is flushed when the interpreter exits. Each pending store
+is replayed onto the file as it is under the lock, so entries other processes wrote meanwhile
+are kept. A process killed before its pending stores
 are written loses only those (its servers are listed again next time), never the file.
 
 A file that cannot be parsed, or has another format version, is set aside as
@@ -46,6 +54,7 @@ it never stops the adapter. Failures to write are warnings too: the cache only s
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import copy
@@ -531,6 +540,15 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
 
 
+def _on_event_loop() -> bool:
+    """Whether the calling thread runs an asyncio event loop (every host's backend)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 class _Unreadable(Exception):
     """The cache file exists but is not a version-1 cache."""
 
@@ -573,6 +591,12 @@ class MetadataCache:
         self._pending: list[_Update[Any]] = []
         """Changes made to the snapshot and not yet written, oldest first."""
         self._write_timer: threading.Timer | None = None
+        self._serialised: dict[str, tuple[object, str]] = {}
+        """Per server, the entry last written and its JSON text (redacted): reused while the
+        entry is the same object (stores replace entries, they never edit them)."""
+        self._file_seen: tuple[tuple[int, int, int], dict[str, Any]] | None = None
+        """The file's identity (inode, size, mtime) when this process last wrote or read it,
+        with its ``servers`` then: a write reuses them instead of parsing the file again."""
         self._last_write_end = -math.inf
         self._write_interval_s = MIN_WRITE_INTERVAL_S
         _ALL_CACHES.add(self)
@@ -820,6 +844,7 @@ class MetadataCache:
             _Unreadable: the file is not a version-1 cache.
             OSError: the file cannot be read.
         """
+        identity = self._file_identity()  # before reading: a later change is seen as one
         raw = self.path.read_bytes()
         try:
             data = json.loads(raw)
@@ -833,6 +858,7 @@ class MetadataCache:
         servers = data.get("servers")
         if not isinstance(servers, dict):
             raise _Unreadable('no "servers" object')
+        self._file_seen = (identity, dict(servers)) if identity is not None else None
         return servers
 
     def _read_or_set_aside(self) -> tuple[dict[str, Any], bool]:
@@ -896,9 +922,11 @@ class MetadataCache:
                 write_now = at_once
             else:
                 wait_s = self._last_write_end + self._write_interval_s - time.monotonic()
-                write_now = wait_s <= 0
+                # An event loop's thread never writes: a rewrite of a large file would hold up
+                # every request it serves; a background thread writes even after a quiet spell.
+                write_now = wait_s <= 0 and not _on_event_loop()
                 if not write_now:
-                    self._write_timer = threading.Timer(wait_s, self.flush)
+                    self._write_timer = threading.Timer(max(0.0, wait_s), self.flush)
                     self._write_timer.daemon = True
                     self._write_timer.start()
                     _CACHES_WITH_PENDING_WRITES.add(self)
@@ -913,7 +941,7 @@ class MetadataCache:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._lock:
-                servers, set_aside = self._read_or_set_aside()
+                servers, set_aside = self._unchanged_file() or self._read_or_set_aside()
                 if set_aside:
                     with self._state_lock:
                         if self._servers:
@@ -941,6 +969,23 @@ class MetadataCache:
                 update(servers)
             self._servers = servers
 
+    def _file_identity(self) -> tuple[int, int, int] | None:
+        try:
+            stat = self.path.stat()
+        except OSError:
+            return None
+        return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+    def _unchanged_file(self) -> tuple[dict[str, Any], bool] | None:
+        """The file's ``servers`` as this process last wrote or read them, if no other process
+        replaced the file since (a write then replays its updates onto a copy); else None.
+        Call with the file lock held."""
+        seen = self._file_seen
+        if seen is None or seen[0] != self._file_identity():
+            return None
+        # A shallow copy: updates replace entries, never edit them.
+        return dict(seen[1]), False
+
     def _temp_prefix(self) -> str:
         return f".{self.path.name}."
 
@@ -952,13 +997,26 @@ class MetadataCache:
                 orphan.unlink()
 
     def _write(self, servers: Mapping[str, Any]) -> None:
-        # A tool description or error may quote a secret value; the cache is read by anyone
-        # who debugs with it, so it holds references instead (hashes are not values).
-        data = redact(
-            json.dumps(
-                {"version": CACHE_VERSION, "servers": servers},
-                ensure_ascii=False,
-                separators=(",", ":"),
-            )
-        ).encode("utf-8")
+        # The same bytes as one json.dumps of the whole map, joined from each entry's text.
+        previous, texts = self._serialised, {}
+        parts: list[str] = []
+        for name, entry in servers.items():
+            known = previous.get(name)
+            if known is not None and known[0] is entry:
+                text = known[1]
+            else:
+                # A tool description or error may quote a secret value; the cache is read by
+                # anyone who debugs with it, so it holds references instead (hashes are not
+                # values).
+                text = redact(
+                    json.dumps(name, ensure_ascii=False)
+                    + ":"
+                    + json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
+                )
+            texts[name] = (entry, text)
+            parts.append(text)
+        data = f'{{"version":{CACHE_VERSION},"servers":{{{",".join(parts)}}}}}'.encode()
         write_atomically(self.path, data, temp_prefix=self._temp_prefix())
+        self._serialised = texts
+        identity = self._file_identity()
+        self._file_seen = (identity, dict(servers)) if identity is not None else None
