@@ -1,0 +1,275 @@
+"""A catalog of 100,000 tools: what each request costs at 2,375, 23,750 and 95,000 tools.
+
+The catalog is the development set's (491 servers, 2,375 tools, from
+``../shared/eval/etom-dev/etom_dev.json``; a generated one of the same shape when that file is
+absent), copied under renamed servers (``<server>-c<k>``) to 10x and 40x. Each size gets its
+own agent dir: a config with every copied server (lazy, never started: their tools come from
+the metadata cache, written once before timing) plus the fixture server
+(``tests/fixtures/mcp_fixture.py``, eager, ``echo`` as a direct tool).
+
+Per size, in a fresh process each (so memory is that size's own):
+
+- API start to first search: ``McpAdapter`` opened on the agent dir until ``adapter.search``
+  answered;
+- RSS after the first search (the process's resident memory);
+- gateway ``tools/list`` and proxy call p50: a real SDK client to ``McpGateway`` in-process,
+  ``CALLS`` of each after a warm-up;
+- relisting one server, longest stall of another client: while the client calls ``echo`` in a
+  loop, one cached server's listing is published three times (as a relisting does); the
+  client's slowest call;
+- metadata cache load, and storing one server until it is on disk (``store`` + ``flush``);
+- CLI ``pi-mcp search`` and ``pi-mcp status`` (``--json``), a fresh process each, wall time.
+
+Ratios are against the 2,375-tool row of the same run (the issue's targets: list and call
+within 1.5x, a stall of at most 50 ms at 95,000 tools).
+
+Usage: .venv/bin/python bench/bench_scale.py [--copies 1,10,40] [--calls N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _summary import record
+
+REPO = Path(__file__).resolve().parents[1]
+DEV_SET = REPO.parent / "shared" / "eval" / "etom-dev" / "etom_dev.json"
+FIXTURE = REPO / "tests" / "fixtures" / "mcp_fixture.py"
+PI_MCP = Path(sys.executable).parent / "pi-mcp"
+QUERY = "create an issue in a github repository"
+RELISTINGS = 3
+
+
+def base_catalog() -> dict[str, list[dict[str, Any]]]:
+    if DEV_SET.exists():
+        data = json.loads(DEV_SET.read_text(encoding="utf-8"))
+        tools: dict[str, list[dict[str, Any]]] = {}
+        for tool in data["tools"]:
+            tools.setdefault(tool["server"], []).append(
+                {
+                    "name": tool["name"],
+                    "description": tool.get("description") or "",
+                    "inputSchema": tool.get("input_schema") or {"type": "object"},
+                }
+            )
+        return tools
+    schema = {"type": "object", "properties": {"query": {"type": "string"}}}
+    return {
+        f"server-{s:03d}": [
+            {"name": f"tool_{t}", "description": f"Tool {t} of server {s}.", "inputSchema": schema}
+            for t in range(5)
+        ]
+        for s in range(491)
+    }
+
+
+def write_workspace(root: Path, copies: int) -> int:
+    """The agent dir and config for ``copies`` copies of the catalog; returns the tool count."""
+    from pi_mcp_adapter.catalog import MetadataCache, ServerMetadata
+    from pi_mcp_adapter.config import ServerEntry
+
+    agent_dir = root / "agent"
+    agent_dir.mkdir(parents=True, exist_ok=True)
+    servers: dict[str, Any] = {
+        "fixture": {
+            "command": sys.executable,
+            "args": [str(FIXTURE)],
+            "lifecycle": "eager",
+            "directTools": ["echo"],
+        }
+    }
+    cache = MetadataCache(agent_dir / "mcp-cache.json")
+    tools = 0
+    for copy in range(copies):
+        for server, listed in base_catalog().items():
+            name = server if copy == 0 else f"{server}-c{copy}"
+            servers[name] = {"command": "/bin/false", "args": [name]}
+            entry = ServerEntry(command="/bin/false", args=(name,))
+            cache.store(name, entry, ServerMetadata(tools=tuple(listed)))
+            tools += len(listed)
+    cache.flush()
+    (root / "mcp.json").write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    return tools
+
+
+async def measure_process(root: Path, calls: int) -> dict[str, float]:
+    """Every in-process figure for the workspace at ``root`` (run in a fresh process)."""
+    from mcp import Client
+
+    from pi_mcp_adapter.catalog import MetadataCache
+    from pi_mcp_adapter.engine import McpAdapter
+    from pi_mcp_adapter.hosts._gateway import McpGateway
+
+    figures: dict[str, float] = {}
+    started = time.perf_counter()
+    async with McpAdapter(
+        agent_dir=root / "agent",
+        project_dir=root,
+        config_path=root / "mcp.json",
+        background_listing=True,
+        relay_server_requests=True,
+        use_pool=False,
+    ) as adapter:
+        adapter.search(QUERY)
+        figures["start_to_search_s"] = time.perf_counter() - started
+        figures["rss_mb"] = psutil.Process().memory_info().rss / 2**20
+        gateway = McpGateway(adapter)
+        async with gateway.running(), Client(gateway.server) as client:
+            await client.list_tools()
+            await client.call_tool("fixture_echo", {"message": "warm"})
+            listed: list[float] = []
+            called: list[float] = []
+            for _ in range(calls):
+                mark = time.perf_counter()
+                await client.list_tools()
+                listed.append(time.perf_counter() - mark)
+                mark = time.perf_counter()
+                await client.call_tool("fixture_echo", {"message": "x"})
+                called.append(time.perf_counter() - mark)
+            figures["list_p50_ms"] = 1000 * statistics.median(listed)
+            figures["call_p50_ms"] = 1000 * statistics.median(called)
+            figures["stall_ms"] = 1000 * await relisting_stall(adapter, client)
+    cache = MetadataCache(root / "agent" / "mcp-cache.json")
+    mark = time.perf_counter()
+    cache.load()
+    figures["cache_load_s"] = time.perf_counter() - mark
+    from pi_mcp_adapter.catalog import ServerMetadata
+    from pi_mcp_adapter.config import ServerEntry
+
+    name = next(s for s in cache.servers if s != "fixture")
+    entry = ServerEntry(command="/bin/false", args=(name,))
+    mark = time.perf_counter()
+    cache.store(name, entry, ServerMetadata(tools=({"name": "fresh", "inputSchema": {}},)))
+    cache.flush()
+    figures["store_one_s"] = time.perf_counter() - mark
+    return figures
+
+
+async def relisting_stall(adapter: Any, client: Any) -> float:
+    """The slowest call of a client calling in a loop while one server is relisted."""
+    names = [n for n in adapter.servers if n != "fixture"]
+    server = names[len(names) // 2]
+    metadata = adapter.state.metadata(server)
+    latencies: list[float] = []
+    done = anyio.Event()
+
+    async def call_in_a_loop() -> None:
+        while not done.is_set():
+            mark = time.perf_counter()
+            await client.call_tool("fixture_echo", {"message": "x"})
+            latencies.append(time.perf_counter() - mark)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call_in_a_loop)
+        await anyio.sleep(0.2)
+        for version in range(RELISTINGS):
+            tools = tuple(
+                {**t, "description": f"{t.get('description', '')} (v{version})"}
+                for t in metadata.tools
+            )
+            adapter.state.begin_listing([server])
+            await anyio.sleep(0.05)
+            adapter.state.publish(server, dataclasses.replace(metadata, tools=tools))
+            adapter.state.end_listing(server)
+            await adapter.ready([server])  # the relisting is indexed
+            await anyio.sleep(0.2)
+        done.set()
+    return max(latencies)
+
+
+def cli_seconds(root: Path, *args: str) -> float:
+    command = [
+        str(PI_MCP),
+        "--config",
+        str(root / "mcp.json"),
+        "--agent-dir",
+        str(root / "agent"),
+        "--project",
+        str(root),
+        *args,
+        "--json",
+    ]
+    mark = time.perf_counter()
+    subprocess.run(command, check=True, capture_output=True, timeout=1800)
+    return time.perf_counter() - mark
+
+
+def measure(root: Path, calls: int) -> dict[str, float]:
+    done = subprocess.run(
+        [sys.executable, __file__, "--measure", str(root), "--calls", str(calls)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    figures["cli_search_s"] = cli_seconds(root, "search", QUERY)
+    figures["cli_status_s"] = cli_seconds(root, "status")
+    return figures
+
+
+ROWS = [
+    ("gateway tools/list p50", "list_p50_ms", "ms"),
+    ("gateway proxy call p50", "call_p50_ms", "ms"),
+    ("relisting one server: longest stall of another client", "stall_ms", "ms"),
+    ("API start to first search", "start_to_search_s", "s"),
+    ("RSS after the first search", "rss_mb", "MB"),
+    ("metadata cache load", "cache_load_s", "s"),
+    ("store one server and flush", "store_one_s", "s"),
+    ("`pi-mcp search`, fresh process", "cli_search_s", "s"),
+    ("`pi-mcp status`, fresh process", "cli_status_s", "s"),
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--copies", default="1,10,40", help="catalog copies, comma-separated")
+    parser.add_argument("--calls", type=int, default=30, help="list and call requests per size")
+    parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
+    options = parser.parse_args()
+    if options.measure is not None:
+        print(json.dumps(anyio.run(measure_process, options.measure, options.calls)))
+        return
+    copies = [int(c) for c in options.copies.split(",")]
+    results: list[tuple[int, dict[str, float]]] = []
+    with tempfile.TemporaryDirectory(prefix="pi-mcp-bench-scale-") as scratch:
+        for count in copies:
+            root = Path(scratch) / f"x{count}"
+            tools = write_workspace(root, count)
+            print(f"{tools:,} tools: measuring", flush=True)
+            results.append((tools, measure(root, options.calls)))
+    header = " | ".join(f"{tools:,} tools" for tools, _ in results)
+    print(f"\n| | {header} |")
+    print("|---" * (len(results) + 1) + "|")
+    for label, key, unit in ROWS:
+        cells = " | ".join(f"{figures[key]:.3g} {unit}" for _, figures in results)
+        print(f"| {label} | {cells} |")
+    (base_tools, base), (top_tools, top) = results[0], results[-1]
+    for label, key, unit in ROWS:
+        record(
+            "scale",
+            f"{label} at {top_tools:,} tools",
+            top[key],
+            base[key],
+            unit=unit,
+            baseline_name=f"same at {base_tools:,} tools",
+        )
+    print(f"\nTarget: at {top_tools:,} tools list and call within 1.5x of {base_tools:,} tools, ")
+    print("a relisting stall of at most 50 ms.")
+
+
+if __name__ == "__main__":
+    main()
