@@ -34,6 +34,7 @@ from pi_mcp_adapter.config import Settings
 from ._metadata import JsonObject, ServerMetadata, ToolInfo
 from ._naming import build_tool_infos
 from ._search import SearchIndex
+from ._search_learned import LearnedWords, ToolKey, learnable_terms
 
 __all__ = [
     "RANKED_DEPTH",
@@ -307,13 +308,42 @@ def _metrics(label: str, outcomes: Sequence[QueryOutcome]) -> LevelMetrics:
     )
 
 
+def split_history(labelled: LabelledSet) -> tuple[LearnedWords, LabelledSet]:
+    """Half of ``labelled`` replayed as history, and the other half to score.
+
+    Queries are taken in ``qid`` order and alternate: the first, third, … are history, as if
+    an agent had searched with those words and then called the query's gold tool (the first
+    of each gold set), which is what the adapter learns from (``_search_learned.py``); the
+    rest are returned to be scored, so no scored query's own words were learned. Score the
+    returned set with and without the learned words to report one beside the other.
+    """
+    origin = {labelled.ids[t.name]: (t.server, t.original_name) for t in labelled.tools}
+    ordered = sorted(labelled.queries, key=lambda q: q.qid)
+    history, scored = ordered[0::2], ordered[1::2]
+    pairs: list[tuple[str, ToolKey, float]] = []
+    for query in history:
+        called = [query.gold[0]] if query.match == "any" and query.gold else []
+        if query.match == "all":
+            called = [gold_set[0] for gold_set in query.gold_sets if gold_set]
+        for tool_id in called:
+            tool = origin.get(tool_id)
+            if tool is not None:
+                pairs += [(term, tool, 1.0) for term in learnable_terms(query.query)]
+    return LearnedWords.from_pairs(pairs), dataclasses.replace(labelled, queries=tuple(scored))
+
+
 def evaluate(
-    labelled: LabelledSet, *, ranking: str = "default", vector_cache: Path | None = None
+    labelled: LabelledSet,
+    *,
+    ranking: str = "default",
+    vector_cache: Path | None = None,
+    learned: LearnedWords | None = None,
 ) -> EvalReport:
     """Run every query of ``labelled`` through a :class:`SearchIndex` and score the answers.
 
     ``ranking`` is a name :class:`SearchIndex` accepts; the report names the one used
     (``"default"`` resolves to ``"hybrid"`` or ``"lexical"``). ``vector_cache`` is passed on.
+    ``learned`` adds the learned term (see :func:`split_history`); without it, the cold figure.
 
     Raises:
         UsageError: ``ranking`` is unknown.
@@ -322,7 +352,11 @@ def evaluate(
     outcomes: list[QueryOutcome] = []
     for query in labelled.queries:
         started = time.perf_counter()
-        page = index.search(query.query, limit=RANKED_DEPTH) if query.query.strip() else None
+        page = (
+            index.search(query.query, limit=RANKED_DEPTH, learned=learned)
+            if query.query.strip()
+            else None
+        )
         seconds = time.perf_counter() - started
         ranked = tuple(labelled.ids[h.tool.name] for h in page.hits) if page else ()
         rank, share = _score_query(query, ranked)

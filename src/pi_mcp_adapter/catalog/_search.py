@@ -26,6 +26,7 @@ from pathlib import Path
 from pi_mcp_adapter._errors import UsageError
 
 from ._metadata import ToolInfo
+from ._search_learned import LEARNED_RANK, LearnedWords, ToolKey, boosted_order
 from ._search_rankings import RANKINGS, HybridRanking, Ranking, ServerMatch
 from ._search_regex import MAX_REGEX_LENGTH, compile_regex, regex_matches
 from ._search_semantic import semantic_available
@@ -163,8 +164,10 @@ class SearchIndex:
             self._ranking = RANKINGS[name](self._tools)
         self._by_name: dict[str, int] = {}
         self._by_server: dict[str, list[int]] = {}
+        self._by_origin: dict[ToolKey, int] = {}
         for position, tool in enumerate(self._tools):
             self._by_name.setdefault(tool.name, position)
+            self._by_origin.setdefault((tool.server, tool.original_name), position)
             self._by_server.setdefault(tool.server, []).append(position)
 
     @property
@@ -201,6 +204,7 @@ class SearchIndex:
         regex: bool = False,
         limit: int | None = None,
         offset: int = 0,
+        learned: LearnedWords | None = None,
     ) -> SearchPage:
         """Search the catalog and return one page of results.
 
@@ -208,7 +212,9 @@ class SearchIndex:
         ``select:name1,name2``. With ``server``, only that server's tools are considered; an
         empty query with ``server`` lists that server's tools sorted by name. ``limit`` is
         the page size (None: everything from ``offset`` on) and ``offset`` the number of
-        results to skip.
+        results to skip. ``learned`` adds the learned term to a keyword query (words that
+        led to a tool before rank it first, ``_search_learned.py``); without it the ranking
+        is the cold one.
 
         Raises:
             UsageError: the query is empty without a server, the regular expression is
@@ -243,10 +249,29 @@ class SearchIndex:
         candidates = frozenset(in_server) if in_server is not None else None
         depth = None if limit is None else offset + limit
         ranked = self._ranking.rank(parsed.keywords, candidates, depth)
-        page = self._page(
-            ranked.order, limit, offset, confident=ranked.confident, total=ranked.total
-        )
+        order, total = list(ranked.order), ranked.total
+        boost = self._learned_positions(parsed.keywords, learned, candidates)
+        if boost:
+            # The learned term moves one tool up, never the confidence: a query no tool fits
+            # well is still flagged as such, whatever was called after similar words.
+            last_on_page = LEARNED_RANK if limit is None else offset + limit - 1
+            order = boosted_order(order, boost, rank=min(LEARNED_RANK, last_on_page))
+            total += len(order) - len(ranked.order)
+        page = self._page(order, limit, offset, confident=ranked.confident, total=total)
         return dataclasses.replace(page, servers=ranked.servers) if ranked.servers else page
+
+    def _learned_positions(
+        self, keywords: str, learned: LearnedWords | None, candidates: frozenset[int] | None
+    ) -> dict[int, float]:
+        """Positions of the tools ``keywords`` led to before, with their learned score."""
+        if not learned:
+            return {}
+        found: dict[int, float] = {}
+        for tool, score in learned.scores(keywords).items():
+            position = self._by_origin.get(tool)
+            if position is not None and (candidates is None or position in candidates):
+                found[position] = score
+        return found
 
     def _page(
         self,

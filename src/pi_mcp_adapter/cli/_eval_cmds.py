@@ -93,11 +93,23 @@ def eval_search(
             help=f"Write one JSON line per query: qid and up to {RANKED_DEPTH} ids, best first.",
         ),
     ] = None,
+    history: Annotated[
+        bool,
+        typer.Option(
+            "--history",
+            help=(
+                "Replay every other query (in qid order) as history, as if its words had "
+                "led to a call of its gold tool, and score the other half twice: cold, and "
+                "with what was learned (the learned figure is printed beside the cold one)."
+            ),
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Measure tool search on a labelled set: hit@1, hit@5, MRR, gold sets in the top 5, and
     how often queries with no fitting tool are flagged as weak. No server is started."""
     from pi_mcp_adapter.catalog import evaluate, load_labelled_set, write_rankings
+    from pi_mcp_adapter.catalog._eval import split_history
 
     cli = get_context(ctx)
     if ranking != "default" and ranking not in RANKING_NAMES:
@@ -106,6 +118,10 @@ def eval_search(
         labelled = load_labelled_set(set_path.expanduser())
         for message in labelled.skipped:
             print_warning(message)
+        learned_report = None
+        if history:
+            learned, labelled = split_history(labelled)
+            learned_report = evaluate(labelled, ranking=ranking, learned=learned)
         report = evaluate(labelled, ranking=ranking)
     except UsageError as exc:
         raise fail(str(exc), code=EXIT_USAGE) from None
@@ -115,8 +131,16 @@ def eval_search(
         except OSError as exc:
             raise fail(f"cannot write {rankings_out}: {exc.strerror or exc}") from None
     if as_json:
-        print_json(to_camel_keys(report.as_dict()))
+        document = dict(report.as_dict())
+        if learned_report is not None:
+            document["with_history"] = learned_report.as_dict()
+        print_json(to_camel_keys(document))
         return
+    if learned_report is not None:
+        cli.console.print("Scored half, cold (no history):", highlight=False)
     cli.console.print(_table(report))
+    if learned_report is not None:
+        cli.console.print("The same half, with the other half learned as history:")
+        cli.console.print(_table(learned_report))
     if rankings_out is not None:
         cli.console.print(f"Rankings written to {rankings_out}", highlight=False)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -34,11 +34,38 @@ def _row_json(entry: ToolStats) -> dict[str, Any]:
 
 
 @app.command()
-def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
+def stats(
+    ctx: typer.Context,
+    clear_learned: Annotated[
+        bool,
+        typer.Option(
+            "--clear-learned",
+            help=(
+                "Forget every word search learned from your calls (the agent dir's "
+                "mcp-search-learned.json and, with sharedState, the team's copy)."
+            ),
+        ),
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
     """Calls, errors, p50/p95 latency and bytes returned per tool, most used first."""
     # Imported here so that `pi-mcp --help` does not pay for the config and engine modules.
     from rich.console import Console
     from rich.table import Table
+
+    if clear_learned:
+        from pi_mcp_adapter import _shared_state as shared_state
+        from pi_mcp_adapter.engine._learned import clear_learned as forget
+
+        cli = get_context(ctx)
+        shared_state.activate(cli.load_config().settings.shared_state)
+        cleared = forget(cli.agent_dir)
+        if as_json:
+            print_json({"clearedLearned": cleared})
+        else:
+            said = "Learned search words cleared." if cleared else "No learned search words."
+            cli.console.print(said, highlight=False)
+        return
 
     from pi_mcp_adapter.engine._stats import (
         DEFAULT_STATS_FILE,

@@ -63,6 +63,7 @@ from ._approval import ApprovalScope, Ask, AsksQuestions, ToolApprovals
 from ._caller import current_caller
 from ._catalog_state import CatalogState
 from ._host import Host
+from ._learned import SearchMemory
 from ._notices import DEFAULT_STATUS_DEBOUNCE_S, Notices
 from ._pipeline import CallPipeline
 from ._questions import Elicit, Sample, ServerQuestions
@@ -223,6 +224,7 @@ class McpAdapter:
         self._stack: AsyncExitStack | None = None
         self._tasks: anyio.abc.TaskGroup | None = None
         self._stats: CallStats | None = None
+        self._search_memory: SearchMemory | None = None
         self.ask = ask
         self._questions = ServerQuestions(elicit, sample, tell=self._tell_person)
         self._resource_listeners: list[Callable[[str, str], Awaitable[None]]] = []
@@ -368,6 +370,8 @@ class McpAdapter:
                 from ._stats import CallStats
 
                 self._stats = CallStats.from_setting(self.settings.capture_stats, self.agent_dir)
+                # Part of the statistics: the words that led to each tool (engine/_learned.py).
+                self._search_memory = SearchMemory.in_agent_dir(self.agent_dir)
                 # Registered before the task group: runs after the flusher has stopped.
                 stack.callback(self._stats.flush)
             tasks = await stack.enter_async_context(anyio.create_task_group())
@@ -796,14 +800,18 @@ class McpAdapter:
         if server is not None:
             self.require_server(server)
         with search_span(server=server, regex=regex, query=query) as searched:
+            memory = self._search_memory
             page = self.state.index.search(
                 query,
                 server=server,
                 regex=regex,
                 limit=limit or DEFAULT_SEARCH_LIMIT,
                 offset=offset,
+                learned=memory.words if memory is not None and not regex else None,
             )
             searched.hits = len(page.hits)
+            if memory is not None and not regex:
+                memory.note_search(query, [hit.tool for hit in page.hits])
         unavailable: tuple[ServerStatus, ...] = ()
         if not page.hits:
             names = [server] if server is not None else list(self.servers)
@@ -906,7 +914,11 @@ class McpAdapter:
         share an ``approval_scope`` (a script's) ask the person once per tool.
         """
         await self._wait_until_open()
-        return await self.pipeline.call(name, args, server=server, approval_scope=approval_scope)
+        outcome = await self.pipeline.call(name, args, server=server, approval_scope=approval_scope)
+        memory = self._search_memory
+        if memory is not None and outcome.tool is not None and not outcome.is_error:
+            memory.note_call(outcome.tool)  # a search's words that led here are learned
+        return outcome
 
     async def ask_approvals(self, names: Iterable[str], *, scope: ApprovalScope) -> None:
         """Ask about the tools in ``names`` that need approval before calls under ``scope``

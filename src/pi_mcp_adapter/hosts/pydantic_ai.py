@@ -206,7 +206,7 @@ class McpCapability(AdapterBinding, AbstractCapability[Any]):
             searchable = {t.name for t in tools}
             found: dict[str, None] = {}
             for query in queries:
-                page = adapter.index.search(query, limit=limit + len(found))
+                page = adapter.search(query, limit=limit + len(found)).page
                 for hit in page.hits:
                     if hit.tool.name in searchable and len(found) < limit:
                         found.setdefault(hit.tool.name)

@@ -285,7 +285,8 @@ class ToolSearchSurface:
         whether the match is strong (False: the tools are only the closest ones)."""
         names = parse_select(query)
         if names is None:
-            page = self._adapter.index.search(query, limit=self.limit)
+            # Through the engine: the search is learned from (a call may follow it).
+            page = self._adapter.search(query, limit=self.limit).page
             return [h.tool for h in page.hits], [], page.confident
         found: list[ToolInfo] = []
         missing: list[str] = []
