@@ -1,0 +1,64 @@
+"""Search that learns from use, measured honestly: half of each labelled set is replayed as
+history (its words led to a call of its gold tool), the other half is scored, with and without
+what was learned. The learned figure is reported beside the cold one on the same half, never in
+its place (``pi-mcp eval-search --history`` prints the same).
+
+Sets: the development set beside the repository (``../shared/eval/etom-dev/etom_dev.json``,
+skipped when absent) and the two held-out sets in ``bench/data``.
+
+Usage: .venv/bin/python bench/bench_search_learned.py [--ranking lexical|hybrid|default]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _summary import record
+from pi_mcp_adapter.catalog import evaluate, load_labelled_set
+from pi_mcp_adapter.catalog._eval import split_history
+
+REPO = Path(__file__).resolve().parents[1]
+SETS = {
+    "etom-dev": REPO.parent / "shared" / "eval" / "etom-dev" / "etom_dev.json",
+    "real servers, held out": REPO / "bench" / "data" / "real_servers_held_out.json",
+    "other servers, held out": REPO / "bench" / "data" / "other_servers_held_out.json",
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ranking", default="default")
+    args = parser.parse_args()
+    print(f"{'set':<26}{'metric':<22}{'cold':>8}{'history':>9}")
+    for name, path in SETS.items():
+        if not path.exists():
+            print(f"{name:<26}(not found: {path})")
+            continue
+        learned, scored = split_history(load_labelled_set(path))
+        cold = evaluate(scored, ranking=args.ranking)
+        warm = evaluate(scored, ranking=args.ranking, learned=learned)
+        rows = (
+            ("single-tool hit@5", cold.overall.hit_at_5, warm.overall.hit_at_5),
+            ("single-tool hit@1", cold.overall.hit_at_1, warm.overall.hit_at_1),
+            ("gold sets in top 5", cold.overall.sets_at_5, warm.overall.sets_at_5),
+        )
+        for metric, before, after in rows:
+            if before is None or after is None:
+                continue
+            print(f"{name:<26}{metric:<22}{before:>8.3f}{after:>9.3f}")
+            record(
+                "learned search",
+                f"{metric}, {name} (half replayed as history, {cold.ranking})",
+                after,
+                before,
+                unit="share",
+                baseline_name="cold ranking, same half",
+                lower_is_better=False,
+            )
+
+
+if __name__ == "__main__":
+    main()
