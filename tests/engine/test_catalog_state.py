@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from pi_mcp_adapter.catalog import MetadataCache, ServerMetadata
 from pi_mcp_adapter.config import ServerEntry, Settings
 from pi_mcp_adapter.engine._catalog_state import CatalogState
@@ -63,3 +65,19 @@ def test_a_lookup_during_a_pass_sees_what_was_published_before_listeners_are_tol
         state.publish(name, metadata)
     assert len(state.catalog.tools()) == 50
     assert state.catalog.lookup("s49_echo").server == "s49"
+
+
+@pytest.mark.anyio
+async def test_a_wait_for_a_listing_returns_after_listeners_heard_of_it(tmp_path: Path) -> None:
+    # Listeners register a host's direct tools. A listing told late (batched while another
+    # server still starts) must reach them before a waiter reads the first tool list.
+    state, listings = _state(tmp_path, 3)
+    heard: list[set[str]] = []
+    state.on_changed(lambda: heard.append({tool.server for tool in state.catalog.tools()}))
+    state.begin_listing(list(listings))
+    state.publish("s0", listings["s0"])
+    state.end_listing("s0")
+    state.publish("s1", listings["s1"])  # s2 still starts: this one is batched
+    state.end_listing("s1")
+    assert await state.wait_for_listings(["s1"], timeout_s=5) is False
+    assert "s1" in heard[-1]
