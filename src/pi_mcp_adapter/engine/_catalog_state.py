@@ -107,6 +107,13 @@ class CatalogState:
         self._awaiting_index: set[str] = set()
         """Servers whose listing ended while their tools were not yet in the search index:
         they count as being listed until it is rebuilt."""
+        self.revision = 0
+        """Bumped by every change of what is known (a listing, a rebuild): followers remember
+        the revision they saw and ask :meth:`changed_since` what to look at again."""
+        self._full_revision = 0
+        """The revision of the last change that may have touched every server."""
+        self._changed_at: dict[str, int] = {}
+        """Servers in the order they last changed, each with that revision (the newest last)."""
 
     # ------------------------------------------------------------------ what is known
 
@@ -122,6 +129,8 @@ class CatalogState:
     def load_cache(self) -> None:
         """Read the cache file and take every enabled server's entry that is still valid."""
         self.cache.load()
+        self.revision += 1
+        self._invalidate()
         for name, entry in self.enabled().items():
             cached = self.cache.get(name, entry)
             if cached is not None:
@@ -153,6 +162,9 @@ class CatalogState:
             return None
         changes = self.cache.store(server, entry, metadata)
         self._metadata[server] = metadata
+        self.revision += 1
+        self._changed_at.pop(server, None)  # moved to the end: the newest change last
+        self._changed_at[server] = self.revision
         self._changes[server] = self.cache.definition_changes(server)
         self._replace_server(server)
         others_listing = any(name != server for name in self._listing)
@@ -276,10 +288,29 @@ class CatalogState:
 
     def rebuild(self) -> None:
         """Views are built again when next read; listeners are told now."""
+        self.revision += 1
         self._invalidate()
         self._notify()
 
+    def changed_since(self, revision: int) -> list[str] | None:
+        """The servers whose listing changed after ``revision`` (newest first), or None when
+        anything may have changed since (a reload, a full rebuild): a follower that keeps
+        something per server (a host's registrations, a listing signature) looks at these
+        only, at the cost of what changed rather than of the catalog."""
+        if revision < self._full_revision:
+            return None
+        changed: list[str] = []
+        for server in reversed(self._changed_at):
+            if self._changed_at[server] <= revision:
+                break
+            changed.append(server)
+        return changed
+
     def _invalidate(self) -> None:
+        # A full build may rename any server's tools (who keeps a contested name): every
+        # follower looks at every server again.
+        self._full_revision = self.revision
+        self._changed_at.clear()
         self._catalog = None
         self._prompt_catalog = None
         self._index = None

@@ -4,7 +4,9 @@ Every host gets the same notices, worded once here: a server that fails to start
 one that needs authentication, one that comes back, a tool renamed because another server's
 tool has its name, a server whose tool definitions changed, a reload. The status line
 (``MCP: 4/6 servers, 132 tools``) is updated at most once per debounce interval, so servers
-connecting together update it once.
+connecting together update it once, and is made from counts kept as they change (the servers
+connected now, the enabled servers, the catalog's size), never from a status report of every
+configured server: a catalog of tens of thousands of servers changes it at the same cost.
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ class Notices:
         self._shown: str | None = None
         self._unavailable: dict[str, str] = {}
         """Servers the host was told are failing or need auth, with that status."""
+        self.connected: set[str] = set()
+        """Servers connected now, as state changes report them: the status line counts them
+        without asking every configured server for its state."""
         self._announced_collisions: set[tuple[str, str, str]] = set()
         self._pending: list[tuple[str, NotifyLevel]] = []
         """Notices from before a host was bound, delivered by :meth:`bind`."""
@@ -66,6 +71,10 @@ class Notices:
     def server_state_changed(self, state: ServerState) -> None:
         """Tell the user when a server becomes unusable, and when it is usable again."""
         server, status = state.server, state.status
+        if status == "connected":
+            self.connected.add(server)
+        else:
+            self.connected.discard(server)
         if status in ("failed", "needs-auth"):
             if self._unavailable.get(server) != status:
                 self._unavailable[server] = status
@@ -84,6 +93,7 @@ class Notices:
 
     def forget(self, server: str) -> None:
         self._unavailable.pop(server, None)
+        self.connected.discard(server)
 
     def definitions_changed(self, server: str, changes: DefinitionChanges) -> None:
         if changes:

@@ -56,6 +56,11 @@ class UpstreamRoutes:
         self._templates: dict[str, list[types.ResourceTemplate]] = {}
         self._upstream: dict[tuple[str, str], set[Hashable]] = {}
         """(server, uri): who is subscribed; the upstream subscription is held while any is."""
+        self._listed: dict[str, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
+        """Per server, what it lists (resources, prompts) as :meth:`listing_signature` last
+        saw it."""
+        self._listed_revision = -1
+        self._listed_versions = (0, 0)
 
     # ------------------------------------------------------------------ prompts
 
@@ -291,17 +296,35 @@ class UpstreamRoutes:
             except McpAdapterError as exc:
                 logger.info("server %r: subscribing again to %s failed: %s", server, uri, exc)
 
-    def listing_signature(self) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-        """What clients have listed (resources, prompts): compare to announce list changes."""
-        resources: list[Any] = []
-        prompts: list[Any] = []
-        for server in self._adapter.enabled_servers():
-            meta = self._adapter.metadata(server)
+    def listing_signature(self) -> tuple[int, int]:
+        """What clients have listed, as (resources, prompts) versions: compare to announce
+        list changes. Each call looks again only at the servers whose listing changed since
+        the last (the gateway asks after every change, and a catalog has tens of thousands
+        of servers); a reload or a full rebuild looks at every server once."""
+        state = self._adapter.state
+        changed = state.changed_since(self._listed_revision)
+        self._listed_revision = state.revision
+        if changed is None:
+            enabled = state.enabled()
+            changed = [*enabled, *(s for s in self._listed if s not in enabled)]
+        resources_version, prompts_version = self._listed_versions
+        enabled = state.enabled()
+        for server in changed:
+            meta = state.metadata(server) if server in enabled else None
             if meta is None:
-                continue
-            resources.extend((server, r.get("uri"), r.get("name")) for r in meta.resources)
-            prompts.extend((server, p.get("name")) for p in meta.prompts)
-        return (tuple(resources), tuple(prompts))
+                listed: tuple[tuple[Any, ...], tuple[Any, ...]] = ((), ())
+            else:
+                listed = (
+                    tuple((r.get("uri"), r.get("name")) for r in meta.resources),
+                    tuple(p.get("name") for p in meta.prompts),
+                )
+            before = self._listed.pop(server, ((), ()))
+            if listed != ((), ()):
+                self._listed[server] = listed
+            resources_version += before[0] != listed[0]
+            prompts_version += before[1] != listed[1]
+        self._listed_versions = (resources_version, prompts_version)
+        return self._listed_versions
 
 
 def template_matches(template: str, uri: str) -> bool:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 from anyio import AsyncContextManagerMixin
 
 from pi_mcp_adapter._errors import (
@@ -66,6 +67,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("pi_mcp_adapter.servers")
 
+HEALTH_CHECK_SLOTS_PER_STEP = 500
+"""A health-check pass yields to other tasks after this many servers: a few milliseconds of
+work at most, however many servers are configured."""
 
 MetadataListener = Callable[[str, ServerMetadata], Awaitable[None] | None]
 """``(server_name, metadata)``; may be a plain function or a coroutine function."""
@@ -684,7 +688,11 @@ class ServerManager(AsyncContextManagerMixin):
         keep-alive servers that are down and due by their retry schedule.
         """
         async with anyio.create_task_group() as tg:
-            for slot in self._slots.values():
+            for checked, slot in enumerate(list(self._slots.values()), start=1):
+                if checked % HEALTH_CHECK_SLOTS_PER_STEP == 0:
+                    # Tens of thousands of configured servers: let other requests run between
+                    # steps, so a pass never holds the event loop for longer than one step.
+                    await anyio.lowlevel.checkpoint()
                 if not slot.entry.is_enabled:
                     continue
                 if is_kept_alive(slot.entry, has_connected=slot.has_connected):

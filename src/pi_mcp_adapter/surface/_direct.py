@@ -123,25 +123,46 @@ def _up_front_servers(adapter: McpAdapter) -> frozenset[str]:
     return found
 
 
+_SELECTED: weakref.WeakKeyDictionary[
+    McpAdapter, tuple[Mapping[str, ServerEntry], str | None, DirectSelection, tuple[str, ...]]
+] = weakref.WeakKeyDictionary()
+"""Per adapter, the direct-tool selection of its configuration and the selected servers in
+catalog (configuration) order: every catalog change asks, and resolving it walks every
+configured server, so it is resolved once per configuration and ``MCP_DIRECT_TOOLS`` value."""
+
+
+def _direct_selection(adapter: McpAdapter) -> tuple[DirectSelection, tuple[str, ...]]:
+    servers, env_value = adapter.servers, os.environ.get(DIRECT_TOOLS_ENV)
+    known = _SELECTED.get(adapter)
+    if known is not None and known[0] is servers and known[1] == env_value:
+        return known[2], known[3]
+    enabled = {n: e for n, e in servers.items() if e.is_enabled}
+    selection = resolve_direct_selection(enabled, env_value)
+    ordered = tuple(name for name in enabled if name in selection.servers)
+    _SELECTED[adapter] = (servers, env_value, selection, ordered)
+    return selection, ordered
+
+
 def choose_direct_tools(
     adapter: McpAdapter, reserved: Sequence[str] = ()
 ) -> tuple[list[ToolInfo], list[str]]:
-    """The catalog's direct tools, and the names skipped for shadowing ``reserved`` ones."""
-    selection = resolve_direct_selection(
-        {n: e for n, e in adapter.servers.items() if e.is_enabled},
-        os.environ.get(DIRECT_TOOLS_ENV),
-    )
+    """The catalog's direct tools, and the names skipped for shadowing ``reserved`` ones.
+
+    Only the selected servers' tools are looked at (in catalog order), so the cost follows
+    the direct tools, not the catalog."""
+    selection, servers = _direct_selection(adapter)
     taken = set(reserved)
     chosen: list[ToolInfo] = []
     skipped: list[str] = []
-    for tool in adapter.tools():
-        if not selection.selects(tool):
-            continue
-        if tool.name in taken:
-            skipped.append(tool.name)
-            continue
-        taken.add(tool.name)
-        chosen.append(tool)
+    for server in servers:
+        for tool in adapter.tools(server):
+            if not selection.selects(tool):
+                continue
+            if tool.name in taken:
+                skipped.append(tool.name)
+                continue
+            taken.add(tool.name)
+            chosen.append(tool)
     return chosen, skipped
 
 

@@ -10,11 +10,13 @@ called directly from the next turn.
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from pi_mcp_adapter._errors import McpAdapterError
 from pi_mcp_adapter.catalog import ToolInfo
+from pi_mcp_adapter.config import ServerEntry
 from pi_mcp_adapter.engine import Host, McpAdapter, ToolDefinition, ToolExecute, ToolResult
 
 from ._direct import DIRECT_TOOLS_ENV, tool_definition
@@ -193,11 +195,23 @@ def search_activated_servers(adapter: McpAdapter) -> set[str]:
     """
     if os.environ.get(DIRECT_TOOLS_ENV, "").strip():
         return set()
-    return {
-        name
-        for name, entry in adapter.servers.items()
-        if entry.is_enabled and entry.direct_tools == "search"
-    }
+    servers = adapter.servers
+    known = _SEARCH_ACTIVATED.get(adapter)
+    if known is None or known[0] is not servers:
+        found = frozenset(
+            name
+            for name, entry in servers.items()
+            if entry.is_enabled and entry.direct_tools == "search"
+        )
+        known = _SEARCH_ACTIVATED[adapter] = (servers, found)
+    return set(known[1])
+
+
+_SEARCH_ACTIVATED: weakref.WeakKeyDictionary[
+    McpAdapter, tuple[Mapping[str, ServerEntry], frozenset[str]]
+] = weakref.WeakKeyDictionary()
+"""Per adapter, its configuration's ``directTools: "search"`` servers: every catalog change
+asks, and finding them walks every configured server, so once per configuration."""
 
 
 class ToolSearchSurface:
@@ -245,7 +259,13 @@ class ToolSearchSurface:
         excluded = set(self._exclude())
         only = set(self._only_servers()) if self._only_servers is not None else None
         wanted: dict[str, ToolInfo] = {}
-        for tool in self._adapter.tools():
+        # With only_servers, those servers' tools alone: the cost follows them, not the catalog.
+        tools = (
+            self._adapter.tools()
+            if only is None
+            else [t for server in sorted(only) for t in self._adapter.tools(server)]
+        )
+        for tool in tools:
             if tool.name in excluded or (only is not None and tool.server not in only):
                 continue
             if tool.name in self._reserved:

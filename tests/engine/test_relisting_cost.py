@@ -1,0 +1,155 @@
+"""Nothing on the event loop walks the catalog when one server is relisted.
+
+A running adapter follows every relisting with its host's surfaces (direct tools), the status
+line and, in a gateway, the listing signature that decides whether clients hear of changed
+prompts or resources. Each must cost what the relisted server offers: these tests count the
+Python function calls they make at two catalog sizes (a busy machine slows calls, it does not
+add any), with a real fixture server connected beside cached ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import anyio
+import pytest
+
+from pi_mcp_adapter.catalog import MetadataCache, ServerMetadata
+from pi_mcp_adapter.config import ServerEntry
+from pi_mcp_adapter.engine import McpAdapter
+from pi_mcp_adapter.hosts import ExportHost
+from pi_mcp_adapter.surface import register_surfaces
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "mcp_fixture.py"
+TOOLS_PER_SERVER = 5
+COST_RATIO_LIMIT = 1.5
+"""A relisting at ten times the catalog may make at most this many times the calls."""
+CONNECT_TIMEOUT_S = 60.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@contextmanager
+def counted_calls() -> Iterator[list[int]]:
+    """Count every Python function call made in this thread inside the block."""
+    count = [0]
+
+    def profile(_frame: FrameType, event: str, _arg: object) -> None:
+        if event == "call":
+            count[0] += 1
+
+    sys.setprofile(profile)
+    try:
+        yield count
+    finally:
+        sys.setprofile(None)
+
+
+def cached_metadata(server: str, version: int = 0) -> ServerMetadata:
+    return ServerMetadata(
+        tools=tuple(
+            {
+                "name": f"tool_{t}",
+                "description": f"Tool {t} of {server}, version {version}.",
+                "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
+            }
+            for t in range(TOOLS_PER_SERVER)
+        ),
+        prompts=({"name": f"prompt_v{version}"},),
+    )
+
+
+def write_workspace(root: Path, servers: int) -> None:
+    """``servers`` lazy servers known from the metadata cache, and the real fixture server
+    (eager, ``echo`` as a direct tool)."""
+    import json
+
+    agent_dir = root / "agent"
+    agent_dir.mkdir(parents=True)
+    config: dict[str, Any] = {
+        "fixture": {
+            "command": sys.executable,
+            "args": [str(FIXTURE)],
+            "lifecycle": "eager",
+            "directTools": ["echo"],
+        }
+    }
+    cache = MetadataCache(agent_dir / "mcp-cache.json")
+    for s in range(servers):
+        name = f"server-{s:05d}"
+        config[name] = {"command": "/bin/false", "args": [name]}
+        cache.store(name, ServerEntry(command="/bin/false", args=(name,)), cached_metadata(name))
+    cache.flush()
+    (root / "mcp.json").write_text(json.dumps({"mcpServers": config}), encoding="utf-8")
+
+
+async def relisting_cost(root: Path, servers: int) -> int:
+    """Calls made by one relisting and everything that follows it on the event loop: the
+    host's surfaces, the status line and the listing signature."""
+    write_workspace(root, servers)
+    host = ExportHost()
+    async with McpAdapter(
+        agent_dir=root / "agent",
+        project_dir=root,
+        config_path=root / "mcp.json",
+        use_pool=False,
+        host=host,
+    ) as adapter:
+        with anyio.fail_after(CONNECT_TIMEOUT_S):
+            await adapter.ready(["fixture"])
+        surfaces = register_surfaces(adapter, host)
+        assert "fixture_echo" in surfaces.direct.names
+        signature = adapter.routes.listing_signature()
+        tools = servers * TOOLS_PER_SERVER + len(adapter.tools("fixture"))
+        assert adapter.status_line() == f"MCP: 1/{servers + 1} servers, {tools} tools"
+        server = f"server-{servers // 2:05d}"
+        with counted_calls() as count:
+            adapter.state.publish(server, cached_metadata(server, version=1))
+            line = adapter.status_line()
+            relisted_signature = adapter.routes.listing_signature()
+        # What the relisting changed is seen: a new prompt, the same counts, the direct tool.
+        assert relisted_signature[1] != signature[1]
+        assert relisted_signature[0] == signature[0]
+        assert adapter.routes.listing_signature() == relisted_signature
+        assert line.startswith(f"MCP: 1/{servers + 1} servers")
+        assert "fixture_echo" in surfaces.direct.names
+        assert "version 1" in adapter.catalog.lookup(f"{server}_tool_2").description
+        return count[0]
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_a_relisting_costs_the_same_at_ten_times_the_catalog(tmp_path: Path) -> None:
+    small = await relisting_cost(tmp_path / "small", 300)
+    large = await relisting_cost(tmp_path / "large", 3000)
+    assert large <= small * COST_RATIO_LIMIT, (small, large)
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_a_relisting_that_drops_a_servers_prompts_is_announced_once(tmp_path: Path) -> None:
+    write_workspace(tmp_path, 20)
+    async with McpAdapter(
+        agent_dir=tmp_path / "agent",
+        project_dir=tmp_path,
+        config_path=tmp_path / "mcp.json",
+        use_pool=False,
+    ) as adapter:
+        before = adapter.routes.listing_signature()
+        metadata = adapter.state.metadata("server-00007")
+        assert metadata is not None
+        adapter.state.publish("server-00007", dataclasses.replace(metadata, prompts=()))
+        after = adapter.routes.listing_signature()
+        assert after[1] != before[1]
+        assert adapter.routes.listing_signature() == after
+        adapter.state.rebuild()  # a full rebuild finds nothing new to announce
+        assert adapter.routes.listing_signature() == after
