@@ -688,8 +688,10 @@ class McpAdapter:
 
     def status_line(self) -> str:
         """The one-line summary a host shows: ``MCP: 4/6 servers, 132 tools``."""
-        report = self.status()
-        return f"MCP: {report.connected}/{report.enabled} servers, {report.tool_count} tools"
+        # Counts kept as they change (see Notices): a status report walks every server.
+        connected = len(self.notices.connected)
+        enabled = len(self.state.enabled())
+        return f"MCP: {connected}/{enabled} servers, {len(self.state.full_catalog)} tools"
 
     def on_catalog_changed(self, listener: Callable[[], None]) -> Callable[[], None]:
         """Call ``listener`` after each catalog rebuild; returns a function that unsubscribes."""
