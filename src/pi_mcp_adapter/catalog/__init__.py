@@ -10,6 +10,7 @@
                  tool-definition change records (with the trusted baseline).
 - ``_definition_diff``  :func:`diff_definitions`: how a changed tool differs, in short.
 - ``_schema``    :func:`render_parameters` and :func:`render_shape` for input schemas.
+- ``_signatures``  :func:`render_call_line`: a tool as ``name(params) -> result``.
 - ``_search``    :class:`SearchIndex` for ``mcp({search})`` and ``ToolSearch``; its parts:
                  ``_search_text`` (words, values, steps), ``_search_rankings`` (lexical,
                  hybrid, BM25), ``_search_semantic`` (the offline model and the tool-vector
@@ -44,6 +45,14 @@ from ._naming import (
 )
 from ._prompts import PromptArgument, PromptCatalog, PromptInfo
 from ._schema import render_parameters, render_shape
+from ._signatures import (
+    observed_result_shape,
+    one_line,
+    render_call_line,
+    render_result_type,
+    render_signature,
+    value_shape,
+)
 
 if TYPE_CHECKING:
     from ._eval import EvalReport, evaluate, load_labelled_set, write_rankings
@@ -88,10 +97,16 @@ __all__ = [
     "evaluate",
     "format_tool_name",
     "load_labelled_set",
+    "observed_result_shape",
+    "one_line",
     "preload_default_embedder",
+    "render_call_line",
     "render_parameters",
+    "render_result_type",
     "render_shape",
+    "render_signature",
     "resource_tool_name",
     "server_prefix",
+    "value_shape",
     "write_rankings",
 ]

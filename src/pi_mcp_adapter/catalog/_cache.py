@@ -6,7 +6,8 @@ File ``<agent dir>/mcp-cache.json``, format version 1, shared with the TypeScrip
      "servers": {"<name>": {"configHash": "<sha256 hex>", "cachedAt": <ms since epoch>,
                             "tools": [...], "resources": [...], "prompts": [...],
                             "instructions": "...", "definitionChanges": {...},
-                            "clientCapabilities": ["elicitation", "sampling"]}}}
+                            "clientCapabilities": ["elicitation", "sampling"],
+                            "observedResults": {"<tool>": "<result shape>"}}}}
 
 Client capabilities: a server may offer some tools only to clients that can sample or elicit
 (server-everything's ``trigger-sampling-request``), so an entry records the capabilities it was
@@ -500,6 +501,19 @@ def _capabilities_of(raw: Mapping[str, Any]) -> tuple[str, ...] | None:
     return tuple(sorted(set(value)))
 
 
+OBSERVED_RESULTS_FIELD = "observedResults"
+"""Entry field (this implementation's only; the reference ignores it): tool name -> the shape of
+its last result, for tools without an ``outputSchema``."""
+_MAX_OBSERVED_CHARS = 2000
+
+
+def _observed_of(raw: Mapping[str, Any]) -> dict[str, str]:
+    value = raw.get(OBSERVED_RESULTS_FIELD)
+    if not isinstance(value, Mapping):
+        return {}
+    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
+
+
 def _metadata_from_entry(raw: Mapping[str, Any]) -> ServerMetadata:
     instructions = raw.get("instructions")
     return ServerMetadata(
@@ -764,10 +778,44 @@ class MetadataCache:
             stored = dict(fresh)
             if record:
                 stored["definitionChanges"] = record.to_json()
+            same_config = (
+                isinstance(previous, Mapping) and previous.get("configHash") == fresh["configHash"]
+            )
+            observed = _observed_of(previous) if same_config and previous else {}
+            if observed:
+                # Shapes seen in results outlive a relisting; a changed tool is seen anew.
+                kept = {k: v for k, v in observed.items() if k not in changes.names()}
+                if kept:
+                    stored[OBSERVED_RESULTS_FIELD] = kept
             servers[server] = stored
             return changes
 
         return self._modify(update, at_once=False)
+
+    def observed_shapes(self, server: str) -> Mapping[str, str]:
+        """The result shape each of ``server``'s tools (its own names) returned last, as
+        :meth:`record_observed_shape` recorded it; empty when none was recorded."""
+        self._ensure_loaded()
+        raw = self._servers.get(server)
+        return _observed_of(raw) if isinstance(raw, Mapping) else {}
+
+    def record_observed_shape(self, server: str, tool: str, shape: str) -> None:
+        """Record the shape (types and keys, never values) of a result of ``server``'s
+        ``tool``, for the signature of a tool that declares no ``outputSchema``. Written with
+        the stores around it, and only when it differs from the recorded one; an entry that
+        does not exist yet (the server was never listed) gets nothing."""
+        if self.observed_shapes(server).get(tool) == shape or len(shape) > _MAX_OBSERVED_CHARS:
+            return
+
+        def update(servers: dict[str, Any]) -> None:
+            raw = servers.get(server)
+            if not isinstance(raw, dict):
+                return
+            observed = dict(_observed_of(raw))
+            observed[tool] = shape
+            servers[server] = {**raw, OBSERVED_RESULTS_FIELD: observed}
+
+        self._modify(update, at_once=False)
 
     def acknowledge_changes(self, server: str, tools: Collection[str] | None = None) -> None:
         """Forget ``server``'s recorded definition changes (the user has seen them): all of

@@ -23,7 +23,7 @@ from pi_mcp_adapter._errors import (
     ToolNotFoundError,
 )
 from pi_mcp_adapter._secrets import redact_model
-from pi_mcp_adapter.catalog import ToolInfo
+from pi_mcp_adapter.catalog import ToolInfo, observed_result_shape
 from pi_mcp_adapter.config import ServerEntry, Settings
 from pi_mcp_adapter.servers import ServerManager, allow_prompts
 
@@ -195,7 +195,18 @@ class CallPipeline:
             outcome = await self._call_server(name, tool, arguments)
             finish_span(outcome)
         self._record(tool, outcome)
+        self._observe_shape(tool, outcome)
         return outcome
+
+    def _observe_shape(self, tool: ToolInfo, outcome: CallOutcome) -> None:
+        """A tool without an ``outputSchema``: the shape of its result (types and keys) goes
+        to its cache entry, so its signature can say what it returns."""
+        content = getattr(outcome.result, "content", None)  # a resource read has none
+        if tool.output_schema is not None or outcome.is_error or not isinstance(content, list):
+            return
+        shape = observed_result_shape(content, getattr(outcome.result, "structured_content", None))
+        if shape is not None:
+            self._state.cache.record_observed_shape(tool.server, tool.original_name, shape)
 
     def record_denied(self, name: str, server: str | None = None) -> None:
         """A caller's miss that names a tool its policy hides: the caller was told "not

@@ -2,7 +2,8 @@
 
 Mode is chosen by which parameter is present, in this priority order (a promise to users):
 ``tool`` > ``prompt`` > ``connect`` > ``describe`` > ``instructions`` > ``search`` > ``server``
-> ``servers`` > status.
+> ``servers`` > status. ``describe`` of one tool shows it in full; of a server, or of several
+names (a list, or one string separated by commas), one signature line per tool.
 Every outcome, including bad input, is a :class:`ToolResult`; nothing here raises to the host.
 """
 
@@ -18,6 +19,7 @@ from pi_mcp_adapter._errors import (
     ToolNotFoundError,
     UsageError,
 )
+from pi_mcp_adapter.catalog import ToolInfo, one_line, render_call_line
 from pi_mcp_adapter.config._validate import json_type
 from pi_mcp_adapter.engine import CallOutcome, McpAdapter, TextPart, ToolDefinition, ToolResult
 
@@ -31,6 +33,7 @@ from ._render import (
     render_list,
     render_search_hits,
     render_servers,
+    render_signatures,
     render_status,
 )
 
@@ -41,7 +44,8 @@ PROXY_TOOL_NAME = "mcp"
 # `pi-mcp tokens` measures it; the test suite holds it under 250 o200k tokens.
 PROXY_DESCRIPTION = (
     "Gateway to MCP server tools. mcp({}) status; mcp({server}) list tools; "
-    "mcp({search}) find tools; mcp({describe}) show parameters; mcp({tool, args}) call; "
+    "mcp({search}) find tools; mcp({describe}) signatures (tools 'a,b' or server); "
+    "mcp({tool, args}) call; "
     "mcp({prompt, args}) render a prompt; mcp({connect}) refresh a server; "
     "mcp({instructions}) server notes."
 )
@@ -50,7 +54,7 @@ PROXY_PARAMETERS: Mapping[str, Any] = {
     "type": "object",
     "properties": {
         "tool": {"type": "string"},
-        "args": {"type": "object", "description": "For tool or prompt (or a JSON string)"},
+        "args": {"type": "object", "description": "Object or JSON string"},
         "prompt": {"type": "string"},
         "connect": {"type": "string", "description": "Server to connect/refresh"},
         "describe": {"type": "string"},
@@ -65,7 +69,16 @@ PROXY_PARAMETERS: Mapping[str, Any] = {
     },
 }
 
-_MODES = ("tool", "prompt", "connect", "describe", "instructions", "search", "server", "servers")
+_MODES = (
+    "tool",
+    "prompt",
+    "connect",
+    "describe",
+    "instructions",
+    "search",
+    "server",
+    "servers",
+)
 
 
 def select_mode(params: Mapping[str, Any]) -> str:
@@ -140,6 +153,28 @@ def _opt_int(params: Mapping[str, Any], key: str, *, minimum: int) -> int | None
 
 
 _WAITS_FOR_LISTINGS = frozenset({"search", "describe", "list", "instructions", "prompt"})
+MAX_SIGNATURE_NAMES = 100
+"""Names one ``describe`` may ask for: a whole server each, so enough for any task."""
+
+
+def _names(params: Mapping[str, Any], key: str) -> list[str]:
+    """A list of names, or one string of names separated by commas or spaces."""
+    value = params.get(key)
+    if isinstance(value, str):
+        value = value.replace(",", " ").split()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UsageError(f"{key} must be a list of tool or server names, got {json_type(value)}")
+    names = list(dict.fromkeys(v.strip() for v in value if v.strip()))
+    if not names:
+        raise UsageError(f'{key} names no tool or server; e.g. {key}: ["server", "tool"]')
+    if len(names) > MAX_SIGNATURE_NAMES:
+        raise UsageError(f"{key} may name at most {MAX_SIGNATURE_NAMES}, got {len(names)}")
+    return names
+
+
+def observed_shape(adapter: McpAdapter, tool: ToolInfo) -> str | None:
+    """The shape of ``tool``'s earlier results, as its cache entry records it."""
+    return adapter.cache.observed_shapes(tool.server).get(tool.original_name)
 
 
 class ProxyTool:
@@ -192,7 +227,11 @@ class ProxyTool:
         if mode == "connect":
             return await self.connect_result(_opt_str(params, "connect") or "")
         if mode == "describe":
-            return self.describe_result(_opt_str(params, "describe") or "")
+            names = _names(params, "describe")
+            one = isinstance(params["describe"], str) and len(names) == 1
+            if one and names[0] not in self._adapter.servers:
+                return self.describe_result(names[0])
+            return self.signatures_result(names)
         if mode == "instructions":
             return self.instructions_result(_opt_str(params, "instructions") or "")
         if mode == "search":
@@ -341,8 +380,39 @@ class ProxyTool:
         except AmbiguousToolError as exc:
             return ToolResult.text(str(exc), is_error=True, details={"mode": "describe"})
         return ToolResult.text(
-            render_describe(tool),
+            render_describe(tool, observed_shape(self._adapter, tool)),
             details={"mode": "describe", "server": tool.server, "name": tool.name},
+        )
+
+    def signatures_result(self, names: Sequence[str]) -> ToolResult:
+        """``mcp({describe: "a,b"})`` or of a server: one ``name(params) -> result`` line per
+        tool, for tools and whole servers at once. A name that is neither says so in a comment
+        line, with the close names a describe would suggest; the others are still shown."""
+        adapter = self._adapter
+        by_server: dict[str, list[str]] = {}
+        shown: set[str] = set()
+        missing: list[str] = []
+        for name in names:
+            if name in adapter.servers:
+                tools: Sequence[ToolInfo] = adapter.tools(name)
+                if not tools:
+                    missing.append(f"# {name}: {describe_server(adapter.server_status(name))}")
+            else:
+                try:
+                    tools = [adapter.lookup_explained(name)]
+                except (ToolNotFoundError, AmbiguousToolError) as exc:
+                    missing.append(f"# {name}: {one_line(str(exc), 300)}")
+                    continue
+            for tool in tools:
+                if tool.name not in shown:
+                    shown.add(tool.name)
+                    line = render_call_line(tool, observed_shape(adapter, tool))
+                    by_server.setdefault(tool.server, []).append(line)
+        text = "\n\n".join(part for part in (render_signatures(by_server), *missing) if part)
+        return ToolResult.text(
+            text,
+            is_error=not by_server,
+            details={"mode": "describe", "names": sorted(shown)},
         )
 
     def instructions_result(self, server: str) -> ToolResult:

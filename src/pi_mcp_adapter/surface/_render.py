@@ -5,12 +5,18 @@ Formats are compact on purpose: every character here is paid for in the model's 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from pi_mcp_adapter._errors import UsageError
 from pi_mcp_adapter._secrets import redact
-from pi_mcp_adapter.catalog import ToolDefinitionDiff, ToolInfo, render_parameters, render_shape
+from pi_mcp_adapter.catalog import (
+    ToolDefinitionDiff,
+    ToolInfo,
+    render_call_line,
+    render_parameters,
+    render_shape,
+)
 from pi_mcp_adapter.engine import ServerStatus, StatusReport
 
 if TYPE_CHECKING:
@@ -406,7 +412,10 @@ def render_tool_card(tool: ToolInfo, *, indent: str = "  ") -> str:
     return "\n".join(lines)
 
 
-def render_describe(tool: ToolInfo) -> str:
+def render_describe(tool: ToolInfo, observed: str | None = None) -> str:
+    """One tool in full: description, parameters, and last its signature with the result
+    shape (``observed`` is the shape of earlier results, for a tool without ``outputSchema``)."""
+    signature = f"Signature:\n  {render_call_line(tool, observed)}"
     lines = [tool.name, f"Server: {tool.server}"]
     if tool.original_name != tool.name:
         lines[-1] += f" (its own name: {tool.original_name})"
@@ -414,13 +423,20 @@ def render_describe(tool: ToolInfo) -> str:
         lines.append(f"Type: resource (reads {tool.resource_uri})")
     lines += ["", tool.description.strip() or "(no description)", ""]
     if tool.is_resource:
-        lines.append("No parameters required (resource tool).")
+        lines += ["No parameters required (resource tool).", "", signature]
         return "\n".join(lines)
     shape = render_shape(tool.input_schema)
     if shape is not None:
         lines += ["Shape:", f"  {shape}", ""]
-    lines.append(render_parameters(tool.input_schema))
+    lines += [render_parameters(tool.input_schema).rstrip(), "", signature]
     return "\n".join(lines).rstrip()
+
+
+def render_signatures(lines_by_server: Mapping[str, Sequence[str]]) -> str:
+    """Signature lines grouped under a ``# server`` comment each: a whole server's tools in
+    about one line per tool, the fewest tokens a model can code against."""
+    blocks = [f"# {server}\n" + "\n".join(lines) for server, lines in lines_by_server.items()]
+    return "\n\n".join(blocks)
 
 
 def render_list(

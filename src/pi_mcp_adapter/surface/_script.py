@@ -27,7 +27,13 @@ from typing import Any
 
 from pi_mcp_adapter._errors import McpAdapterError
 from pi_mcp_adapter._secrets import redact_data
-from pi_mcp_adapter.catalog import ToolInfo
+from pi_mcp_adapter.catalog import (
+    one_line,
+    render_call_line,
+    render_result_type,
+    render_signature,
+    value_shape,
+)
 from pi_mcp_adapter.config import Settings
 from pi_mcp_adapter.config._validate import json_type
 from pi_mcp_adapter.engine import (
@@ -42,6 +48,7 @@ from pi_mcp_adapter.engine._telemetry import script_span
 from ._calls import render_outcome
 from ._guard import guard_execute
 from ._output_guard import guard_output, output_guard_limits
+from ._proxy import observed_shape
 from ._sandbox import (
     Charge,
     HostFunction,
@@ -293,9 +300,9 @@ class _ScriptFunctions:
                 {
                     "name": hit.tool.name,
                     "server": hit.tool.server,
-                    "description": _one_line(hit.tool.description, 200),
+                    "description": one_line(hit.tool.description, 200),
                     # Enough to call the tool in the same script, without a describe().
-                    "signature": render_call_line(hit.tool),
+                    "signature": render_call_line(hit.tool, observed_shape(adapter, hit.tool)),
                     "score": round(hit.score, 3),
                 }
                 for hit in results.page.hits
@@ -321,8 +328,8 @@ class _ScriptFunctions:
                 "server": tool.server,
                 "description": tool.description,
                 "parameters": dict(tool.input_schema),
-                "signature": render_signature(tool),
-                "returns": render_result_type(tool),
+                "signature": render_signature(tool, observed_shape(adapter, tool)),
+                "returns": render_result_type(tool, observed_shape(adapter, tool)),
             }
             charge.bytes(json_size(described), f"describe({name!r})")
             return described
@@ -341,26 +348,6 @@ def _with_shapes(run: ScriptRun, shapes: Mapping[str, str]) -> ScriptRun:
         return run
     returned = "; ".join(f"{name} -> {shape}" for name, shape in shapes.items())
     return replace(run, error=f"{run.error}. The calls returned: {returned}")
-
-
-def value_shape(value: Any, depth: int = 0) -> str:
-    """``value``'s types and keys, never its contents: ``{"entities": list[{"name": str}]}``."""
-    if isinstance(value, bool) or value is None:
-        return "bool" if isinstance(value, bool) else "None"
-    if isinstance(value, int | float | str):
-        return type(value).__name__
-    if depth >= _MAX_TYPE_DEPTH:
-        return "dict" if isinstance(value, Mapping) else "list"
-    if isinstance(value, Mapping):
-        keys = list(value.items())[:_MAX_SHAPE_KEYS]
-        shown = [f"{json.dumps(str(k))}: {value_shape(v, depth + 1)}" for k, v in keys]
-        if len(value) > _MAX_SHAPE_KEYS:
-            shown.append("...")
-        return "{" + ", ".join(shown) + "}"
-    if isinstance(value, list):
-        kinds = list(dict.fromkeys(value_shape(v, depth + 1) for v in value[:20]))
-        return f"list[{' | '.join(kinds) or 'Any'}]"
-    return type(value).__name__
 
 
 def _call_value(result: Any) -> tuple[Any, bool]:
@@ -419,157 +406,3 @@ def _json_or_text(text: str) -> Any:
         except (ValueError, RecursionError):
             return text
     return text
-
-
-# ---------------------------------------------------------------------- signatures
-
-_PY_TYPES = {
-    "string": "str",
-    "integer": "int",
-    "number": "float",
-    "boolean": "bool",
-    "null": "None",
-    "object": "dict[str, Any]",
-    "array": "list[Any]",
-}
-_MAX_TYPE_DEPTH = 4
-_NOT_IDENTIFIER = re.compile(r"[^0-9A-Za-z]+")
-
-
-def render_signature(tool: ToolInfo) -> str:
-    """``tool``'s parameters as a Python ``TypedDict`` and the call that uses it.
-
-    Required keys are plain, optional ones ``NotRequired[...]``; defaults and descriptions
-    follow as comments. Never raises, whatever the schema holds.
-    """
-    schema = tool.input_schema if isinstance(tool.input_schema, Mapping) else {}
-    properties = schema.get("properties")
-    properties = properties if isinstance(properties, Mapping) else {}
-    required = schema.get("required")
-    required_names = {r for r in required or () if isinstance(r, str)}
-    class_name = "".join(w[:1].upper() + w[1:] for w in _NOT_IDENTIFIER.split(tool.name) if w)
-    class_name = (class_name or "Tool") + "Args"
-    lines = [f"class {class_name}(TypedDict):"]
-    if tool.description:
-        lines.append(f'    """{_one_line(tool.description, 200)}"""')
-    if not properties:
-        lines.append("    pass")
-    for key, prop in properties.items():
-        prop_schema = prop if isinstance(prop, Mapping) else {}
-        kind = _py_type(prop_schema, schema, 0)
-        if key not in required_names:
-            kind = f"NotRequired[{kind}]"
-        notes = []
-        if "default" in prop_schema:
-            notes.append(f"default {json.dumps(prop_schema['default'], default=str)}")
-        description = prop_schema.get("description")
-        if isinstance(description, str) and description.strip():
-            notes.append(_one_line(description, 120))
-        comment = f"  # {'; '.join(notes)}" if notes else ""
-        shown = str(key) if str(key).isidentifier() else repr(str(key))
-        lines.append(f"    {shown}: {kind}{comment}")
-    lines.append(f"# await call({tool.name!r}, {{...}}) -> {render_result_type(tool)}")
-    return "\n".join(lines)
-
-
-def render_call_line(tool: ToolInfo) -> str:
-    """One line a script can code against: ``name(required: T, optional?: T) -> result``."""
-    schema = tool.input_schema if isinstance(tool.input_schema, Mapping) else {}
-    properties = schema.get("properties")
-    properties = properties if isinstance(properties, Mapping) else {}
-    required = schema.get("required")
-    required_names = {r for r in required or () if isinstance(r, str)}
-    params = []
-    for key, prop in properties.items():
-        kind = _py_type(prop if isinstance(prop, Mapping) else {}, schema, 0)
-        params.append(f"{key}{'' if key in required_names else '?'}: {kind}")
-    return f"{tool.name}({', '.join(params)}) -> {render_result_type(tool)}"
-
-
-_MAX_SHAPE_KEYS = 12
-
-
-def render_result_type(tool: ToolInfo) -> str:
-    """What ``await call(tool, ...)`` returns, from the tool's ``outputSchema``.
-
-    Follows the rule of :func:`_call_value`: an object of one string property is the
-    structured copy of the text, so the call returns ``str``. Without an output schema the
-    text may be anything: ``str | dict | list`` (JSON text is parsed)."""
-    schema = tool.output_schema
-    if tool.is_resource:
-        return "str"
-    if not isinstance(schema, Mapping):
-        return "str | dict | list"
-    properties = schema.get("properties")
-    if isinstance(properties, Mapping) and len(properties) == 1:
-        (only,) = properties.values()
-        if isinstance(only, Mapping) and only.get("type") == "string":
-            return "str"
-    return _shape_type(schema, schema, 0)
-
-
-def _shape_type(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> str:
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/") and depth <= _MAX_TYPE_DEPTH:
-        target: Any = root
-        for part in ref[2:].split("/"):
-            target = target.get(part) if isinstance(target, Mapping) else None
-        return _shape_type(target, root, depth + 1) if isinstance(target, Mapping) else "Any"
-    properties = schema.get("properties")
-    if isinstance(properties, Mapping) and properties and depth <= _MAX_TYPE_DEPTH:
-        shown = [
-            f"{json.dumps(str(key))}: "
-            f"{_shape_type(value if isinstance(value, Mapping) else {}, root, depth + 1)}"
-            for key, value in list(properties.items())[:_MAX_SHAPE_KEYS]
-        ]
-        if len(properties) > _MAX_SHAPE_KEYS:
-            shown.append("...")
-        return "{" + ", ".join(shown) + "}"
-    items = schema.get("items")
-    if schema.get("type") == "array" and isinstance(items, Mapping):
-        return f"list[{_shape_type(items, root, depth + 1)}]"
-    return _py_type(schema, root, depth)
-
-
-def _py_type(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> str:
-    if depth > _MAX_TYPE_DEPTH:
-        return "Any"
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/"):
-        target: Any = root
-        for part in ref[2:].split("/"):
-            target = target.get(part) if isinstance(target, Mapping) else None
-        if isinstance(target, Mapping):
-            return _py_type(target, root, depth + 1)
-        return "Any"
-    if "const" in schema:
-        return f"Literal[{json.dumps(schema['const'], default=str)}]"
-    enum = schema.get("enum")
-    if isinstance(enum, list) and enum:
-        return "Literal[" + ", ".join(json.dumps(v, default=str) for v in enum[:20]) + "]"
-    for combinator in ("anyOf", "oneOf"):
-        options = schema.get(combinator)
-        if isinstance(options, list) and options:
-            kinds = [_py_type(o, root, depth + 1) for o in options if isinstance(o, Mapping)]
-            return " | ".join(dict.fromkeys(kinds)) or "Any"
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kinds = [_py_type({**schema, "type": k}, root, depth + 1) for k in kind]
-        return " | ".join(dict.fromkeys(kinds)) or "Any"
-    if kind == "array":
-        items = schema.get("items")
-        inner = _py_type(items, root, depth + 1) if isinstance(items, Mapping) else "Any"
-        return f"list[{inner}]"
-    if kind == "object":
-        extra = schema.get("additionalProperties")
-        if isinstance(extra, Mapping) and not schema.get("properties"):
-            return f"dict[str, {_py_type(extra, root, depth + 1)}]"
-        return "dict[str, Any]"
-    if isinstance(kind, str):
-        return _PY_TYPES.get(kind, "Any")
-    return "Any"
-
-
-def _one_line(text: str, limit: int) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"

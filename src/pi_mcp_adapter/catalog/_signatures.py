@@ -1,0 +1,226 @@
+"""Tools as Python-style signatures a model can code against.
+
+``render_call_line`` gives one line, ``name(required: T, optional?: T) -> result``;
+``render_signature`` the parameters as a ``TypedDict`` with defaults and descriptions as
+comments. The result is the shape of what a call returns as the ``mcp`` proxy shows it (JSON
+text parsed): from the tool's ``outputSchema`` where the server gives one, else the shape seen
+in earlier results (:func:`value_shape`, types and keys only, never values), marked
+``(observed)``. Nothing here raises, whatever a server's schemas hold.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ._metadata import ToolInfo
+
+OBSERVED_MARK = " (observed)"
+"""Follows a result shape seen in earlier results rather than declared by the server."""
+
+_PY_TYPES = {
+    "string": "str",
+    "integer": "int",
+    "number": "float",
+    "boolean": "bool",
+    "null": "None",
+    "object": "dict[str, Any]",
+    "array": "list[Any]",
+}
+_MAX_TYPE_DEPTH = 4
+_NOT_IDENTIFIER = re.compile(r"[^0-9A-Za-z]+")
+
+
+def render_signature(tool: ToolInfo, observed: str | None = None) -> str:
+    """``tool``'s parameters as a Python ``TypedDict`` and the call that uses it.
+
+    Required keys are plain, optional ones ``NotRequired[...]``; defaults and descriptions
+    follow as comments. Never raises, whatever the schema holds.
+    """
+    schema = tool.input_schema if isinstance(tool.input_schema, Mapping) else {}
+    properties = schema.get("properties")
+    properties = properties if isinstance(properties, Mapping) else {}
+    required = schema.get("required")
+    required_names = {r for r in required or () if isinstance(r, str)}
+    class_name = "".join(w[:1].upper() + w[1:] for w in _NOT_IDENTIFIER.split(tool.name) if w)
+    class_name = (class_name or "Tool") + "Args"
+    lines = [f"class {class_name}(TypedDict):"]
+    if tool.description:
+        lines.append(f'    """{one_line(tool.description, 200)}"""')
+    if not properties:
+        lines.append("    pass")
+    for key, prop in properties.items():
+        prop_schema = prop if isinstance(prop, Mapping) else {}
+        kind = _py_type(prop_schema, schema, 0)
+        if key not in required_names:
+            kind = f"NotRequired[{kind}]"
+        notes = []
+        if "default" in prop_schema:
+            notes.append(f"default {json.dumps(prop_schema['default'], default=str)}")
+        description = prop_schema.get("description")
+        if isinstance(description, str) and description.strip():
+            notes.append(one_line(description, 120))
+        comment = f"  # {'; '.join(notes)}" if notes else ""
+        shown = str(key) if str(key).isidentifier() else repr(str(key))
+        lines.append(f"    {shown}: {kind}{comment}")
+    lines.append(f"# await call({tool.name!r}, {{...}}) -> {render_result_type(tool, observed)}")
+    return "\n".join(lines)
+
+
+def render_call_line(tool: ToolInfo, observed: str | None = None) -> str:
+    """One line a model can code against: ``name(required: T, optional?: T) -> result``.
+
+    ``observed`` is the shape of earlier results (:func:`value_shape`), shown as the result
+    when the tool declares no ``outputSchema``."""
+    schema = tool.input_schema if isinstance(tool.input_schema, Mapping) else {}
+    properties = schema.get("properties")
+    properties = properties if isinstance(properties, Mapping) else {}
+    required = schema.get("required")
+    required_names = {r for r in required or () if isinstance(r, str)}
+    params = []
+    for key, prop in properties.items():
+        kind = _py_type(prop if isinstance(prop, Mapping) else {}, schema, 0)
+        params.append(f"{key}{'' if key in required_names else '?'}: {kind}")
+    return f"{tool.name}({', '.join(params)}) -> {render_result_type(tool, observed)}"
+
+
+_MAX_SHAPE_KEYS = 12
+
+
+def render_result_type(tool: ToolInfo, observed: str | None = None) -> str:
+    """What ``await call(tool, ...)`` returns, from the tool's ``outputSchema``.
+
+    Follows the rule of the script's ``call``: an object of one string property is the
+    structured copy of the text, so the call returns ``str``. Without an output schema the
+    text may be anything: ``str | dict | list`` (JSON text is parsed), unless earlier results
+    were ``observed``: their shape, marked :data:`OBSERVED_MARK`."""
+    schema = tool.output_schema
+    if tool.is_resource:
+        return "str"
+    if not isinstance(schema, Mapping):
+        return observed + OBSERVED_MARK if observed else "str | dict | list"
+    properties = schema.get("properties")
+    if isinstance(properties, Mapping) and len(properties) == 1:
+        (only,) = properties.values()
+        if isinstance(only, Mapping) and only.get("type") == "string":
+            return "str"
+    return _shape_type(schema, schema, 0)
+
+
+def _shape_type(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> str:
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/") and depth <= _MAX_TYPE_DEPTH:
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, Mapping) else None
+        return _shape_type(target, root, depth + 1) if isinstance(target, Mapping) else "Any"
+    properties = schema.get("properties")
+    if isinstance(properties, Mapping) and properties and depth <= _MAX_TYPE_DEPTH:
+        shown = [
+            f"{json.dumps(str(key))}: "
+            f"{_shape_type(value if isinstance(value, Mapping) else {}, root, depth + 1)}"
+            for key, value in list(properties.items())[:_MAX_SHAPE_KEYS]
+        ]
+        if len(properties) > _MAX_SHAPE_KEYS:
+            shown.append("...")
+        return "{" + ", ".join(shown) + "}"
+    items = schema.get("items")
+    if schema.get("type") == "array" and isinstance(items, Mapping):
+        return f"list[{_shape_type(items, root, depth + 1)}]"
+    return _py_type(schema, root, depth)
+
+
+def _py_type(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> str:
+    if depth > _MAX_TYPE_DEPTH:
+        return "Any"
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, Mapping) else None
+        if isinstance(target, Mapping):
+            return _py_type(target, root, depth + 1)
+        return "Any"
+    if "const" in schema:
+        return f"Literal[{json.dumps(schema['const'], default=str)}]"
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        return "Literal[" + ", ".join(json.dumps(v, default=str) for v in enum[:20]) + "]"
+    for combinator in ("anyOf", "oneOf"):
+        options = schema.get(combinator)
+        if isinstance(options, list) and options:
+            kinds = [_py_type(o, root, depth + 1) for o in options if isinstance(o, Mapping)]
+            return " | ".join(dict.fromkeys(kinds)) or "Any"
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kinds = [_py_type({**schema, "type": k}, root, depth + 1) for k in kind]
+        return " | ".join(dict.fromkeys(kinds)) or "Any"
+    if kind == "array":
+        items = schema.get("items")
+        inner = _py_type(items, root, depth + 1) if isinstance(items, Mapping) else "Any"
+        return f"list[{inner}]"
+    if kind == "object":
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, Mapping) and not schema.get("properties"):
+            return f"dict[str, {_py_type(extra, root, depth + 1)}]"
+        return "dict[str, Any]"
+    if isinstance(kind, str):
+        return _PY_TYPES.get(kind, "Any")
+    return "Any"
+
+
+def one_line(text: str, limit: int) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def value_shape(value: Any, depth: int = 0) -> str:
+    """``value``'s types and keys, never its contents: ``{"entities": list[{"name": str}]}``."""
+    if isinstance(value, bool) or value is None:
+        return "bool" if isinstance(value, bool) else "None"
+    if isinstance(value, int | float | str):
+        return type(value).__name__
+    if depth >= _MAX_TYPE_DEPTH:
+        return "dict" if isinstance(value, Mapping) else "list"
+    if isinstance(value, Mapping):
+        keys = list(value.items())[:_MAX_SHAPE_KEYS]
+        shown = [f"{json.dumps(str(k))}: {value_shape(v, depth + 1)}" for k, v in keys]
+        if len(value) > _MAX_SHAPE_KEYS:
+            shown.append("...")
+        return "{" + ", ".join(shown) + "}"
+    if isinstance(value, list):
+        kinds = list(dict.fromkeys(value_shape(v, depth + 1) for v in value[:20]))
+        return f"list[{' | '.join(kinds) or 'Any'}]"
+    return type(value).__name__
+
+
+def observed_result_shape(content: Sequence[Any], structured: Any) -> str | None:
+    """The shape of a successful call result as a script's ``call`` returns it (the text
+    parsed when it is JSON, several texts a list, structured content when it carries more
+    than the text), or None when the result holds anything but text (images, resources: their
+    rendering is not a data shape) or nothing.
+
+    Recorded for tools without an ``outputSchema``; only types and keys, never a value."""
+    texts = [getattr(part, "text", None) for part in content]
+    if not texts or not all(isinstance(t, str) for t in texts):
+        return None
+    values = [_json_or_text(t) for t in texts if isinstance(t, str)]
+    value: Any = values[0] if len(values) == 1 else values
+    if isinstance(structured, Mapping) and structured and isinstance(value, str):
+        inner = list(structured.values())
+        wraps = len(inner) == 1 and isinstance(inner[0], str)
+        if not wraps:
+            value = structured
+    return value_shape(value)
+
+
+def _json_or_text(text: str) -> Any:
+    stripped = text.strip()
+    if stripped[:1] in ("{", "[") or stripped in ("true", "false", "null"):
+        try:
+            return json.loads(stripped)
+        except (ValueError, RecursionError):
+            return text
+    return text
