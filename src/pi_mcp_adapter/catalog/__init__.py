@@ -51,6 +51,7 @@ from ._signatures import (
     render_call_line,
     render_result_type,
     render_signature,
+    shape_is_observed,
     value_shape,
 )
 
@@ -107,6 +108,7 @@ __all__ = [
     "render_signature",
     "resource_tool_name",
     "server_prefix",
+    "shape_is_observed",
     "value_shape",
     "write_rankings",
 ]

@@ -99,14 +99,31 @@ def render_result_type(tool: ToolInfo, observed: str | None = None) -> str:
     schema = tool.output_schema
     if tool.is_resource:
         return "str"
+    if observed and shape_is_observed(tool):
+        return observed + OBSERVED_MARK
     if not isinstance(schema, Mapping):
-        return observed + OBSERVED_MARK if observed else "str | dict | list"
-    properties = schema.get("properties")
-    if isinstance(properties, Mapping) and len(properties) == 1:
-        (only,) = properties.values()
-        if isinstance(only, Mapping) and only.get("type") == "string":
-            return "str"
+        return "str | dict | list"
+    if _wraps_one_string(schema):
+        return "str"
     return _shape_type(schema, schema, 0)
+
+
+def shape_is_observed(tool: ToolInfo) -> bool:
+    """Whether ``tool``'s result shape is learnt from its results: it declares no
+    ``outputSchema``, or only a one-string wrapper (whose text may still be JSON, which a
+    call parses)."""
+    if tool.is_resource:
+        return False
+    schema = tool.output_schema
+    return not isinstance(schema, Mapping) or _wraps_one_string(schema)
+
+
+def _wraps_one_string(schema: Mapping[str, Any]) -> bool:
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping) or len(properties) != 1:
+        return False
+    (only,) = properties.values()
+    return isinstance(only, Mapping) and only.get("type") == "string"
 
 
 def _shape_type(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> str:

@@ -563,16 +563,32 @@ def _import_numpy_with_one_blas_thread() -> None:
 @app.command()
 def describe(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(metavar="NAME", help="Tool name (prefixed or original).")],
+    names: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="NAME...", help="Tool names (prefixed or original) or server names."
+        ),
+    ],
+    signatures: Annotated[
+        bool,
+        typer.Option(
+            "--signatures",
+            help="One name(params) -> result line per tool (implied by several names or a server).",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Show a tool's description and parameters."""
+    """Show a tool's description, parameters and signature; or many tools' signatures."""
 
     def body(adapter: McpAdapter) -> ToolResult:
         from pi_mcp_adapter.engine import ToolResult
         from pi_mcp_adapter.surface import ProxyTool
 
-        result = ProxyTool(adapter).describe_result(name)
+        proxy = ProxyTool(adapter)
+        if signatures or len(names) != 1 or names[0] in adapter.servers:
+            return proxy.signatures_result(names)
+        name = names[0]
+        result = proxy.describe_result(name)
         if as_json and not result.is_error:
             tool = adapter.lookup(name)
             details = {
@@ -588,10 +604,15 @@ def describe(
     def concerns(adapter: McpAdapter, failed: str) -> bool:
         from pi_mcp_adapter._errors import McpAdapterError
 
-        try:
-            return adapter.lookup(name).server == failed
-        except McpAdapterError:
-            return True  # an unknown tool may be one the failed server would have listed
+        for name in names:
+            if name == failed:
+                return True
+            try:
+                if adapter.lookup(name).server == failed:
+                    return True
+            except McpAdapterError:
+                return True  # an unknown tool may be one the failed server would have listed
+        return False
 
     emit_result(run_from_cache(ctx, body, quiet=as_json, concerns=concerns), as_json=as_json)
 

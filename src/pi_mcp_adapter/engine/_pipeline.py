@@ -23,7 +23,7 @@ from pi_mcp_adapter._errors import (
     ToolNotFoundError,
 )
 from pi_mcp_adapter._secrets import redact_model
-from pi_mcp_adapter.catalog import ToolInfo, observed_result_shape
+from pi_mcp_adapter.catalog import ToolInfo, observed_result_shape, shape_is_observed
 from pi_mcp_adapter.config import ServerEntry, Settings
 from pi_mcp_adapter.servers import ServerManager, allow_prompts
 
@@ -199,10 +199,10 @@ class CallPipeline:
         return outcome
 
     def _observe_shape(self, tool: ToolInfo, outcome: CallOutcome) -> None:
-        """A tool without an ``outputSchema``: the shape of its result (types and keys) goes
-        to its cache entry, so its signature can say what it returns."""
+        """A tool without a useful ``outputSchema``: the shape of its result (types and keys)
+        goes to its cache entry, so its signature can say what it returns."""
         content = getattr(outcome.result, "content", None)  # a resource read has none
-        if tool.output_schema is not None or outcome.is_error or not isinstance(content, list):
+        if not shape_is_observed(tool) or outcome.is_error or not isinstance(content, list):
             return
         shape = observed_result_shape(content, getattr(outcome.result, "structured_content", None))
         if shape is not None:
