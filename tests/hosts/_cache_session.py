@@ -74,6 +74,9 @@ async def relist(adapter: McpAdapter, definitions: Path) -> None:
         await adapter.reconnect("changing")
         while "t8" not in {t.original_name for t in adapter.tools("changing")}:
             await anyio.sleep(0.05)
+        # The search index is rebuilt in the background after a listing.
+        while "changing_t8" not in [h.tool.name for h in adapter.search("relisting").page.hits]:
+            await anyio.sleep(0.05)
 
 
 def dumps(value: Any) -> str:

@@ -200,9 +200,10 @@ class McpCapability(AdapterBinding, AbstractCapability[Any]):
         adapter = self.adapter
         limit = max(1, adapter.settings.tool_search_limit)
 
-        def rank(
+        async def rank(
             ctx: RunContext[Any], queries: Sequence[str], tools: Sequence[PaiToolDefinition]
         ) -> list[str]:
+            await adapter.ready()  # servers still being listed may hold the tools
             searchable = {t.name for t in tools}
             found: dict[str, None] = {}
             for query in queries:
