@@ -92,6 +92,23 @@ def test_describe_shows_parameters(home: Path) -> None:
     assert missing.stdout == ""
 
 
+def test_describe_of_several_tools_or_a_server_prints_one_signature_line_per_tool(
+    home: Path,
+) -> None:
+    one = pi_mcp(home, "describe", "workbench_add").stdout
+    assert "Signature:\n  workbench_add(a: int, b: int) -> str" in one
+    flagged = pi_mcp(home, "describe", "workbench_add", "--signatures").stdout
+    assert flagged.strip() == "# workbench\nworkbench_add(a: int, b: int) -> str"
+    several = pi_mcp(home, "describe", "workbench_echo", "time_get_current_time").stdout
+    assert "# workbench\nworkbench_echo(message: str) -> str\n\n# time\n" in several
+    server = pi_mcp(home, "describe", "workbench").stdout.splitlines()
+    assert server[0] == "# workbench"
+    assert "workbench_echo(message: str) -> str" in server
+    assert len(server) > 5
+    missing = pi_mcp(home, "describe", "nothing_here", "--signatures", check=False)
+    assert missing.returncode == 1
+
+
 def test_call_prints_the_result_and_fails_on_tool_errors(home: Path) -> None:
     assert pi_mcp(home, "call", "workbench_echo", '{"message": "cli"}').stdout == "Echo: cli\n"
     failed = pi_mcp(home, "call", "workbench_fail", '{"message": "nope"}', check=False)

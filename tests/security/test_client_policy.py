@@ -59,6 +59,11 @@ PROXY_PROBES: Mapping[str, list[dict[str, Any]]] = {
         {"describe": "fix_delete_repo"},
         {"describe": "delete_repo"},
         {"describe": "fix_delete_rpo"},
+        # Signature lines: of whole servers, and of several names at once.
+        {"describe": "fix"},
+        {"describe": "fox"},
+        {"describe": ["fix_delete_repo", "fix_star_repo", "fox_delete_repo"]},
+        {"describe": "delete_repo, fix_delete_rpo,fix_star_repo"},
     ],
     "instructions": [{"instructions": "fix"}],
     "search": [
