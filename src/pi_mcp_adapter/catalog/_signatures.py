@@ -194,7 +194,11 @@ def one_line(text: str, limit: int) -> str:
 
 
 def value_shape(value: Any, depth: int = 0) -> str:
-    """``value``'s types and keys, never its contents: ``{"entities": list[{"name": str}]}``."""
+    """``value``'s types and keys, never its contents: ``{"entities": list[{"name": str}]}``.
+
+    An object whose keys are data rather than field names (any key that is not a short
+    identifier: paths, e-mail addresses, dates, user names with spaces) is ``dict[str, T]``,
+    so no key that came from the data is written down."""
     if isinstance(value, bool) or value is None:
         return "bool" if isinstance(value, bool) else "None"
     if isinstance(value, int | float | str):
@@ -202,6 +206,11 @@ def value_shape(value: Any, depth: int = 0) -> str:
     if depth >= _MAX_TYPE_DEPTH:
         return "dict" if isinstance(value, Mapping) else "list"
     if isinstance(value, Mapping):
+        if not all(_FIELD_NAME.fullmatch(str(k)) for k in value):
+            kinds = list(
+                dict.fromkeys(value_shape(v, depth + 1) for v in list(value.values())[:20])
+            )
+            return f"dict[str, {' | '.join(kinds) or 'Any'}]"
         keys = list(value.items())[:_MAX_SHAPE_KEYS]
         shown = [f"{json.dumps(str(k))}: {value_shape(v, depth + 1)}" for k, v in keys]
         if len(value) > _MAX_SHAPE_KEYS:
@@ -211,6 +220,10 @@ def value_shape(value: Any, depth: int = 0) -> str:
         kinds = list(dict.fromkeys(value_shape(v, depth + 1) for v in value[:20]))
         return f"list[{' | '.join(kinds) or 'Any'}]"
     return type(value).__name__
+
+
+_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,39}")
+"""A key that reads as a field name; any other key in an object makes it a map of data."""
 
 
 def observed_result_shape(content: Sequence[Any], structured: Any) -> str | None:
