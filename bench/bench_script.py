@@ -9,11 +9,15 @@ its own adapter and memory file:
   decides the next call, and so on;
 - **one script**: the model sends one ``mcp_script`` whose code does the same calls.
 
-Both ways start from the same knowledge (the tool names and parameters) and must reach the same
-final answer, which is checked. Tokens are o200k tokens (``pi-mcp tokens`` counts the same way)
-that pass through the model's context: each model request reads the tool definitions, the task
-and the whole conversation so far (every argument object or script the model wrote, every
-result it got), and writes its next call or its answer. Turns are the model's tool round
+Both ways start from the tool names and must reach the same final answer, which is checked.
+Discovery is counted: one call per turn first describes each tool it will call, one
+``mcp({describe})`` per turn, as such a model reads a tool's parameters before calling it; a
+script is preceded by one ``mcp({describe: "a,b,..."})`` turn that gives the same tools as one
+signature line each (``name(params) -> result``), then the script. Tokens are o200k tokens
+(``pi-mcp tokens`` counts the same way) that pass through the model's context: each model
+request reads the tool definitions, the task and the whole conversation so far (every
+argument object or script the model wrote, every result it got), and writes its next call or
+its answer. Turns are the model's tool round
 trips (the final answer is one more request either way).
 
 The overhead row compares a script that makes N sequential calls of the fixture's ``echo``
@@ -28,6 +32,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import re
 import shutil
 import statistics
 import subprocess
@@ -384,9 +389,26 @@ class Way:
     answer: Any
 
 
+_CALLED = re.compile(r"""\bcall\(\s*["']([\w.-]+)["']""")
+
+
+def tools_of(task: Task) -> list[str]:
+    """The tools a task calls, in order of first use (read from its script)."""
+    return list(dict.fromkeys(_CALLED.findall(task.script)))
+
+
+async def discover(proxy: ProxyTool, talk: Conversation, params: dict[str, Any]) -> None:
+    result = await proxy.execute(params)
+    if result.is_error:
+        raise RuntimeError(f"discovery {params} failed: {result.text_content}")
+    talk.tool_turn(json.dumps({"name": "mcp", "arguments": params}), result.text_content)
+
+
 async def run_proxy(adapter: McpAdapter, task: Task, definitions: int) -> Way:
     proxy = ProxyTool(adapter)
     talk = Conversation(definitions, count_tokens(task.prompt))
+    for name in tools_of(task):
+        await discover(proxy, talk, {"describe": name})
 
     async def mcp(tool: str, args: dict[str, Any]) -> str:
         params = {"tool": tool, "args": args}
@@ -405,6 +427,7 @@ async def run_proxy(adapter: McpAdapter, task: Task, definitions: int) -> Way:
 async def run_script(adapter: McpAdapter, task: Task, definitions: int) -> Way:
     tool = ScriptTool(adapter)
     talk = Conversation(definitions, count_tokens(task.prompt))
+    await discover(ProxyTool(adapter), talk, {"describe": ",".join(tools_of(task))})
     params = {"code": task.script.strip()}
     result = await tool.execute(params)
     if result.is_error:
@@ -466,7 +489,7 @@ def report(
     ways: dict[str, dict[str, Way]], overhead: tuple[float, float] | None, calls: int
 ) -> None:
     print(
-        "| task | calls | context tokens: per turn / script | ratio "
+        "| task | calls | context tokens, discovery included: per turn / script | ratio "
         "| tool turns: per turn / script | ratio | same answer |"
     )
     print("|---|---|---|---|---|---|---|")
@@ -480,8 +503,9 @@ def report(
         )
         if not same:
             print(f"  per turn: {proxy.answer}\n  script:   {script.answer}")
-        record("script", f"context tokens, {name} ({proxy.calls} calls)", script.tokens,
-               proxy.tokens, unit="tokens", baseline_name="one mcp call per turn")  # fmt: skip
+        record("script", f"context tokens with discovery, {name} ({proxy.calls} calls)",
+               script.tokens, proxy.tokens, unit="tokens",
+               baseline_name="one mcp call per turn")  # fmt: skip
         record("script", f"tool turns, {name}", script.turns, proxy.turns, unit="turns",
                baseline_name="one mcp call per turn")  # fmt: skip
     if overhead is not None:
