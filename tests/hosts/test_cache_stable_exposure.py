@@ -12,6 +12,8 @@ import pytest
 from agents import Agent as AgentsAgent
 from agents import FunctionTool, Runner, TResponseInputItem
 from agents.testing import ScriptedModel, assistant_message, function_call
+from openai.types.responses.response_tool_search_call import ResponseToolSearchCall
+from openai.types.responses.response_tool_search_output_item import ResponseToolSearchOutputItem
 from pi_agent_core.event_stream import AssistantMessageEventStream
 from pi_agent_core.extensions import ExtensionAPI
 from pi_agent_core.types import LlmContext, StreamOptions
@@ -123,9 +125,10 @@ class RecordingScriptedModel(ScriptedModel):
         **kwargs: Any,
     ) -> Any:
         offered = [
-            dumps([t.name, t.description, t.params_json_schema])
-            for t in tools
+            dumps([t.name, t.description, t.params_json_schema, t.defer_loading])
             if isinstance(t, FunctionTool)
+            else dumps([type(t).__name__])
+            for t in tools
         ]
         items = [dumps(i) for i in (input if isinstance(input, list) else [input])]
         self.requests.append((offered, items))
@@ -342,3 +345,72 @@ async def test_pi_python_session_only_ever_appends_to_what_the_model_was_sent(
     assert len(requests) >= 10
     assert count_cache_breaks(requests) == 0
     assert len(requests[-1][0]) == len(requests[0][0]) + ACTIVATIONS
+
+
+def hosted_search_then(step: tuple[str, dict[str, Any]] | str, n: int) -> list[Any]:
+    """A scripted reply in which OpenAI's hosted tool search first loads the called tool (a
+    server-executed ``tool_search_call`` and its output), as the Responses API answers."""
+    if isinstance(step, str):
+        return agents_step(step, n)
+    name = step[0]
+    loaded = {"type": "function", "name": name, "parameters": {"type": "object"}, "strict": False}
+    search = ResponseToolSearchCall(
+        id=f"ts_{n}",
+        call_id=f"ts_{n}",
+        arguments={"query": name},
+        execution="server",
+        status="completed",
+        type="tool_search_call",
+    )
+    output = ResponseToolSearchOutputItem.model_validate(
+        {
+            "id": f"tso_{n}",
+            "call_id": f"ts_{n}",
+            "execution": "server",
+            "status": "completed",
+            "tools": [loaded],
+            "type": "tool_search_output",
+        }
+    )
+    # A deferred top-level tool is called back under its own name as namespace (its wire shape).
+    [call] = agents_step(step, n)
+    return [search, output, call.model_copy(update={"namespace": name})]
+
+
+async def test_openai_agents_hosted_tool_search_sends_the_same_tool_list_every_call(
+    workspace: Workspace,
+) -> None:
+    definitions = configure(workspace)
+    steps: list[tuple[str, dict[str, Any]] | str] = [
+        ("changing_t0", {"text": "a"}),  # the provider's tool search loaded it
+        ("changing_t5", {"text": "b"}),
+        "ok",
+        ("changing_t8", {"text": "c"}),
+        ("changing_t0", {"text": "d"}),
+        "ok",
+    ]
+    model = RecordingScriptedModel([hosted_search_then(s, n) for n, s in enumerate(steps)])
+    model.requests = []
+    async with McpTools.open(hosted_search=True, **workspace.adapter_kwargs()) as mcp:
+        agent = AgentsAgent(name="assistant", model=model, tools=mcp.tools)
+        first = await Runner.run(agent, "one")
+        await relist(mcp.adapter, definitions)
+        second = await Runner.run(
+            agent, [*first.to_input_list(), {"role": "user", "content": "two"}]
+        )
+    model.assert_complete()
+    requests = model.requests
+    assert count_cache_breaks(requests) == 0
+    before_relist = {tuple(r[0]) for r in requests[:3]}
+    assert len(before_relist) == 1  # identical on every call: loading a tool changes nothing
+    tools = requests[-1][0]
+    assert '"ToolSearch"' not in dumps(tools)
+    deferred = [t for t in tools if t.endswith("true]")]
+    # Every MCP tool but mcp_script waits for the hosted search, which leads the list.
+    assert tools[0] == dumps(["ToolSearchTool"])
+    assert len(deferred) == len(tools) - 2
+    assert "changing_t8" in tools[-1]  # the relisted server's new tool, appended
+    outputs = dumps(second.to_input_list())
+    assert "called t5" in outputs
+    assert "called t8" in outputs
+    assert "called t0" in outputs

@@ -46,6 +46,7 @@ try:
         RunContextWrapper,
         ToolOutputImage,
         ToolOutputText,
+        ToolSearchTool,
     )
     from agents.models.multi_provider import MultiProvider
     from agents.tool_context import ToolContext
@@ -64,7 +65,7 @@ from pi_mcp_adapter.engine import (
     ToolDefinition,
     ToolResult,
 )
-from pi_mcp_adapter.surface import SurfaceKind, Surfaces
+from pi_mcp_adapter.surface import TOOL_SEARCH_NAME, SurfaceKind, Surfaces
 
 from ._attach import AdapterBinding
 from ._export import ExportHost
@@ -83,10 +84,16 @@ def _log_notice(message: str, level: NotifyLevel) -> None:
 class _AgentsHost(ExportHost):
     """The in-memory host, mirrored into one live list of ``FunctionTool`` objects."""
 
-    def __init__(self, on_notify: Callable[[str, NotifyLevel], None]) -> None:
+    def __init__(
+        self, on_notify: Callable[[str, NotifyLevel], None], *, hosted_search: bool = False
+    ) -> None:
         super().__init__(on_notify=on_notify)
         self.function_tools: list[Any] = []
         self._by_name: dict[str, FunctionTool] = {}
+        self.hosted_search = hosted_search
+        """Deferred tools carry ``defer_loading`` and OpenAI's hosted ``tool_search`` finds
+        them (Responses API only); our ``ToolSearch`` is left out and the list never moves."""
+        self.provider_search = hosted_search
 
     def register_tool(self, tool: ToolDefinition) -> None:
         super().register_tool(tool)
@@ -122,6 +129,8 @@ class _AgentsHost(ExportHost):
         before = set(self.active)
         kept = [n for n in self.active if n in self.retired]  # see ExportHost.set_active_tools
         self.active = list(dict.fromkeys([*(n for n in names if n in self.tools), *kept]))
+        if self.hosted_search:
+            return  # every tool is listed from the start, in place; the provider loads them
         # The Runner sends enabled tools in list order: a tool activated now moves to the end,
         # after every tool the model has seen, so the request's tool list only grows at its
         # end and the provider's cached prefix holds (surface/_exposure.py).
@@ -133,6 +142,8 @@ class _AgentsHost(ExportHost):
 
     def _enabled(self, name: str) -> Callable[[RunContextWrapper[Any], Any], bool]:
         def is_enabled(ctx: RunContextWrapper[Any], agent: Any) -> bool:
+            if self.hosted_search:
+                return self._hosted_enabled(name)
             enabled = name in self.tools and name in self.active
             if enabled:
                 # Read just before each model call: what is enabled now is sent.
@@ -140,6 +151,17 @@ class _AgentsHost(ExportHost):
             return enabled
 
         return is_enabled
+
+    def _hosted_enabled(self, name: str) -> bool:
+        """Under hosted search: every registered tool but ``ToolSearch`` is sent, each marked
+        deferred or not the first time it is listed (not active then: deferred), and kept so."""
+        definition = self.tools.get(name)
+        if definition is None or name == TOOL_SEARCH_NAME:
+            return False
+        deferred = self.deferred_layout.setdefault(name, name not in self.active)
+        self._by_name[name].defer_loading = deferred
+        self.exposure.mark_sent([definition])
+        return True
 
     def _invoker(self, name: str) -> Callable[[ToolContext[Any], str], Any]:
         async def invoke(ctx: ToolContext[Any], arguments_json: str) -> AgentsOutput:
@@ -164,6 +186,9 @@ class McpTools(AdapterBinding):
         own_tools: the agent's own tools, placed first in :attr:`tools`.
         on_notify: receives notices; by default they are logged to the ``pi_mcp_adapter``
             logger.
+        hosted_search: (Responses API models, ToolSearch surface) list every deferred tool
+            with ``defer_loading`` behind OpenAI's hosted ``ToolSearchTool`` instead of our
+            ``ToolSearch``: the tool list is then identical on every model call.
     """
 
     def __init__(
@@ -173,11 +198,14 @@ class McpTools(AdapterBinding):
         surface: SurfaceKind | None = None,
         own_tools: Sequence[Any] = (),
         on_notify: Callable[[str, NotifyLevel], None] | None = None,
+        hosted_search: bool = False,
     ) -> None:
         self.adapter = adapter
-        self.agents_host = _AgentsHost(on_notify or _log_notice)
+        self.agents_host = _AgentsHost(on_notify or _log_notice, hosted_search=hosted_search)
         self.host = self.agents_host
         self.agents_host.function_tools.extend(own_tools)
+        if hosted_search:
+            self.agents_host.function_tools.append(ToolSearchTool())
         self.surfaces: Surfaces = self.host.attach(adapter, surface=surface)
 
     @property
