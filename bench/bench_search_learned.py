@@ -17,8 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _summary import record
-from pi_mcp_adapter.catalog import evaluate, load_labelled_set
-from pi_mcp_adapter.catalog._eval import split_history
+from pi_mcp_adapter.catalog import evaluate, load_labelled_set, split_history
 
 REPO = Path(__file__).resolve().parents[1]
 SETS = {

@@ -56,13 +56,13 @@ from ._signatures import (
 )
 
 if TYPE_CHECKING:
-    from ._eval import EvalReport, evaluate, load_labelled_set, write_rankings
+    from ._eval import EvalReport, evaluate, load_labelled_set, split_history, write_rankings
     from ._search_semantic import preload_default_embedder
 
 
 def __getattr__(name: str) -> Any:
     # Loaded when asked for: measuring search is a command of its own.
-    if name in ("EvalReport", "evaluate", "load_labelled_set", "write_rankings"):
+    if name in ("EvalReport", "evaluate", "load_labelled_set", "split_history", "write_rankings"):
         from . import _eval
 
         return getattr(_eval, name)
@@ -109,6 +109,7 @@ __all__ = [
     "resource_tool_name",
     "server_prefix",
     "shape_is_observed",
+    "split_history",
     "value_shape",
     "write_rankings",
 ]

@@ -108,8 +108,7 @@ def eval_search(
 ) -> None:
     """Measure tool search on a labelled set: hit@1, hit@5, MRR, gold sets in the top 5, and
     how often queries with no fitting tool are flagged as weak. No server is started."""
-    from pi_mcp_adapter.catalog import evaluate, load_labelled_set, write_rankings
-    from pi_mcp_adapter.catalog._eval import split_history
+    from pi_mcp_adapter.catalog import evaluate, load_labelled_set, split_history, write_rankings
 
     cli = get_context(ctx)
     if ranking != "default" and ranking not in RANKING_NAMES:
