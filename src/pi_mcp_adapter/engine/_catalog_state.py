@@ -24,8 +24,11 @@ server counts as still being listed: a search that misses waits for it like for 
 
 from __future__ import annotations
 
+import gc
+import threading
 import time
-from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +60,41 @@ NOTIFY_INTERVAL_S = 0.25
 """While several servers are being listed, listeners hear of new listings at most this often
 (and once more when the last listing ends): each hearing rebuilds the catalog, and a pass over
 hundreds of servers would otherwise rebuild it once per server."""
+
+
+LONG_LIVED_FROM_TOOLS = 10_000
+"""From this many tools, a built search index (and the catalog it was built from) is moved out
+of the garbage collector's view (``gc.freeze``). A full collection walks every tracked object
+while holding the interpreter lock: at 23,750 tools that is 0.6-1 s, and building an index
+allocates enough to set one off, so every relisting stalled every request for that long. An
+index holds no reference cycles of its own (a replaced one is freed by reference counting,
+about 20 small cyclic objects aside), so freezing it costs no memory worth counting."""
+
+
+_paused_lock = threading.Lock()
+_paused_builds = 0
+_resume_collector = False
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No automatic collection while a large index is built: a half-built index is hundreds of
+    thousands of new objects, and each collection set off meanwhile walks them all holding the
+    interpreter lock (0.1-0.2 s each at 23,750 tools). What the build allocates is frozen
+    when it ends; the collector runs again as before (unless someone else had turned it off)."""
+    global _paused_builds, _resume_collector
+    with _paused_lock:
+        if _paused_builds == 0:
+            _resume_collector = gc.isenabled()
+        _paused_builds += 1
+        gc.disable()
+    try:
+        yield
+    finally:
+        with _paused_lock:
+            _paused_builds -= 1
+            if _paused_builds == 0 and _resume_collector:
+                gc.enable()
 
 
 class CatalogState:
@@ -385,18 +423,28 @@ class CatalogState:
                 self.end_listing(name)
 
     async def _rebuild_stale_indexes(self) -> None:
+        # Freeing a replaced index (hundreds of thousands of objects in a large catalog) takes
+        # as long as building a good part of it: the worker thread drops the last reference,
+        # not the event loop.
+        retired: list[object] = []
         if self._index is not None and self._index_catalog is not self._catalog:
             catalog = self.catalog_for(None)
             index = await anyio.to_thread.run_sync(self._build_index, catalog)
             if self._catalog is catalog and self._index is not None:
+                retired += (self._index, self._index_catalog)
                 self._index, self._index_catalog = index, catalog
+            del index
         for caller, views in list(self._caller_views.items()):
             if views.index is None or views.index_catalog is views.catalog:
                 continue
             catalog = self.catalog_for(caller)
             index = await anyio.to_thread.run_sync(self._build_index, catalog)
             if views.catalog is catalog and views.index is not None:
+                retired += (views.index, views.index_catalog)
                 views.index, views.index_catalog = index, catalog
+            del index
+        if retired:
+            await anyio.to_thread.run_sync(retired.clear)
 
     def _notify(self) -> None:
         self._notify_pending = False
@@ -466,11 +514,20 @@ class CatalogState:
         ranking = self._ranking
         if ranking == "default":
             ranking = self._settings().search_ranking or "default"
-        return SearchIndex(
-            catalog.tools(),
-            ranking=ranking,
-            vector_cache=search_vector_cache_path(self._agent_dir),
-        )
+        if len(catalog) < LONG_LIVED_FROM_TOOLS:
+            return SearchIndex(
+                catalog.tools(),
+                ranking=ranking,
+                vector_cache=search_vector_cache_path(self._agent_dir),
+            )
+        with _collector_paused():
+            index = SearchIndex(
+                catalog.tools(),
+                ranking=ranking,
+                vector_cache=search_vector_cache_path(self._agent_dir),
+            )
+            gc.freeze()
+        return index
 
     def tools(self, server: str | None = None) -> Sequence[ToolInfo]:
         """The current caller's tools (all, or ``server``'s)."""
