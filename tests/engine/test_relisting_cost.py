@@ -21,7 +21,7 @@ import anyio
 import pytest
 
 from pi_mcp_adapter.catalog import MetadataCache, ServerMetadata
-from pi_mcp_adapter.config import ServerEntry
+from pi_mcp_adapter.config import ServerEntry, Settings
 from pi_mcp_adapter.engine import McpAdapter
 from pi_mcp_adapter.hosts import ExportHost
 from pi_mcp_adapter.surface import register_surfaces
@@ -153,3 +153,33 @@ async def test_a_relisting_that_drops_a_servers_prompts_is_announced_once(tmp_pa
         assert adapter.routes.listing_signature() == after
         adapter.state.rebuild()  # a full rebuild finds nothing new to announce
         assert adapter.routes.listing_signature() == after
+
+
+@pytest.mark.slow
+def test_a_large_catalogs_index_is_kept_out_of_the_garbage_collectors_view(
+    tmp_path: Path,
+) -> None:
+    # A full collection walks every tracked object holding the interpreter lock: with the
+    # index in view, one set off by a rebuild stalled every request for most of a second.
+    import gc
+
+    from pi_mcp_adapter.engine._catalog_state import LONG_LIVED_FROM_TOOLS, CatalogState
+
+    servers = LONG_LIVED_FROM_TOOLS // TOOLS_PER_SERVER
+    entries = {f"server-{s:05d}": ServerEntry(command="server") for s in range(servers)}
+    state = CatalogState(
+        cache=MetadataCache(tmp_path / "mcp-cache.json"),
+        agent_dir=tmp_path,
+        entries=lambda: entries,
+        settings=Settings,
+    )
+    for name in entries:
+        state.publish(name, cached_metadata(name))
+    gc.unfreeze()
+    try:
+        index = state.index
+        assert gc.get_freeze_count() > len(state.catalog)
+        assert gc.isenabled()  # paused while building only
+        assert index.search("tool 3 of server-00007", limit=5).hits
+    finally:
+        gc.unfreeze()
