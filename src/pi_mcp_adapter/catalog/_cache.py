@@ -55,7 +55,6 @@ it never stops the adapter. Failures to write are warnings too: the cache only s
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import contextlib
 import copy
@@ -64,6 +63,7 @@ import json
 import math
 import os
 import re
+import sys
 import threading
 import time
 import weakref
@@ -556,6 +556,11 @@ if hasattr(os, "register_at_fork"):
 
 def _on_event_loop() -> bool:
     """Whether the calling thread runs an asyncio event loop (every host's backend)."""
+    # A process that never imported asyncio runs no loop; importing it here would cost a
+    # cache-only command (search, describe from the cache) asyncio and ssl for nothing.
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None:
+        return False
     try:
         asyncio.get_running_loop()
     except RuntimeError:
