@@ -399,3 +399,28 @@ def gateway_replicas(
         yield crew
     finally:
         crew.stop_all()
+
+
+GATEWAY_CLIENT_CAPABILITIES = ("elicitation", "sampling")
+"""What a gateway replica tells servers it can do (it relays questions and sampling to its
+clients); cache entries it lists say so, and only a host that can do as much uses them."""
+
+
+def tools_a_joining_replica_knows(config: Path, agent_dir: Path, server: str) -> int:
+    """How many of ``server``'s tools a replica joining with ``agent_dir`` (empty) knows from
+    the shared cache before it connects anything, read as a gateway reads it."""
+    from pi_mcp_adapter import _shared_state as shared_state
+    from pi_mcp_adapter.catalog import MetadataCache
+    from pi_mcp_adapter.config import load_config
+
+    agent_dir.mkdir(parents=True, exist_ok=True)
+    loaded = load_config(agent_dir=agent_dir, project_dir=agent_dir, config_path=config)
+    shared_state.activate(loaded.settings.shared_state, environ={})
+    try:
+        cache = MetadataCache(
+            agent_dir / "mcp-cache.json", client_capabilities=GATEWAY_CLIENT_CAPABILITIES
+        )
+        metadata = cache.get(server, loaded.servers[server])
+        return 0 if metadata is None else len(metadata.tools)
+    finally:
+        shared_state.deactivate()

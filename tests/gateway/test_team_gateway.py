@@ -26,7 +26,14 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from ._team_services import free_port, missing_packages, nginx, redis_server, wait_for_port
+from ._team_services import (
+    free_port,
+    missing_packages,
+    nginx,
+    redis_server,
+    tools_a_joining_replica_knows,
+    wait_for_port,
+)
 from .conftest import PI_MCP, fixture_entry, text_of
 
 MISSING = missing_packages(nginx=True)
@@ -220,7 +227,7 @@ async def test_replicas_behind_nginx_share_state_survive_a_kill_and_join_warm(
             )
             report = json.loads(status.stdout)
             assert report["sharedState"]["reachable"] is True
-            assert report["tools"] > 0
+            assert tools_a_joining_replica_knows(crew.config, tmp_path / "joining", "fixture") > 0
             fourth = crew.start_replica("replica-4")
             async with client(fourth.url, ADMIN_TOKEN) as session:
                 result = await session.call_tool("fixture_echo", {"message": "joined"})

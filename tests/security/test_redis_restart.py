@@ -14,7 +14,13 @@ import anyio
 import pytest
 import redis
 
-from gateway._team_services import PI_MCP, gateway_replicas, missing_packages, redis_server
+from gateway._team_services import (
+    PI_MCP,
+    gateway_replicas,
+    missing_packages,
+    redis_server,
+    tools_a_joining_replica_knows,
+)
 from pi_mcp_adapter._shared_state import EPOCH_CHECK_S, SharedState
 
 from ._replicas_support import ledger_entry
@@ -64,8 +70,7 @@ async def test_a_replica_publishes_the_tool_cache_again_when_redis_restarts_empt
                 while not peek.hexists("pi-mcp:cache", "ledger"):
                     await anyio.sleep(0.1)
         # A replica that joins now, with an empty agent dir, knows the tools at once.
-        report = json.loads(status_of(tmp_path, config, tmp_path / "joining", as_json=True))
-        assert report["tools"] == 4, report
+        assert tools_a_joining_replica_knows(config, tmp_path / "joining", "ledger") == 4
 
 
 async def test_records_a_process_wrote_or_read_are_written_back_after_an_empty_restart(
