@@ -617,3 +617,34 @@ async def test_an_approval_is_asked_and_an_elicitation_answered(
     assert '"name": "Ada"' in booked, booked
     assert '"party": 2' in booked, booked  # the form's defaults fill what the person left out
     assert person.asked == ["approval", "Book a table at Chez Fixture"]
+
+
+async def test_a_tool_override_and_always_load_show_the_same_in_every_host(
+    host: str, workspace: Workspace, tagged: str
+) -> None:
+    overridden = fixture_entry(
+        "--name",
+        tagged,
+        toolOverrides={
+            "echo": {"name": "say", "description": "Say a message back"},
+            "fail": {"hidden": True},
+        },
+        alwaysLoad=["pid"],
+    )
+    workspace.write_config({**servers(tagged), "fix": overridden})
+    async with HOSTS[host](workspace) as session:
+        with anyio.fail_after(40):
+            names = await session.first_tools()
+            said, said_error = await session.call("fix_say", {"message": "renamed"})
+            old_name, old_name_error = await session.call("fix_echo", {"message": "x"})
+            hidden, hidden_error = await session.call("fix_fail", {})
+    assert "fix_pid" in names, names  # alwaysLoad: in the first tool list, beside the proxy
+    assert "fix_say" not in names  # the renamed tool stays behind the proxy like the rest
+    assert not said_error, said
+    assert "Echo: renamed" in said  # reached under the server's own name
+    # A call names its tool loosely (the server's own name after the prefix is one way): the
+    # same tool answers, as in every host, and approval lists keep the server's names.
+    assert not old_name_error, old_name
+    assert "Echo: x" in old_name
+    assert hidden_error
+    assert "not found" in hidden.lower(), hidden
