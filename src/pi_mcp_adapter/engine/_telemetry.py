@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import Meter
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import MetricReader
+    from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
     from opentelemetry.trace import Span, Tracer, TracerProvider
     from prometheus_client import CollectorRegistry
@@ -63,6 +64,7 @@ __all__ = [
     "approval_span",
     "configure_telemetry",
     "create_telemetry",
+    "create_tracer_provider",
     "install",
     "script_span",
     "search_span",
@@ -208,16 +210,13 @@ def _application_has_tracing() -> bool:
 def _create_from(wanted: _Wanted) -> Telemetry:
     try:
         from opentelemetry import trace
-        from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError as exc:
         raise TelemetryUnavailableError() from exc
-    resource = Resource.create({"service.name": wanted.service_name})
     readers: list[MetricReader] = []
     provider = trace.get_tracer_provider()
     if type(provider).__name__ in ("ProxyTracerProvider", "NoOpTracerProvider"):
-        sdk_provider = SdkTracerProvider(resource=resource)
+        sdk_provider = create_tracer_provider({"service.name": wanted.service_name})
         exporter = _span_exporter(wanted)
         if exporter is not None:
             sdk_provider.add_span_processor(BatchSpanProcessor(exporter))
@@ -234,6 +233,86 @@ def _create_from(wanted: _Wanted) -> Telemetry:
         record_results=wanted.record_results,
         metrics_token=wanted.metrics_token,
     )
+
+
+MCP_SDK_TRACER = "mcp-python-sdk"
+"""The instrumentation scope of the MCP SDK's own spans (``MCP send {method}``)."""
+
+
+def create_tracer_provider(resource_attributes: Mapping[str, str]) -> SdkTracerProvider:
+    """An SDK tracer provider for a process whose tracing is ours (nothing installed one
+    before), set as the global one so the MCP SDK's trace context reaches upstream servers.
+
+    On it the MCP SDK's ``MCP send`` CLIENT span is left out where one of our upstream-call
+    spans already stands for that request (the same request, fewer attributes, twice the
+    cost); the SDK then writes our span's context into ``params._meta``. Its other requests
+    (``initialize``, listings, pings) keep their spans. While no telemetry is installed
+    (:func:`install` ``(None)``) the SDK's spans are off too, as without a provider.
+
+    Raises:
+        TelemetryUnavailableError: the ``telemetry`` extra is missing.
+    """
+    try:
+        from opentelemetry.sdk.resources import Resource
+    except ImportError as exc:
+        raise TelemetryUnavailableError() from exc
+    return _provider_class()(resource=Resource.create(dict(resource_attributes)))
+
+
+_PROVIDER_CLASS: list[type[SdkTracerProvider]] = []
+
+
+def _provider_class() -> type[SdkTracerProvider]:
+    """Defined on first use: the module imports no OpenTelemetry SDK until telemetry is on."""
+    if _PROVIDER_CLASS:
+        return _PROVIDER_CLASS[0]
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider as SdkProvider
+
+    client_kind = trace.SpanKind.CLIENT
+    invalid = trace.INVALID_SPAN
+
+    class McpSdkTracer(trace.Tracer):
+        """The MCP SDK's tracer: its span where ours is not, ours where it is."""
+
+        def __init__(self, real: trace.Tracer) -> None:
+            self._real = real
+
+        def _stand_in(self, context: Any) -> Span | None:
+            if _active is None:
+                return invalid
+            current = trace.get_current_span(context)
+            scope = getattr(current, "instrumentation_scope", None)
+            if getattr(current, "kind", None) is client_kind and (
+                scope is not None and scope.name == INSTRUMENTATION_NAME
+            ):
+                return trace.NonRecordingSpan(current.get_span_context())
+            return None
+
+        def start_span(self, name: str, context: Any = None, *args: Any, **kwargs: Any) -> Span:
+            stand_in = self._stand_in(context)
+            if stand_in is not None:
+                return stand_in
+            return self._real.start_span(name, context, *args, **kwargs)
+
+        def start_as_current_span(  # type: ignore[override]
+            self, name: str, context: Any = None, *args: Any, **kwargs: Any
+        ) -> AbstractContextManager[Span]:
+            stand_in = self._stand_in(context)
+            if stand_in is not None:
+                # Nothing to make current: ours is, and the SDK injects the current context.
+                return nullcontext(stand_in)
+            return self._real.start_as_current_span(name, context, *args, **kwargs)
+
+    class PiMcpTracerProvider(SdkProvider):
+        def get_tracer(self, instrumenting_module_name: str, *args: Any, **kwargs: Any) -> Any:
+            tracer = super().get_tracer(instrumenting_module_name, *args, **kwargs)
+            if instrumenting_module_name == MCP_SDK_TRACER:
+                return McpSdkTracer(tracer)
+            return tracer
+
+    _PROVIDER_CLASS.append(PiMcpTracerProvider)
+    return PiMcpTracerProvider
 
 
 def _span_exporter(wanted: _Wanted) -> SpanExporter | None:
@@ -297,6 +376,7 @@ def create_telemetry(
     """
     try:
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter
         from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
         from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
         from opentelemetry.sdk.resources import Resource
@@ -307,6 +387,9 @@ def create_telemetry(
     readers = [*metric_readers, PrometheusMetricReader(registry=registry)]
     meter_provider = SdkMeterProvider(
         metric_readers=readers,
+        # No exemplars: Prometheus' text format drops them, and sampling one for every
+        # duration recorded inside a span is a large part of a call's telemetry cost.
+        exemplar_filter=AlwaysOffExemplarFilter(),
         resource=Resource.create(dict(resource_attributes or {"service.name": "pi-mcp-adapter"})),
         views=[
             View(
@@ -403,6 +486,16 @@ class Telemetry:
         self.recent: deque[RecentCall] = deque(maxlen=RECENT_CALLS)
         self.waiting: dict[int, WaitingApproval] = {}
         self._watched = _Watched()
+        from opentelemetry import context, trace
+
+        # Bound once: the per-call path makes its span current without the API's context
+        # managers (see _UpstreamCallSpan).
+        self.span_kinds = trace.SpanKind
+        self.attach = context.attach
+        self.detach = context.detach
+        self.set_span_in_context = trace.set_span_in_context
+        self._request_shapes: dict[tuple[Any, ...], _Shape] = {}
+        self._call_shapes: dict[tuple[Any, ...], _Shape] = {}
         meter: Meter = meter_provider.get_meter(INSTRUMENTATION_NAME)
         self._request_duration = meter.create_histogram(
             "mcp.server.operation.duration",
@@ -488,7 +581,6 @@ class Telemetry:
 
     # -- spans -----------------------------------------------------------------------------
 
-    @contextmanager
     def request(
         self,
         method: str,
@@ -500,53 +592,17 @@ class Telemetry:
         client: str | None,
         parent_meta: Mapping[str, Any] | None,
         protocol_version: str | None = None,
-    ) -> Iterator[_RequestRecord]:
+    ) -> AbstractContextManager[_RequestRecord]:
         """One SERVER span for a request a gateway client sent, continuing the client's
         trace when its ``params._meta`` carries a ``traceparent``."""
-        from opentelemetry.trace import SpanKind
+        key = (method, target, transport, client, protocol_version)
+        shape = self._request_shapes.get(key)
+        if shape is None:
+            if len(self._request_shapes) >= _MAX_SHAPES:
+                self._request_shapes.clear()
+            shape = self._request_shapes[key] = _request_shape(*key)
+        return _RequestSpan(self, shape, request_id, session_id, parent_meta)
 
-        attributes: dict[str, Any] = {"mcp.method.name": method, "network.transport": transport}
-        if protocol_version:
-            attributes["mcp.protocol.version"] = protocol_version
-        if request_id is not None:
-            attributes["jsonrpc.request.id"] = str(request_id)
-        if session_id:
-            attributes["mcp.session.id"] = session_id
-        if client:
-            attributes["pi_mcp.client"] = client
-        if method == "tools/call":
-            attributes["gen_ai.operation.name"] = "execute_tool"
-            if target is not None:
-                attributes["gen_ai.tool.name"] = target
-        elif method == "prompts/get" and target is not None:
-            attributes["gen_ai.prompt.name"] = target
-        record = _RequestRecord()
-        started = time.perf_counter()
-        with self.tracer.start_as_current_span(
-            f"{method} {target}" if target else method,
-            kind=SpanKind.SERVER,
-            attributes=attributes,
-            context=_extract(parent_meta),
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            try:
-                yield record
-            except BaseException as exc:
-                record.error_type = record.error_type or _error_type(exc)
-                raise
-            finally:
-                _finish(span, record.error_type)
-                labels = {"mcp.method.name": method, "pi_mcp.outcome": record.outcome()}
-                if target is not None and method == "tools/call":
-                    labels["gen_ai.tool.name"] = target
-                if client:
-                    labels["pi_mcp.client"] = client
-                if record.error_type:
-                    labels["error.type"] = record.error_type
-                self._request_duration.record(time.perf_counter() - started, labels)
-
-    @contextmanager
     def upstream_call(
         self,
         tool: ToolInfo,
@@ -554,80 +610,20 @@ class Telemetry:
         arguments: Mapping[str, Any],
         *,
         client: str | None,
-    ) -> Iterator[Callable[[CallOutcome], None]]:
+    ) -> AbstractContextManager[Callable[[CallOutcome], None]]:
         """One CLIENT span for a call to ``tool``'s server; the caller passes the outcome to
         the function it gets. The MCP SDK writes this span's context into the request's
         ``params._meta.traceparent``."""
-        from opentelemetry.trace import SpanKind
-
-        method = "resources/read" if tool.resource_uri is not None else "tools/call"
-        attributes: dict[str, Any] = {
-            "mcp.method.name": method,
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": tool.original_name,
-            "pi_mcp.server": tool.server,
-        }
+        is_resource = tool.resource_uri is not None
         transport = _transport_of(entry)
-        if transport is not None:
-            attributes["network.transport"] = transport
-        if client:
-            attributes["pi_mcp.client"] = client
-        if self.record_arguments:
-            attributes["gen_ai.tool.call.arguments"] = _recorded(dict(arguments))
-        finished: list[CallOutcome] = []
-        started = time.perf_counter()
-        self._in_flight[tool.server] = self._in_flight.get(tool.server, 0) + 1
-        try:
-            with self.tracer.start_as_current_span(
-                f"{method} {tool.original_name}",
-                kind=SpanKind.CLIENT,
-                attributes=attributes,
-                record_exception=False,
-                set_status_on_exception=False,
-            ) as span:
-                error_type: str | None = None
-                try:
-                    yield finished.append
-                except BaseException as exc:
-                    error_type = _error_type(exc)
-                    raise
-                finally:
-                    outcome_name = "failed"
-                    error_kind: str | None = error_type
-                    if finished:
-                        outcome_name, error_type = _outcome_of(finished[0])
-                        error_kind = finished[0].error_kind
-                        if self.record_results and finished[0].result is not None:
-                            span.set_attribute(
-                                "gen_ai.tool.call.result",
-                                _recorded(finished[0].result.model_dump(mode="json")),
-                            )
-                    _finish(span, error_type)
-                    duration_s = time.perf_counter() - started
-                    labels = {
-                        "mcp.method.name": method,
-                        "pi_mcp.server": tool.server,
-                        "gen_ai.tool.name": tool.original_name,
-                        "pi_mcp.outcome": outcome_name,
-                    }
-                    if client:
-                        labels["pi_mcp.client"] = client
-                    if error_type:
-                        labels["error.type"] = error_type
-                    self._upstream_duration.record(duration_s, labels)
-                    self.recent.appendleft(
-                        RecentCall(
-                            time.time(),
-                            tool.server,
-                            tool.original_name,
-                            client,
-                            outcome_name,
-                            round(duration_s * 1000, 3),
-                            error_kind,
-                        )
-                    )
-        finally:
-            self._in_flight[tool.server] -= 1
+        key = (tool.server, tool.original_name, is_resource, transport, client)
+        shape = self._call_shapes.get(key)
+        if shape is None:
+            if len(self._call_shapes) >= _MAX_SHAPES:
+                self._call_shapes.clear()
+            shape = _call_shape(tool.server, tool.original_name, is_resource, transport, client)
+            self._call_shapes[key] = shape
+        return _UpstreamCallSpan(self, shape, arguments)
 
     @contextmanager
     def search(self, *, server: str | None, regex: bool, query: str) -> Iterator[_SearchRecord]:
@@ -705,6 +701,212 @@ class _SearchRecord:
 class _ApprovalRecord:
     answer: str = "none"
     """``allowed`` | ``denied`` | ``none`` (no answer came)."""
+
+
+# ---------------------------------------------------------------------------- hot path
+# A call with telemetry on costs what it must (one span, one histogram sample) and little
+# else: what every call of one tool from one client has in common (span name, attributes,
+# label sets) is built once, and the span is made current without the API's generator-based
+# context managers. bench/bench_telemetry.py measures what remains.
+
+_MAX_SHAPES = 4096
+"""Shapes kept per kind before the cache starts over (tools x clients is bounded in practice;
+this bounds it whatever a client sends as a tool name)."""
+
+
+@dataclass(slots=True)
+class _Shape:
+    span_name: str
+    attributes: Mapping[str, Any]
+    """The span's attributes at start (the SDK copies them; this mapping is never changed)."""
+    base_labels: Mapping[str, str]
+    labels: dict[tuple[str, str | None], Mapping[str, str]] = field(default_factory=dict)
+    server: str = ""
+    tool: str = ""
+    client: str | None = None
+
+    def labels_for(self, outcome: str, error_type: str | None) -> Mapping[str, str]:
+        key = (outcome, error_type)
+        labels = self.labels.get(key)
+        if labels is None:
+            built = {**self.base_labels, "pi_mcp.outcome": outcome}
+            if error_type:
+                built["error.type"] = error_type
+            labels = self.labels[key] = built
+        return labels
+
+
+def _request_shape(
+    method: str,
+    target: str | None,
+    transport: str,
+    client: str | None,
+    protocol_version: str | None,
+) -> _Shape:
+    attributes: dict[str, Any] = {"mcp.method.name": method, "network.transport": transport}
+    labels = {"mcp.method.name": method}
+    if protocol_version:
+        attributes["mcp.protocol.version"] = protocol_version
+    if client:
+        attributes["pi_mcp.client"] = labels["pi_mcp.client"] = client
+    if method == "tools/call":
+        attributes["gen_ai.operation.name"] = "execute_tool"
+        if target is not None:
+            attributes["gen_ai.tool.name"] = labels["gen_ai.tool.name"] = target
+    elif method == "prompts/get" and target is not None:
+        attributes["gen_ai.prompt.name"] = target
+    name = f"{method} {target}" if target else method
+    return _Shape(name, attributes, labels, client=client)
+
+
+def _call_shape(
+    server: str, tool: str, is_resource: bool, transport: str | None, client: str | None
+) -> _Shape:
+    method = "resources/read" if is_resource else "tools/call"
+    attributes: dict[str, Any] = {
+        "mcp.method.name": method,
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": tool,
+        "pi_mcp.server": server,
+    }
+    if transport is not None:
+        attributes["network.transport"] = transport
+    labels = {"mcp.method.name": method, "pi_mcp.server": server, "gen_ai.tool.name": tool}
+    if client:
+        attributes["pi_mcp.client"] = labels["pi_mcp.client"] = client
+    return _Shape(f"{method} {tool}", attributes, labels, server=server, tool=tool, client=client)
+
+
+class _RequestSpan:
+    """:meth:`Telemetry.request`'s context manager (a class: cheaper than a generator)."""
+
+    __slots__ = (
+        "_meta",
+        "_record",
+        "_request_id",
+        "_session_id",
+        "_shape",
+        "_span",
+        "_started",
+        "_telemetry",
+        "_token",
+    )
+
+    def __init__(
+        self,
+        telemetry: Telemetry,
+        shape: _Shape,
+        request_id: str | int | None,
+        session_id: str | None,
+        parent_meta: Mapping[str, Any] | None,
+    ) -> None:
+        self._telemetry = telemetry
+        self._shape = shape
+        self._request_id = request_id
+        self._session_id = session_id
+        self._meta = parent_meta
+        self._record = _RequestRecord()
+
+    def __enter__(self) -> _RequestRecord:
+        telemetry = self._telemetry
+        attributes = self._shape.attributes
+        if self._request_id is not None or self._session_id:
+            attributes = dict(attributes)
+            if self._request_id is not None:
+                attributes["jsonrpc.request.id"] = str(self._request_id)
+            if self._session_id:
+                attributes["mcp.session.id"] = self._session_id
+        self._span = telemetry.tracer.start_span(
+            self._shape.span_name,
+            context=_extract(self._meta),
+            kind=telemetry.span_kinds.SERVER,
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+        )
+        self._token = telemetry.attach(telemetry.set_span_in_context(self._span))
+        self._started = time.perf_counter()
+        return self._record
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, _tb: Any) -> None:
+        duration_s = time.perf_counter() - self._started
+        telemetry = self._telemetry
+        telemetry.detach(self._token)
+        record = self._record
+        if exc is not None:
+            record.error_type = record.error_type or _error_type(exc)
+        _finish(self._span, record.error_type)
+        self._span.end()
+        labels = self._shape.labels_for(record.outcome(), record.error_type)
+        telemetry._request_duration.record(duration_s, labels)
+
+
+class _UpstreamCallSpan:
+    """:meth:`Telemetry.upstream_call`'s context manager (a class: cheaper than a generator)."""
+
+    __slots__ = ("_arguments", "_outcome", "_shape", "_span", "_started", "_telemetry", "_token")
+
+    def __init__(self, telemetry: Telemetry, shape: _Shape, arguments: Mapping[str, Any]) -> None:
+        self._telemetry = telemetry
+        self._shape = shape
+        self._arguments = arguments
+        self._outcome: CallOutcome | None = None
+
+    def _finished(self, outcome: CallOutcome) -> None:
+        if self._outcome is None:
+            self._outcome = outcome
+
+    def __enter__(self) -> Callable[[CallOutcome], None]:
+        telemetry = self._telemetry
+        shape = self._shape
+        span = telemetry.tracer.start_span(
+            shape.span_name,
+            kind=telemetry.span_kinds.CLIENT,
+            attributes=shape.attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+        )
+        if telemetry.record_arguments and span.is_recording():
+            span.set_attribute("gen_ai.tool.call.arguments", _recorded(dict(self._arguments)))
+        self._span = span
+        self._token = telemetry.attach(telemetry.set_span_in_context(span))
+        in_flight = telemetry._in_flight
+        in_flight[shape.server] = in_flight.get(shape.server, 0) + 1
+        self._started = time.perf_counter()
+        return self._finished
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, _tb: Any) -> None:
+        duration_s = time.perf_counter() - self._started
+        telemetry = self._telemetry
+        shape = self._shape
+        telemetry._in_flight[shape.server] -= 1
+        telemetry.detach(self._token)
+        span = self._span
+        outcome = self._outcome
+        if outcome is not None:
+            outcome_name, error_type = _outcome_of(outcome)
+            error_kind: str | None = outcome.error_kind
+            if telemetry.record_results and outcome.result is not None and span.is_recording():
+                span.set_attribute(
+                    "gen_ai.tool.call.result", _recorded(outcome.result.model_dump(mode="json"))
+                )
+        else:
+            outcome_name = "failed"
+            error_type = error_kind = _error_type(exc) if exc is not None else None
+        _finish(span, error_type)
+        span.end()
+        telemetry._upstream_duration.record(duration_s, shape.labels_for(outcome_name, error_type))
+        telemetry.recent.appendleft(
+            RecentCall(
+                time.time(),
+                shape.server,
+                shape.tool,
+                shape.client,
+                outcome_name,
+                round(duration_s * 1000, 3),
+                error_kind,
+            )
+        )
 
 
 def _extract(meta: Mapping[str, Any] | None) -> Any:
