@@ -56,13 +56,27 @@ from ._signatures import (
 )
 
 if TYPE_CHECKING:
-    from ._eval import EvalReport, evaluate, load_labelled_set, split_history, write_rankings
+    from ._eval import (
+        EvalReport,
+        evaluate,
+        gold_called_in_history,
+        load_labelled_set,
+        split_history,
+        write_rankings,
+    )
     from ._search_semantic import preload_default_embedder
 
 
 def __getattr__(name: str) -> Any:
     # Loaded when asked for: measuring search is a command of its own.
-    if name in ("EvalReport", "evaluate", "load_labelled_set", "split_history", "write_rankings"):
+    if name in (
+        "EvalReport",
+        "evaluate",
+        "gold_called_in_history",
+        "load_labelled_set",
+        "split_history",
+        "write_rankings",
+    ):
         from . import _eval
 
         return getattr(_eval, name)
@@ -97,6 +111,7 @@ __all__ = [
     "diff_definitions",
     "evaluate",
     "format_tool_name",
+    "gold_called_in_history",
     "load_labelled_set",
     "observed_result_shape",
     "one_line",

@@ -44,6 +44,7 @@ __all__ = [
     "LevelMetrics",
     "QueryOutcome",
     "evaluate",
+    "gold_called_in_history",
     "load_labelled_set",
     "write_rankings",
 ]
@@ -330,6 +331,22 @@ def split_history(labelled: LabelledSet) -> tuple[LearnedWords, LabelledSet]:
             if tool is not None:
                 pairs += [(term, tool, 1.0) for term in learnable_terms(query.query)]
     return LearnedWords.from_pairs(pairs), dataclasses.replace(labelled, queries=tuple(scored))
+
+
+def gold_called_in_history(scored: LabelledSet, learned: LearnedWords) -> LabelledSet:
+    """The queries of ``scored`` (the half :func:`split_history` returns) whose gold tool, or
+    one of them, was called in the history half: the only ones learning can help.
+
+    A split in half leaves many scored queries asking for tools the history never called;
+    their figure is the cold one by construction. Report this subset beside the whole half,
+    never in its place.
+    """
+    called = {tool for led_to in learned.by_term.values() for tool in led_to}
+    origin = {scored.ids[t.name]: (t.server, t.original_name) for t in scored.tools}
+    kept = tuple(
+        q for q in scored.queries if any(origin.get(tool_id) in called for tool_id in q.gold)
+    )
+    return dataclasses.replace(scored, queries=kept)
 
 
 def evaluate(

@@ -26,7 +26,13 @@ from pathlib import Path
 from pi_mcp_adapter._errors import UsageError
 
 from ._metadata import ToolInfo
-from ._search_learned import LEARNED_RANK, LearnedWords, ToolKey, boosted_order
+from ._search_learned import (
+    LEARNED_RANK,
+    LearnedEvidence,
+    LearnedWords,
+    ToolKey,
+    boosted_order,
+)
 from ._search_rankings import RANKINGS, HybridRanking, Ranking, ServerMatch
 from ._search_regex import MAX_REGEX_LENGTH, compile_regex, regex_matches
 from ._search_semantic import semantic_available
@@ -213,8 +219,8 @@ class SearchIndex:
         empty query with ``server`` lists that server's tools sorted by name. ``limit`` is
         the page size (None: everything from ``offset`` on) and ``offset`` the number of
         results to skip. ``learned`` adds the learned term to a keyword query (words that
-        led to a tool before rank it first, ``_search_learned.py``); without it the ranking
-        is the cold one.
+        led to a tool before move it into the first five, ``_search_learned.py``); without
+        it the ranking is the cold one.
 
         Raises:
             UsageError: the query is empty without a server, the regular expression is
@@ -262,11 +268,11 @@ class SearchIndex:
 
     def _learned_positions(
         self, keywords: str, learned: LearnedWords | None, candidates: frozenset[int] | None
-    ) -> dict[int, float]:
-        """Positions of the tools ``keywords`` led to before, with their learned score."""
+    ) -> dict[int, LearnedEvidence]:
+        """Positions of the tools ``keywords`` led to before, with their learned evidence."""
         if not learned:
             return {}
-        found: dict[int, float] = {}
+        found: dict[int, LearnedEvidence] = {}
         for tool, score in learned.scores(keywords).items():
             position = self._by_origin.get(tool)
             if position is not None and (candidates is None or position in candidates):

@@ -8,7 +8,8 @@ five.
 
 Where it is kept: ``<agent dir>/mcp-search-learned.json`` (beside ``mcp-stats.json``, private
 to the agent dir), and, with ``settings.sharedState``, in the team's Redis table
-``search-learned``, which every replica reads instead of the file.
+``search-learned``, which every replica reads instead of the file, again at most every
+:data:`SHARED_REFRESH_S` while it searches: what one replica learns, the others use.
 
 How it is forgotten: a word not used for a tool for :data:`FORGET_AFTER_DAYS` days is dropped
 when the file is next written or read, and each tool keeps at most :data:`MAX_WORDS_PER_TOOL`
@@ -37,6 +38,7 @@ __all__ = [
     "FORGET_AFTER_DAYS",
     "LEARNED_FILE",
     "MAX_WORDS_PER_TOOL",
+    "SHARED_REFRESH_S",
     "SearchMemory",
     "clear_learned",
 ]
@@ -51,6 +53,9 @@ RECENT_SEARCHES = 8
 """Searches a call is matched against: the agent searches, then calls what it found."""
 SEARCH_FRESH_S = 15 * 60
 """A call this long after a search no longer counts as following it."""
+SHARED_REFRESH_S = 5.0
+"""How often a replica reads the team's learned words again (one ``HGETALL`` of a table of a
+few kilobytes per tool learned): soon enough for a colleague's session, rare next to searches."""
 _SHARED_TABLE = "search-learned"
 _LOCK_TIMEOUT_S = 5.0
 
@@ -72,6 +77,7 @@ class SearchMemory:
         self._recent: list[tuple[float, tuple[str, ...], frozenset[ToolKey]]] = []
         self._stored = self._read_all()
         self._words = _learned(self._stored, self._clock())
+        self._read_at = self._clock()
 
     @classmethod
     def in_agent_dir(cls, agent_dir: Path) -> SearchMemory:
@@ -79,6 +85,16 @@ class SearchMemory:
 
     @property
     def words(self) -> LearnedWords:
+        """What was learned; with a shared state, what the team learned, read again at most
+        every :data:`SHARED_REFRESH_S` (the last answer while Redis is unreachable)."""
+        now = self._clock()
+        if now - self._read_at >= SHARED_REFRESH_S and shared_state.active() is not None:
+            self._read_at = now
+            shared = _read_shared()
+            if shared is not None:
+                with self._lock:
+                    self._stored = shared
+                    self._words = _learned(shared, now)
         return self._words
 
     def note_search(self, query: str, found: Sequence[ToolInfo]) -> None:
