@@ -108,7 +108,13 @@ def eval_search(
 ) -> None:
     """Measure tool search on a labelled set: hit@1, hit@5, MRR, gold sets in the top 5, and
     how often queries with no fitting tool are flagged as weak. No server is started."""
-    from pi_mcp_adapter.catalog import evaluate, load_labelled_set, split_history, write_rankings
+    from pi_mcp_adapter.catalog import (
+        evaluate,
+        gold_called_in_history,
+        load_labelled_set,
+        split_history,
+        write_rankings,
+    )
 
     cli = get_context(ctx)
     if ranking != "default" and ranking not in RANKING_NAMES:
@@ -118,9 +124,17 @@ def eval_search(
         for message in labelled.skipped:
             print_warning(message)
         learned_report = None
+        # The scored requests whose gold tool the history called: the only ones learning
+        # can help, reported beside the whole half (cold, with history).
+        helped: tuple[EvalReport, EvalReport] | None = None
         if history:
             learned, labelled = split_history(labelled)
             learned_report = evaluate(labelled, ranking=ranking, learned=learned)
+            called = gold_called_in_history(labelled, learned)
+            helped = (
+                evaluate(called, ranking=ranking),
+                evaluate(called, ranking=ranking, learned=learned),
+            )
         report = evaluate(labelled, ranking=ranking)
     except UsageError as exc:
         raise fail(str(exc), code=EXIT_USAGE) from None
@@ -133,6 +147,11 @@ def eval_search(
         document = dict(report.as_dict())
         if learned_report is not None:
             document["with_history"] = learned_report.as_dict()
+        if helped is not None:
+            document["gold_called_in_history"] = {
+                "cold": helped[0].as_dict(),
+                "with_history": helped[1].as_dict(),
+            }
         print_json(to_camel_keys(document))
         return
     if learned_report is not None:
@@ -141,5 +160,13 @@ def eval_search(
     if learned_report is not None:
         cli.console.print("The same half, with the other half learned as history:")
         cli.console.print(_table(learned_report))
+    if helped is not None:
+        cold_called, warm_called = helped
+        cli.console.print(
+            f"Requests whose gold tool the history called: {len(cold_called.outcomes)} "
+            f"(single-tool hit@5 cold {_fmt(cold_called.overall.hit_at_5)}, "
+            f"with history {_fmt(warm_called.overall.hit_at_5)})",
+            highlight=False,
+        )
     if rankings_out is not None:
         cli.console.print(f"Rankings written to {rankings_out}", highlight=False)
