@@ -18,10 +18,12 @@ Each mode can be filtered to one server and paged with ``limit`` and ``offset``.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from pi_mcp_adapter._errors import UsageError
 
@@ -33,13 +35,21 @@ from ._search_learned import (
     ToolKey,
     boosted_order,
 )
-from ._search_rankings import RANKINGS, HybridRanking, Ranking, ServerMatch
+from ._search_rankings import (
+    RANKINGS,
+    FieldRanking,
+    HybridRanking,
+    PreparedServer,
+    Ranking,
+    ServerMatch,
+)
 from ._search_regex import MAX_REGEX_LENGTH, compile_regex, regex_matches
 from ._search_semantic import semantic_available
 
 __all__ = [
     "MAX_REGEX_LENGTH",
     "RANKINGS",
+    "PreparedReplacement",
     "SearchHit",
     "SearchIndex",
     "SearchPage",
@@ -109,6 +119,21 @@ class SearchPage:
 
 
 @dataclass(frozen=True, slots=True)
+class PreparedReplacement:
+    """One server's tools replaced, worked out by :meth:`SearchIndex.prepare_replacement`."""
+
+    server: str
+    tools: tuple[ToolInfo, ...]
+    old_ids: tuple[int, ...]
+    prepared: PreparedServer
+
+    @property
+    def documents_touched(self) -> int:
+        """How many documents of the index the replacement takes out and adds."""
+        return self.prepared.documents_touched
+
+
+@dataclass(frozen=True, slots=True)
 class ToolSearchQuery:
     """A parsed ``ToolSearch`` query: either keywords or, with ``select:``, exact names."""
 
@@ -143,11 +168,16 @@ def parse_tool_search_query(q: str) -> ToolSearchQuery:
 
 
 class SearchIndex:
-    """A searchable, immutable view of a tool catalog.
+    """A searchable view of a tool catalog.
 
     Building the index does all the precomputation (tokenising, stemming, the inverted index);
-    queries then only read it, so one index may serve concurrent searches. Build a new index
-    when the catalog changes.
+    queries then only read it, so one index may serve concurrent searches. When one server's
+    tools change, :meth:`prepare_replacement` works out the change (in any thread, while
+    queries run) and :meth:`apply_replacement` makes it (on the thread that runs the queries),
+    at the cost of that server's tools: the lexical index takes the server's documents out
+    and adds the new ones, and the tool vectors get new rows. Tools are known by document id
+    (their position at the full build, then the next free id), so ties between equal scores
+    keep the catalog order of the full build, and a relisted server's tools come after it.
 
     Raises:
         UsageError: ``ranking`` is not one of :data:`RANKINGS`.
@@ -161,23 +191,30 @@ class SearchIndex:
         vector_cache: Path | None = None,
     ) -> None:
         name = resolve_ranking(ranking)
-        self._tools: tuple[ToolInfo, ...] = tuple(tools)
+        every_tool = tuple(tools)
+        self._tools: tuple[ToolInfo, ...] | None = every_tool
         self._ranking_name = name
         self._ranking: Ranking
         if name == "hybrid":
-            self._ranking = HybridRanking(self._tools, vector_cache=vector_cache)
+            self._ranking = HybridRanking(every_tool, vector_cache=vector_cache)
         else:
-            self._ranking = RANKINGS[name](self._tools)
+            self._ranking = RANKINGS[name](every_tool)
+        self._doc_tools: list[ToolInfo | None] = list(every_tool)
+        """Each document id's tool; None once its server's relisting removed it."""
         self._by_name: dict[str, int] = {}
         self._by_server: dict[str, list[int]] = {}
         self._by_origin: dict[ToolKey, int] = {}
-        for position, tool in enumerate(self._tools):
+        for position, tool in enumerate(every_tool):
             self._by_name.setdefault(tool.name, position)
             self._by_origin.setdefault((tool.server, tool.original_name), position)
             self._by_server.setdefault(tool.server, []).append(position)
+        self._live = len(every_tool)
+        self._catalog_order: list[int] | None = None
 
     @property
     def tools(self) -> tuple[ToolInfo, ...]:
+        if self._tools is None:
+            self._tools = tuple(self._tool(d) for d in self._in_catalog_order())
         return self._tools
 
     @property
@@ -185,7 +222,75 @@ class SearchIndex:
         return self._ranking_name
 
     def __len__(self) -> int:
-        return len(self._tools)
+        return self._live
+
+    def _in_catalog_order(self) -> list[int]:
+        """Every live document id, in catalog order (servers in order, then each server's
+        tools in the order it listed them)."""
+        if self._catalog_order is None:
+            self._catalog_order = list(itertools.chain.from_iterable(self._by_server.values()))
+        return self._catalog_order
+
+    def prepare_replacement(
+        self, server: str, tools: Sequence[ToolInfo]
+    ) -> PreparedReplacement | None:
+        """Work out replacing ``server``'s tools by ``tools`` (named as the catalog names
+        them), changing nothing yet: safe in a worker thread while queries run.
+
+        None when this index cannot follow the change in place (a ranking other than ours,
+        or one that drifted far enough from its full build to be built again): build a new
+        index then.
+        """
+        ranking = self._ranking
+        if not isinstance(ranking, FieldRanking):
+            return None
+        old_ids = tuple(self._by_server.get(server, ()))
+        old_tools = [self._doc_tools[d] for d in old_ids]
+        prepared = ranking.prepare([t for t in old_tools if t is not None], tools)
+        if prepared is None:
+            return None
+        return PreparedReplacement(server, tuple(tools), old_ids, prepared)
+
+    def apply_replacement(self, replacement: PreparedReplacement, servers: Sequence[str]) -> bool:
+        """Make a prepared replacement; ``servers`` is the catalog's server order now. Returns
+        False, changing nothing, when the index changed since it was prepared (prepare again).
+
+        Must run where the queries run (no query may read the index meanwhile); the work is
+        proportional to the server's old and new tools.
+        """
+        server = replacement.server
+        if tuple(self._by_server.get(server, ())) != replacement.old_ids:
+            return False
+        ranking = self._ranking
+        assert isinstance(ranking, FieldRanking)
+        ranking.apply(replacement.prepared)
+        for doc in replacement.old_ids:
+            tool = self._doc_tools[doc]
+            self._doc_tools[doc] = None
+            if tool is not None:
+                if self._by_name.get(tool.name) == doc:
+                    del self._by_name[tool.name]
+                if self._by_origin.get((tool.server, tool.original_name)) == doc:
+                    del self._by_origin[(tool.server, tool.original_name)]
+        first = len(self._doc_tools)
+        self._doc_tools.extend(replacement.tools)
+        new_ids = list(range(first, len(self._doc_tools)))
+        for doc, tool in zip(new_ids, replacement.tools, strict=True):
+            self._by_name.setdefault(tool.name, doc)
+            self._by_origin.setdefault((tool.server, tool.original_name), doc)
+        self._live += len(new_ids) - len(replacement.old_ids)
+        if server in self._by_server or not new_ids:
+            if new_ids:
+                self._by_server[server] = new_ids
+            else:
+                self._by_server.pop(server, None)
+        else:
+            self._by_server[server] = new_ids
+            # A server new to the index: its place follows the catalog's server order.
+            self._by_server = {s: self._by_server[s] for s in servers if s in self._by_server}
+        self._tools = None
+        self._catalog_order = None
+        return True
 
     def select(self, names: Sequence[str]) -> list[ToolInfo]:
         """The tools with exactly these (prefixed) names, in the order given.
@@ -199,7 +304,7 @@ class SearchIndex:
             position = self._by_name.get(name)
             if position is not None and position not in seen:
                 seen.add(position)
-                found.append(self._tools[position])
+                found.append(self._tool(position))
         return found
 
     def search(
@@ -237,12 +342,13 @@ class SearchIndex:
                 raise UsageError(
                     "The search query is empty: give keywords, or a server to list its tools."
                 )
-            listed = sorted(in_server, key=lambda p: self._tools[p].name)
+            listed = sorted(in_server, key=lambda p: self._tool(p).name)
             return self._page([(p, 0.0) for p in listed], limit, offset, confident=True)
         if regex:
             pattern = compile_regex(text)
-            positions = in_server if in_server is not None else range(len(self._tools))
-            matched = regex_matches(pattern, self._tools, positions)
+            positions = in_server if in_server is not None else self._in_catalog_order()
+            # Only live documents are scanned: a removed one's slot is never read.
+            matched = regex_matches(pattern, cast("list[ToolInfo]", self._doc_tools), positions)
             return self._page(matched, limit, offset, confident=True)
         parsed = parse_tool_search_query(text)
         if parsed.is_select:
@@ -279,6 +385,12 @@ class SearchIndex:
                 found[position] = score
         return found
 
+    def _tool(self, doc: int) -> ToolInfo:
+        tool = self._doc_tools[doc]
+        if tool is None:
+            raise LookupError(f"document {doc} was removed from the search index")
+        return tool
+
     def _page(
         self,
         results: Sequence[tuple[int, float]],
@@ -291,7 +403,7 @@ class SearchIndex:
         """One page of ``results``; ``total`` is given when ``results`` holds only the head."""
         count = len(results) if total is None else total
         end = min(len(results), offset + limit) if limit is not None else len(results)
-        hits = tuple(SearchHit(self._tools[p], score) for p, score in results[offset:end])
+        hits = tuple(SearchHit(self._tool(p), score) for p, score in results[offset:end])
         next_offset = offset + len(hits) if offset + len(hits) < count else None
         return SearchPage(
             hits=hits,

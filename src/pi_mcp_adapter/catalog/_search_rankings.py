@@ -17,7 +17,7 @@ import logging
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -51,6 +51,7 @@ __all__ = [
     "Bm25Ranking",
     "FieldRanking",
     "HybridRanking",
+    "PreparedServer",
     "RankedTools",
     "Ranking",
     "RankingFactory",
@@ -469,17 +470,65 @@ class FieldRanking:
     server_match_share = 0.3
     server_matches = 8
 
+    # A ranking updated in place (see apply) is built again from scratch once it drifts this
+    # far from its last full build: field lengths are averaged at a full build only, and
+    # removed tools leave empty slots behind.
+    rebuild_growth = 0.25
+    rebuild_removed_share = 0.5
+
     def __init__(self, tools: Sequence[ToolInfo], *, vectors: ToolVectors | None = None) -> None:
         if vectors is not None and len(vectors) != len(tools):
             raise ValueError(f"{len(vectors)} tool vectors for {len(tools)} tools")
         self._vectors = vectors
-        self._server_of = [t.server for t in tools]
         # Quoted text may be a title or a phrase; every other value locates or identifies data.
         self._value_weights: Mapping[str, float] = {
             kind: self.quoted_weight if kind == "quoted" else self.locator_weight
             for kind in get_args(ValueKind)
         }
+        # Every structure below is keyed by document id: a tool's position in the catalog at
+        # the full build, then the next free id for each tool a relisting adds. A relisting
+        # removes the server's documents and adds the new ones (see prepare and apply), so its
+        # cost is what that server offers; each term's document frequency is the size of its
+        # posting list, and its IDF is worked out from that when a query reads it.
+        self._server_of: list[str | None] = []
+        self._server_docs: dict[str, list[int]] = {}
+        self._server_words: dict[str, list[str]] = {}
+        self._servers_of_word: dict[str, set[str]] = defaultdict(set)
+        self._postings: dict[str, dict[int, float]] = {}
+        """Term -> document -> its BM25F pseudo term frequency (fields weighted and
+        length-normalised, not yet saturated nor multiplied by IDF)."""
+        self._idf = _IdfTable(self._postings, lambda: self._n_docs)
+        self._by_prefix: dict[str, list[str]] = defaultdict(list)
+        """The catalog's words by their first letters, for reading unknown words (see
+        relative_prefix)."""
+        self._name_postings: dict[str, list[int]] = {}
+        self._name_terms: list[tuple[str, ...]] = []
+        self._phrases: dict[tuple[str, str], list[int]] = {}
+        self._accepts: dict[str, set[int]] = defaultdict(set)
+        self._exact: dict[str, list[int]] = defaultdict(list)
+        self._by_original: dict[str, list[int]] = defaultdict(list)
+        self._removed = 0
+        field_terms = self._field_terms(tools)
         n_docs = len(tools)
+        self._avg_len = {
+            f: max(1.0, sum(len(ft[f]) for ft in field_terms) / max(1, n_docs)) for f in _FIELDS
+        }
+        self._built_docs = n_docs
+        self._add(self._doc_terms(tools, field_terms))
+
+    @property
+    def _n_docs(self) -> int:
+        return len(self._server_of) - self._removed
+
+    @property
+    def _unknown_idf(self) -> float:
+        return _idf(self._n_docs, 1) * self.unknown_word_weight
+
+    # -- building and updating ------------------------------------------------------------
+
+    def _field_terms(self, tools: Sequence[ToolInfo]) -> list[dict[str, list[str]]]:
+        """Each tool's words per field (server context included, from the tools of its
+        server among ``tools``)."""
         server_words: dict[str, list[str]] = {}
         for tool in tools:
             if tool.server not in server_words:
@@ -489,14 +538,18 @@ class FieldRanking:
         memo: dict[str, list[str]] = {}
         field_terms = [_tool_fields(t, server_words[t.server], memo) for t in tools]
         _add_server_context(tools, field_terms, self.server_context_words)
-        avg_len = {
-            f: max(1.0, sum(len(ft[f]) for ft in field_terms) / max(1, n_docs)) for f in _FIELDS
-        }
-        field_specs = [(f, s.weight, s.length_norm, avg_len[f]) for f, s in _FIELDS.items()]
-        # Pass 1: each tool's weighted, length-normalised term frequencies (BM25F).
-        doc_tf: list[dict[str, float]] = []
-        doc_freq: Counter[str] = Counter()
-        for ft in field_terms:
+        return field_terms
+
+    def _doc_terms(
+        self, tools: Sequence[ToolInfo], field_terms: Sequence[dict[str, list[str]]]
+    ) -> list[_DocTerms]:
+        """What each tool adds to the index, from its words per field."""
+        field_specs = [(f, s.weight, s.length_norm, self._avg_len[f]) for f, s in _FIELDS.items()]
+        # Tools that share a description share its word list (see _tool_fields): its pairs
+        # are found once.
+        description_pairs: dict[int, set[tuple[str, str]]] = {}
+        docs: list[_DocTerms] = []
+        for tool, ft in zip(tools, field_terms, strict=True):
             pseudo_tf: dict[str, float] = {}
             get = pseudo_tf.get
             for fname, weight, length_norm, avg in field_specs:
@@ -505,77 +558,132 @@ class FieldRanking:
                     scale = weight / (1.0 - length_norm + length_norm * len(words) / avg)
                     for t in words:
                         pseudo_tf[t] = get(t, 0.0) + scale
-            doc_tf.append(pseudo_tf)
-            doc_freq.update(pseudo_tf.keys())
-        idf = {t: _idf(n_docs, df) for t, df in doc_freq.items()}
-        self._idf = idf
-        # The catalog's words by their first letters, for reading unknown words (see
-        # relative_prefix).
-        self._by_prefix: dict[str, list[str]] = defaultdict(list)
-        for t in idf:
-            if len(t) >= self.relative_prefix and t.isalpha():
-                self._by_prefix[t[: self.relative_prefix]].append(t)
-        self._unknown_idf = _idf(n_docs, 1) * self.unknown_word_weight
-        # Pass 2: the inverted index holds each term's final, saturated evidence per tool.
-        k1 = self.k1
-        postings: dict[str, dict[int, float]] = defaultdict(dict)
-        name_postings: dict[str, list[int]] = defaultdict(list)
-        name_mass: list[float] = []
-        for doc, pseudo_tf in enumerate(doc_tf):
-            for t, tf in pseudo_tf.items():
-                postings[t][doc] = idf[t] * tf * (k1 + 1.0) / (tf + k1)
-            name_set = dict.fromkeys(field_terms[doc]["name"])
-            for t in name_set:
-                name_postings[t].append(doc)
-            name_mass.append(sum(idf[t] for t in name_set))
-        self._postings = dict(postings)
-        self._name_postings = dict(name_postings)
-        self._name_mass = name_mass
-        self._name_sets = [frozenset(ft["name"]) for ft in field_terms]
-        phrase_docs: dict[tuple[str, str], list[int]] = defaultdict(list)
-        # Tools that share a description share its word list (see _tool_fields): its pairs
-        # are found once.
-        description_pairs: dict[int, set[tuple[str, str]]] = {}
-        for doc, ft in enumerate(field_terms):
             words = ft["description"]
             pairs = description_pairs.get(id(words))
             if pairs is None:
                 pairs = description_pairs[id(words)] = _adjacent_pairs(words)
-            for pair in pairs.union(_adjacent_pairs(ft["name"])):
-                phrase_docs[pair].append(doc)
-        # A phrase's IDF is worked out when a query meets it: most are never asked for.
-        self._phrases: Mapping[tuple[str, str], list[int]] = phrase_docs
-        self._n_docs = n_docs
-        self._accepts: dict[str, set[int]] = defaultdict(set)
-        for doc, ft in enumerate(field_terms):
-            for kind, parameter_words in _VALUE_PARAMETERS.items():
-                if parameter_words.intersection(ft["param_words"]):
-                    self._accepts[kind].add(doc)
-        # Words that name a server: those of its name that few other servers' names share
-        # ("github", not "mcp" or "server"), mapped to the tools of the servers they name.
-        servers_of_word: dict[str, set[str]] = defaultdict(set)
-        for server, words in server_words.items():
-            for word in words:
-                servers_of_word[word].add(server)
-        tools_of_server: dict[str, list[int]] = defaultdict(list)
-        for doc, tool in enumerate(tools):
-            tools_of_server[tool.server].append(doc)
-        self._server_tools: dict[str, frozenset[int]] = {}
-        for word, servers in servers_of_word.items():
-            if len(servers) > max(1.0, self.server_name_share * len(server_words)):
-                continue
-            named = frozenset(d for srv in servers for d in tools_of_server[srv])
-            # A product's name is used mostly by its own tools; a word that other tools use
-            # as much ("knowledge", "weather") is a subject, even when a server is named so.
-            used_by = self._postings.get(word, {})
-            if len(named.intersection(used_by)) >= self.server_name_purity * len(used_by):
-                self._server_tools[word] = named
-        self._exact: dict[str, list[int]] = defaultdict(list)
-        self._by_original: dict[str, list[int]] = defaultdict(list)
-        for doc, tool in enumerate(tools):
-            for key in {normalize_identifier(tool.name), normalize_identifier(tool.original_name)}:
+            docs.append(
+                _DocTerms(
+                    server=tool.server,
+                    server_words=ft["server"],
+                    pseudo_tf=pseudo_tf,
+                    names=tuple(dict.fromkeys(ft["name"])),
+                    pairs=tuple(pairs.union(_adjacent_pairs(ft["name"]))),
+                    accepts=tuple(
+                        kind
+                        for kind, parameter_words in _VALUE_PARAMETERS.items()
+                        if parameter_words.intersection(ft["param_words"])
+                    ),
+                    exact_keys=tuple(
+                        {normalize_identifier(tool.name), normalize_identifier(tool.original_name)}
+                    ),
+                    original_key=" ".join(ft["name_seq"]),
+                )
+            )
+        return docs
+
+    def _add(self, docs: Sequence[_DocTerms]) -> None:
+        """Index ``docs`` under the next free document ids, in order."""
+        postings = self._postings
+        by_prefix = self._by_prefix
+        prefix = self.relative_prefix
+        for entry in docs:
+            doc = len(self._server_of)
+            self._server_of.append(entry.server)
+            self._server_docs.setdefault(entry.server, []).append(doc)
+            if entry.server not in self._server_words:
+                self._server_words[entry.server] = entry.server_words
+                for word in entry.server_words:
+                    self._servers_of_word[word].add(entry.server)
+            for t, tf in entry.pseudo_tf.items():
+                posting = postings.get(t)
+                if posting is None:
+                    posting = postings[t] = {}
+                    if len(t) >= prefix and t.isalpha():
+                        by_prefix[t[:prefix]].append(t)
+                posting[doc] = tf
+            self._name_terms.append(entry.names)
+            for t in entry.names:
+                self._name_postings.setdefault(t, []).append(doc)
+            for pair in entry.pairs:
+                self._phrases.setdefault(pair, []).append(doc)
+            for kind in entry.accepts:
+                self._accepts[kind].add(doc)
+            for key in entry.exact_keys:
                 self._exact[key].append(doc)
-            self._by_original[" ".join(field_terms[doc]["name_seq"])].append(doc)
+            self._by_original[entry.original_key].append(doc)
+
+    def _remove(self, server: str, docs: Sequence[_DocTerms]) -> None:
+        """Take ``server``'s documents out of the index; ``docs`` are what they added (the
+        same tools prepared again), in the order they were added."""
+        ids = self._server_docs.pop(server, [])
+        if len(ids) != len(docs):
+            raise ValueError(f"{len(docs)} documents to remove for {len(ids)} of {server!r}")
+        postings = self._postings
+        for doc, entry in zip(ids, docs, strict=True):
+            self._server_of[doc] = None
+            self._name_terms[doc] = ()
+            for t in entry.pseudo_tf:
+                posting = postings[t]
+                del posting[doc]
+                if not posting:
+                    del postings[t]
+                    if len(t) >= self.relative_prefix and t.isalpha():
+                        _remove_from(self._by_prefix, t[: self.relative_prefix], t)
+            for t in entry.names:
+                _remove_from(self._name_postings, t, doc)
+            for pair in entry.pairs:
+                _remove_from(self._phrases, pair, doc)
+            for kind in entry.accepts:
+                self._accepts[kind].discard(doc)
+            for key in entry.exact_keys:
+                _remove_from(self._exact, key, doc)
+            _remove_from(self._by_original, entry.original_key, doc)
+        self._removed += len(ids)
+        words = self._server_words.pop(server, [])
+        for word in words:
+            _remove_from(self._servers_of_word, word, server)
+
+    def prepare(
+        self, old_tools: Sequence[ToolInfo], new_tools: Sequence[ToolInfo]
+    ) -> PreparedServer | None:
+        """The work of replacing one server's tools ``old_tools`` (as indexed) by
+        ``new_tools``, done ahead without changing the index: safe in a worker thread while
+        queries run. None when the index has drifted too far and must be built again (see
+        :attr:`rebuild_growth`)."""
+        live = self._n_docs - len(old_tools) + len(new_tools)
+        removed = self._removed + len(old_tools)
+        if abs(live - self._built_docs) > self.rebuild_growth * max(
+            self._built_docs, 1
+        ) or removed > self.rebuild_removed_share * (len(self._server_of) + len(new_tools)):
+            return None
+        servers = {t.server for t in (*old_tools, *new_tools)}
+        if len(servers) > 1:
+            raise ValueError(f"a replacement is one server's tools, got {sorted(servers)}")
+        removed_docs = self._doc_terms(old_tools, self._field_terms(old_tools))
+        added_docs = self._doc_terms(new_tools, self._field_terms(new_tools))
+        vectors = (
+            self._vectors.prepare(new_tools) if self._vectors is not None and new_tools else None
+        )
+        return PreparedServer(
+            server=next(iter(servers)) if servers else "",
+            removed=removed_docs,
+            added=added_docs,
+            vectors=vectors,
+        )
+
+    def apply(self, prepared: PreparedServer) -> None:
+        """Replace the server's documents as ``prepared`` says: the cost of its tools, on
+        whichever thread owns the index (queries must not run meanwhile)."""
+        first = len(self._server_of)
+        if prepared.removed:
+            removed_ids = tuple(self._server_docs.get(prepared.server, ()))
+            self._remove(prepared.server, prepared.removed)
+            if self._vectors is not None:
+                self._vectors.remove(removed_ids)
+        self._add(prepared.added)
+        if self._vectors is not None and prepared.vectors is not None:
+            self._vectors.append(first, prepared.vectors)
 
     # -- query side -----------------------------------------------------------------------
 
@@ -689,8 +797,24 @@ class FieldRanking:
         "on Wikipedia"): the user chose the product, so its tools come first."""
         docs: set[int] = set()
         for word in named_products(text):
-            docs.update(self._server_tools.get(word, ()))
+            docs.update(self._tools_of_server_named(word))
         return docs
+
+    def _tools_of_server_named(self, word: str) -> frozenset[int]:
+        """The tools of the servers ``word`` names: a word of their names that few other
+        servers' names share ("github", not "mcp" or "server") and that their own tools use
+        at least as much as all others (see :attr:`server_name_purity`). Worked out when a
+        query names a product, from counts kept as servers come and go."""
+        servers = self._servers_of_word.get(word)
+        if not servers or len(servers) > max(1.0, self.server_name_share * len(self._server_words)):
+            return frozenset()
+        named = frozenset(d for srv in servers for d in self._server_docs.get(srv, ()))
+        # A product's name is used mostly by its own tools; a word that other tools use
+        # as much ("knowledge", "weather") is a subject, even when a server is named so.
+        used_by = self._postings.get(word, {})
+        if len(named.intersection(used_by)) >= self.server_name_purity * len(used_by):
+            return named
+        return frozenset()
 
     def _mentions(self, text: str) -> set[int]:
         """Tools whose original name appears in the text as an identifier (``get_issue``)."""
@@ -719,7 +843,9 @@ class FieldRanking:
         if not qterms:
             return None
         postings_of = self._postings
-        idf = self._idf
+        idf = self._idf.frozen()
+        k1 = self.k1
+        k1_plus = k1 + 1.0
         # Each accumulator is a complex number: the real part sums the term evidence, the
         # imaginary part the IDF mass of the query terms matched (coverage). One dict update
         # per posting instead of two.
@@ -737,15 +863,19 @@ class FieldRanking:
                     continue
                 read += len(postings)
                 qw = q.weight
-                mass = qw * idf[q.term] if q.direct else 0.0
+                term_idf = idf[q.term]
+                mass = qw * term_idf if q.direct else 0.0
                 known_mass += mass
                 step = complex(0.0, mass)
                 get = acc.get
+                # A posting holds the pseudo term frequency; its evidence is saturated and
+                # weighted by the IDF here, in the order a precomputed value would have been.
                 if qw == 1.0:
-                    for doc, w in postings.items():
-                        acc[doc] = get(doc, 0j) + (w + step)
+                    for doc, tf in postings.items():
+                        acc[doc] = get(doc, 0j) + (term_idf * tf * k1_plus / (tf + k1) + step)
                 else:
-                    for doc, w in postings.items():
+                    for doc, tf in postings.items():
+                        w = term_idf * tf * k1_plus / (tf + k1)
                         acc[doc] = get(doc, 0j) + (qw * w + step)
                 if mass:
                     nget = name_found.get
@@ -764,31 +894,35 @@ class FieldRanking:
             common = qterms
             head = [d for d in within if candidates is None or d in candidates]
         if common:
-            name_sets = self._name_sets
+            name_terms = self._name_terms
             for q in common:
                 postings = postings_of[q.term]
                 qw = q.weight
-                mass = qw * idf[q.term] if q.direct else 0.0
+                term_idf = idf[q.term]
+                mass = qw * term_idf if q.direct else 0.0
                 known_mass += mass
                 step = complex(0.0, mass)
                 for doc in head:
-                    evidence = postings.get(doc)
-                    if evidence is not None:
+                    frequency = postings.get(doc)
+                    if frequency is not None:
+                        evidence = term_idf * frequency * k1_plus / (frequency + k1)
                         acc[doc] = acc.get(doc, 0j) + (qw * evidence + step)
-                        if mass and q.term in name_sets[doc]:
+                        if mass and q.term in name_terms[doc]:
                             name_found[doc] = name_found.get(doc, 0.0) + mass
         if not acc:
             return None
 
         inv_known = self.coverage_gain / known_mass if known_mass else 0.0
-        name_mass = self._name_mass
+        name_terms = self._name_terms
         name_gain = self.name_gain
         final: dict[int, float] = {}
         for doc, a in acc.items():
             boost = 1.0 + a.imag * inv_known
             found = name_found.get(doc)
             if found:
-                boost += name_gain * min(1.0, found / name_mass[doc])
+                # The IDF mass of the tool's name, with the IDFs of now.
+                name_mass = sum(idf[t] for t in name_terms[doc])
+                boost += name_gain * min(1.0, found / name_mass)
             final[doc] = a.real * boost
         for doc in self._mentions(text).intersection(final):
             final[doc] *= 1.0 + self.mention_gain
@@ -906,6 +1040,8 @@ class FieldRanking:
         server_of = self._server_of
         for doc, score in results:
             server = server_of[doc]
+            if server is None:
+                continue  # not a live document; results never hold one
             counts[server] += 1
             if score > best.get(server, 0.0):
                 best[server] = score
@@ -1096,6 +1232,85 @@ def _adjacent_pairs(words: Sequence[str]) -> set[tuple[str, str]]:
 
 def _idf(n_docs: int, doc_freq: int) -> float:
     return math.log(1.0 + (n_docs - doc_freq + 0.5) / (doc_freq + 0.5))
+
+
+class _IdfTable(Mapping[str, float]):
+    """Each term's IDF, from its document frequency (the size of its posting list) and the
+    number of documents, both as they are now: kept as counts, an update changes no IDF."""
+
+    __slots__ = ("_count", "_postings")
+
+    def __init__(self, postings: Mapping[str, Mapping[int, float]], count: Callable[[], int]):
+        self._postings = postings
+        self._count = count
+
+    def __getitem__(self, term: str) -> float:
+        return _idf(self._count(), len(self._postings[term]))
+
+    def __contains__(self, term: object) -> bool:
+        return term in self._postings
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._postings)
+
+    def __len__(self) -> int:
+        return len(self._postings)
+
+    def frozen(self) -> _IdfMemo:
+        """The IDFs for one query, each worked out once."""
+        return _IdfMemo(self._postings, self._count())
+
+
+class _IdfMemo(dict[str, float]):
+    """IDFs worked out on first read (see :meth:`_IdfTable.frozen`)."""
+
+    def __init__(self, postings: Mapping[str, Mapping[int, float]], n_docs: int) -> None:
+        super().__init__()
+        self._postings = postings
+        self._n_docs = n_docs
+
+    def __missing__(self, term: str) -> float:
+        value = self[term] = _idf(self._n_docs, len(self._postings[term]))
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class _DocTerms:
+    """What one tool adds to the lexical index. Worked out again from the same tool (and its
+    server's other tools) to take it out, so the index keeps none of it per tool."""
+
+    server: str
+    server_words: list[str]
+    pseudo_tf: dict[str, float]
+    names: tuple[str, ...]
+    pairs: tuple[tuple[str, str], ...]
+    accepts: tuple[str, ...]
+    exact_keys: tuple[str, ...]
+    original_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedServer:
+    """One server's relisting, worked out ahead by :meth:`FieldRanking.prepare` (no index
+    changed yet): the documents to take out and to add, and the new tools' vectors."""
+
+    server: str
+    removed: Sequence[_DocTerms]
+    added: Sequence[_DocTerms]
+    vectors: FloatMatrix | None
+
+    @property
+    def documents_touched(self) -> int:
+        """How many documents the update takes out and adds."""
+        return len(self.removed) + len(self.added)
+
+
+def _remove_from(index: dict[Any, Any], key: Any, item: Any) -> None:
+    """Take ``item`` out of the collection ``index[key]``, and the key once it is empty."""
+    items = index[key]
+    items.remove(item)
+    if not items:
+        del index[key]
 
 
 @dataclass(frozen=True, slots=True)

@@ -411,7 +411,8 @@ class ToolVectors:
         fresh = embedder.embed([texts[i] for i in missing]) if missing else None
         if dims is None:
             dims = fresh.shape[1] if fresh is not None else 1
-        matrix = np.zeros((len(tools), dims), dtype=np.float32)
+        # Room for the tools relistings add (see append): growing means copying every row.
+        matrix = np.zeros((len(tools) + len(tools) // 8 + 64, dims), dtype=np.float32)
         for i, key in enumerate(keys):
             vector = cached.get(key)
             if vector is not None:
@@ -419,7 +420,11 @@ class ToolVectors:
         if fresh is not None:
             matrix[missing] = fresh
         self._matrix: FloatMatrix = matrix
-        self._mean: FloatMatrix = matrix.mean(axis=0) if len(matrix) else matrix.sum(axis=0)
+        self._rows = len(tools)
+        self._dead: set[int] = set()
+        self._dead_rows = np.zeros(0, dtype=np.int64)
+        used = matrix[: len(tools)]
+        self._mean: FloatMatrix = used.mean(axis=0) if len(used) else used.sum(axis=0)
         self.embedded = len(missing)
         """How many tools this build had to embed (0 on a warm start)."""
         # The file keeps the token ids of every word of the catalog's tools (written with the
@@ -431,7 +436,52 @@ class ToolVectors:
             _write_vectors(cache_path, model_id, keys, matrix, words)
 
     def __len__(self) -> int:
-        return int(self._matrix.shape[0])
+        return self._rows
+
+    def prepare(self, tools: Sequence[ToolInfo]) -> FloatMatrix:
+        """The vectors of ``tools``, embedded now (no vector of the index changes): for
+        :meth:`append`. Safe in a worker thread."""
+        return self._embedder.embed([embedding_text(t) for t in tools])
+
+    def append(self, first: int, vectors: FloatMatrix) -> None:
+        """Add ``vectors`` as rows ``first``, ``first + 1``... (the next free ones).
+
+        The matrix keeps room to grow, so an append copies only the new rows; when it is
+        full it grows by half, a copy of the whole matrix now and then."""
+        import numpy as np
+
+        if first != self._rows:
+            raise ValueError(f"vectors appended at row {first}, the next free row is {self._rows}")
+        end = first + len(vectors)
+        if end > len(self._matrix):
+            grown = np.zeros(
+                (max(end, len(self._matrix) * 3 // 2 + 16), self._matrix.shape[1]), dtype=np.float32
+            )
+            grown[: self._rows] = self._matrix[: self._rows]
+            self._matrix = grown
+        self._matrix[first:end] = vectors
+        live = self._rows - len(self._dead)
+        total = self._mean.astype(np.float64) * live + vectors.sum(axis=0, dtype=np.float64)
+        self._rows = end
+        self._mean = (total / max(1, live + len(vectors))).astype(np.float32)
+
+    def remove(self, rows: Collection[int]) -> None:
+        """Take ``rows`` out: their vectors are zeroed and they never rank (see
+        :meth:`EmbeddedTexts.similarity`); the rows stay taken."""
+        import numpy as np
+
+        rows = [r for r in rows if r not in self._dead and r < self._rows]
+        if not rows:
+            return
+        live = self._rows - len(self._dead)
+        taken = np.asarray(rows, dtype=np.int64)
+        total = self._mean.astype(np.float64) * live - self._matrix[taken].sum(
+            axis=0, dtype=np.float64
+        )
+        self._matrix[taken] = 0.0
+        self._dead.update(rows)
+        self._dead_rows = np.fromiter(sorted(self._dead), dtype=np.int64)
+        self._mean = (total / max(1, live - len(rows))).astype(np.float32)
 
     def similarities(self, texts: Sequence[str]) -> FloatMatrix:
         """Cosine similarity of each text to every tool: shape (len(texts), tools)."""
@@ -444,16 +494,28 @@ class ToolVectors:
 
     def embed(self, texts: Sequence[str]) -> EmbeddedTexts:
         """Embed ``texts`` once, to compare each with all tools or some of them."""
-        return EmbeddedTexts(self._matrix, self._mean, self._embedder.embed(texts))
+        import numpy as np
+
+        dead = self._dead_rows if self._dead else np.zeros(0, dtype=np.int64)
+        return EmbeddedTexts(
+            self._matrix[: self._rows], self._mean, self._embedder.embed(texts), dead
+        )
 
 
 class EmbeddedTexts:
     """Texts embedded by :meth:`ToolVectors.embed`, compared with the tools on demand."""
 
-    def __init__(self, matrix: FloatMatrix, mean: FloatMatrix, vectors: FloatMatrix) -> None:
+    def __init__(
+        self,
+        matrix: FloatMatrix,
+        mean: FloatMatrix,
+        vectors: FloatMatrix,
+        dead: NDArray[np.int64] | None = None,
+    ) -> None:
         self._matrix = matrix
         self._mean = mean
         self._vectors = vectors
+        self._dead = dead
 
     def similarity(self, text: int, tools: Sequence[int] | None = None) -> FloatMatrix:
         """Cosine similarity of text number ``text`` to every tool, as an array indexed by
@@ -465,6 +527,9 @@ class EmbeddedTexts:
         # which on a busy machine costs ten times the arithmetic.
         if tools is None:
             full: FloatMatrix = np.einsum("nd,d->n", self._matrix, vector)
+            if self._dead is not None and len(self._dead):
+                # Removed tools' rows: below any cosine, so never among the most similar.
+                full[self._dead] = _NEVER_SIMILAR
             return full
         rows = np.fromiter(tools, dtype=np.int64)
         partial: FloatMatrix = np.zeros(len(self._matrix), dtype=np.float32)
@@ -511,6 +576,10 @@ def _read_vectors(
                 for w, b, e in zip(names.tolist(), starts, ends, strict=True)
             }
     return {str(k): vectors[i] for i, k in enumerate(keys)}, word_ids
+
+
+# The similarity given to a removed tool's row: below any cosine similarity.
+_NEVER_SIMILAR = -2.0
 
 
 # A temporary file older than this was left by a process that died while writing; a live

@@ -16,10 +16,13 @@ lookups, suggestions, counts and search answers built from them never name anyth
 Views are built per caller on first use and dropped with every full rebuild.
 
 Cost follows the change: a listing of one server derives each existing view from the previous
-one (:meth:`Catalog.replacing_server`, work proportional to that server's tools), and the
-search indexes are rebuilt in a worker thread while the previous ones keep answering, so a
-relisting never holds up other requests on the event loop. Until its index is rebuilt, the
-server counts as still being listed: a search that misses waits for it like for any listing.
+one (:meth:`Catalog.replacing_server`, work proportional to that server's tools), and each
+search index follows in place: that server's documents are worked out in a worker thread and
+swapped in on the event loop (:meth:`SearchIndex.prepare_replacement`), so a relisting costs
+what the server offers and never holds up other requests. Only an index that drifted far from
+its full build (a quarter more or fewer tools, or half its slots removed) is built again, in
+a worker thread while the previous one keeps answering. Until its index follows, the server
+counts as still being listed: a search that misses waits for it like for any listing.
 """
 
 from __future__ import annotations
@@ -129,6 +132,8 @@ class CatalogState:
         self._index: SearchIndex | None = None
         self._index_catalog: Catalog | None = None
         """The catalog ``_index`` was built from (an older one while a rebuild runs)."""
+        self._index_pending: set[str] = set()
+        """Servers whose tools changed since ``_index`` last followed its catalog."""
         self._caller_views: dict[CallerPolicy, _CallerViews] = {}
         """Each policy's own catalog, prompt catalog and index (a handful of gateway clients)."""
         self._listeners: list[CatalogListener] = []
@@ -352,6 +357,7 @@ class CatalogState:
         self._catalog = None
         self._prompt_catalog = None
         self._index = None
+        self._index_pending.clear()
         self._caller_views = {}
         self._index_generation += 1  # a background rebuild in flight is for an older catalog
 
@@ -399,6 +405,11 @@ class CatalogState:
             for views in self._caller_views.values():
                 views.index = None
             return
+        if self._index is not None:
+            self._index_pending.add(server)
+        for views in self._caller_views.values():
+            if views.index is not None:
+                views.pending.add(server)
         if self._index is None and all(v.index is None for v in self._caller_views.values()):
             return  # nothing searched yet: the first search builds what it needs
         if server in self._listing:
@@ -428,23 +439,62 @@ class CatalogState:
         # not the event loop.
         retired: list[object] = []
         if self._index is not None and self._index_catalog is not self._catalog:
-            catalog = self.catalog_for(None)
-            index = await anyio.to_thread.run_sync(self._build_index, catalog)
-            if self._catalog is catalog and self._index is not None:
-                retired += (self._index, self._index_catalog)
-                self._index, self._index_catalog = index, catalog
+            index = self._index
+            if await self._follow(index, None, self._index_pending):
+                if self._index is index:
+                    self._index_catalog = self._catalog
+            elif self._index is index:
+                catalog = self.catalog_for(None)
+                index = await anyio.to_thread.run_sync(self._build_index, catalog)
+                if self._catalog is catalog and self._index is not None:
+                    retired += (self._index, self._index_catalog)
+                    self._index, self._index_catalog = index, catalog
+                    self._index_pending.clear()
             del index
         for caller, views in list(self._caller_views.items()):
             if views.index is None or views.index_catalog is views.catalog:
                 continue
-            catalog = self.catalog_for(caller)
-            index = await anyio.to_thread.run_sync(self._build_index, catalog)
-            if views.catalog is catalog and views.index is not None:
-                retired += (views.index, views.index_catalog)
-                views.index, views.index_catalog = index, catalog
+            index = views.index
+            if await self._follow(index, caller, views.pending):
+                if views.index is index:
+                    views.index_catalog = views.catalog
+            elif views.index is index:
+                catalog = self.catalog_for(caller)
+                index = await anyio.to_thread.run_sync(self._build_index, catalog)
+                if views.catalog is catalog and views.index is not None:
+                    retired += (views.index, views.index_catalog)
+                    views.index, views.index_catalog = index, catalog
+                    views.pending.clear()
             del index
         if retired:
             await anyio.to_thread.run_sync(retired.clear)
+
+    async def _follow(
+        self, index: SearchIndex, caller: CallerPolicy | None, pending: set[str]
+    ) -> bool:
+        """Bring ``index`` up to ``caller``'s catalog in place, one changed server at a time:
+        the server's documents are worked out in a worker thread (tokenising, embedding) and
+        swapped in on the event loop, both at the cost of that server's tools. Returns False
+        when the index cannot follow (build it again), or stopped being ``caller``'s."""
+
+        def current() -> bool:
+            views = self._caller_views.get(caller) if caller is not None else None
+            return (self._index if caller is None else views and views.index) is index
+
+        while pending:
+            server = pending.pop()
+            catalog = self.catalog_for(caller)
+            replacement = await anyio.to_thread.run_sync(
+                index.prepare_replacement, server, catalog.tools(server)
+            )
+            if not current():
+                return False
+            if replacement is None:
+                pending.add(server)
+                return False
+            if not index.apply_replacement(replacement, catalog.servers):
+                pending.add(server)  # changed meanwhile: prepared again
+        return True
 
     def _notify(self) -> None:
         self._notify_pending = False
@@ -500,11 +550,13 @@ class CatalogState:
             if self._index is None:
                 catalog = self.catalog_for(None)
                 self._index, self._index_catalog = self._build_index(catalog), catalog
+                self._index_pending.clear()
             return self._index
         views = self._views_of(caller)
         if views.index is None:
             catalog = self.catalog_for(caller)
             views.index, views.index_catalog = self._build_index(catalog), catalog
+            views.pending.clear()
         return views.index
 
     def _build_index(self, catalog: Catalog) -> SearchIndex:
@@ -576,10 +628,12 @@ class CatalogState:
 class _CallerViews:
     """One caller's views of the catalog, built when first read."""
 
-    __slots__ = ("catalog", "index", "index_catalog", "prompts")
+    __slots__ = ("catalog", "index", "index_catalog", "pending", "prompts")
 
     def __init__(self) -> None:
         self.catalog: Catalog | None = None
         self.index: SearchIndex | None = None
         self.index_catalog: Catalog | None = None
+        self.pending: set[str] = set()
+        """Servers whose tools changed since ``index`` last followed ``catalog``."""
         self.prompts: PromptCatalog | None = None
