@@ -1,5 +1,6 @@
 """An in-process HTTP gateway with telemetry recorded by the OpenTelemetry SDK's in-memory
-exporter, over a real upstream server that reports the trace context it received."""
+exporter, over a real upstream server that reports the trace context it received; and an
+OTLP/HTTP receiver on loopback that keeps the spans a real process exports to it."""
 
 from __future__ import annotations
 
@@ -7,13 +8,18 @@ import json
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import anyio
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import ScopeSpans
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -115,3 +121,81 @@ async def observed_gateway(
         _telemetry.install(previous)
         telemetry.shutdown()
         provider.shutdown()
+
+
+# ---------------------------------------------------------------------------- OTLP
+
+
+@dataclass(frozen=True)
+class ReceivedSpan:
+    """One span as an OTLP exporter sent it (ids in lowercase hex)."""
+
+    name: str
+    scope: str
+    attributes: dict[str, str]
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+
+
+def received_spans(scope_spans: ScopeSpans) -> list[ReceivedSpan]:
+    return [
+        ReceivedSpan(
+            span.name,
+            scope_spans.scope.name,
+            {a.key: a.value.string_value for a in span.attributes},
+            span.trace_id.hex(),
+            span.span_id.hex(),
+            span.parent_span_id.hex(),
+        )
+        for span in scope_spans.spans
+    ]
+
+
+class OtlpReceiver(ThreadingHTTPServer):
+    """Keeps what OTLP/HTTP exporters post to ``/v1/traces``."""
+
+    spans: list[ReceivedSpan]
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def wait_for(self, found: Callable[[list[ReceivedSpan]], bool], timeout_s: float = 60) -> None:
+        """Until ``found`` holds of the spans received (a batch processor exports on its own
+        schedule), at most ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not found(list(self.spans)):
+            time.sleep(0.2)
+
+
+class _OtlpHandler(BaseHTTPRequestHandler):
+    server: OtlpReceiver
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("content-length", "0")))
+        if self.path == "/v1/traces":
+            request = ExportTraceServiceRequest()
+            request.ParseFromString(body)
+            for resource_spans in request.resource_spans:
+                for scope_spans in resource_spans.scope_spans:
+                    self.server.spans.extend(received_spans(scope_spans))
+        self.send_response(200)
+        self.send_header("content-type", "application/x-protobuf")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+
+@contextmanager
+def running_otlp_receiver() -> Iterator[OtlpReceiver]:
+    receiver = OtlpReceiver(("127.0.0.1", 0), _OtlpHandler)
+    receiver.spans = []
+    thread = threading.Thread(target=receiver.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield receiver
+    finally:
+        receiver.shutdown()
+        receiver.server_close()

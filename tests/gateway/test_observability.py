@@ -7,10 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import threading
-import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +15,15 @@ import anyio
 import httpx
 import pytest
 from mcp import Client
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.trace import SpanKind
 
-from ._telemetry_support import fixture_entry, observed_gateway, traceparent_entry
+from ._telemetry_support import (
+    OtlpReceiver,
+    fixture_entry,
+    observed_gateway,
+    running_otlp_receiver,
+    traceparent_entry,
+)
 from .conftest import GatewayWorkspace, run_http_gateway
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -258,51 +260,18 @@ async def test_the_status_page_renders_servers_clients_and_recent_calls_in_a_bro
 # ---------------------------------------------------------------------------- OTLP
 
 
-class _Receiver(ThreadingHTTPServer):
-    spans: list[tuple[str, dict[str, Any]]]
-
-
-class _OtlpHandler(BaseHTTPRequestHandler):
-    server: _Receiver
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("content-length", "0")))
-        if self.path == "/v1/traces":
-            request = ExportTraceServiceRequest()
-            request.ParseFromString(body)
-            for resource_spans in request.resource_spans:
-                for scope_spans in resource_spans.scope_spans:
-                    for span in scope_spans.spans:
-                        attributes = {a.key: a.value.string_value for a in span.attributes}
-                        self.server.spans.append((span.name, attributes))
-        self.send_response(200)
-        self.send_header("content-type", "application/x-protobuf")
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        return None
-
-
 @pytest.fixture
-def otlp_receiver() -> Iterator[_Receiver]:
-    receiver = _Receiver(("127.0.0.1", 0), _OtlpHandler)
-    receiver.spans = []
-    thread = threading.Thread(target=receiver.serve_forever, daemon=True)
-    thread.start()
-    try:
+def otlp_receiver() -> Iterator[OtlpReceiver]:
+    with running_otlp_receiver() as receiver:
         yield receiver
-    finally:
-        receiver.shutdown()
-        receiver.server_close()
 
 
 def test_pi_mcp_serve_exports_its_spans_over_otlp_http_when_the_otel_variables_say_so(
-    gw_workspace: GatewayWorkspace, otlp_receiver: _Receiver
+    gw_workspace: GatewayWorkspace, otlp_receiver: OtlpReceiver
 ) -> None:
     gw_workspace.write_config({"fx": fixture_entry()})
-    port = otlp_receiver.server_address[1]
     env = {
-        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": otlp_receiver.endpoint,
         "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
         "OTEL_BSP_SCHEDULE_DELAY": "200",
         "OTEL_METRIC_EXPORT_INTERVAL": "600000",
@@ -314,13 +283,9 @@ def test_pi_mcp_serve_exports_its_spans_over_otlp_http_when_the_otel_variables_s
                 await client.call_tool("mcp", {"tool": "fx_echo", "args": {"message": "x"}})
 
         anyio.run(call)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not any(
-            name == "tools/call echo" for name, _ in otlp_receiver.spans
-        ):
-            time.sleep(0.2)  # the batch processor exports on its own schedule
-    names = {name for name, _ in otlp_receiver.spans}
+        otlp_receiver.wait_for(lambda spans: any(s.name == "tools/call echo" for s in spans))
+    names = {s.name for s in otlp_receiver.spans}
     assert {"tools/call mcp", "tools/call echo"} <= names, json.dumps(sorted(names))
-    upstream = dict(otlp_receiver.spans)["tools/call echo"]
-    assert upstream["pi_mcp.server"] == "fx"
-    assert "x" not in upstream.values()
+    upstream = next(s for s in otlp_receiver.spans if s.name == "tools/call echo")
+    assert upstream.attributes["pi_mcp.server"] == "fx"
+    assert "x" not in upstream.attributes.values()

@@ -194,6 +194,7 @@ def _observed(app: ASGIApp, gateway: McpGateway, options: GatewayOptions) -> ASG
         auth_token=options.auth_token,
         has_clients=bool(options.clients),
         client_names=gateway.client_names,
+        mcp_path=options.path,
     )
 
 

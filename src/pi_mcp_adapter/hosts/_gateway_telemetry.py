@@ -27,6 +27,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from pi_mcp_adapter._errors import UsageError
 from pi_mcp_adapter._secrets import redact
 from pi_mcp_adapter.engine import McpAdapter
 from pi_mcp_adapter.engine._telemetry import Telemetry, active
@@ -272,11 +273,23 @@ def with_observability(
     auth_token: str | None,
     has_clients: bool,
     client_names: Callable[[], Sequence[str]],
+    mcp_path: str | None = None,
 ) -> ASGIApp:
-    """``app`` with ``/metrics`` and ``/status`` when telemetry is on; ``app`` itself when off."""
+    """``app`` with ``/metrics`` and ``/status`` when telemetry is on; ``app`` itself when off.
+
+    Raises:
+        UsageError: ``mcp_path`` (the MCP endpoint's ``--path``) is one of theirs: every
+            client request would get the metrics or the page instead of an answer.
+    """
     telemetry = active()
     if telemetry is None:
         return app
+    if mcp_path is not None and mcp_path.rstrip("/") in (METRICS_PATH, STATUS_PATH):
+        raise UsageError(
+            f"--path {mcp_path!r} is where the gateway serves its "
+            f"{'metrics' if mcp_path.rstrip('/') == METRICS_PATH else 'status page'} "
+            "while telemetry is on; choose another path for the MCP endpoint (e.g. /mcp)"
+        )
     tokens = [t for t in (auth_token, telemetry.metrics_token) if t]
     return ObservabilityRoutes(
         app,
