@@ -394,7 +394,7 @@ def test_the_script_tool_description_stays_small() -> None:
         return ToolResult.text("")
 
     definition = ToolDefinition(SCRIPT_TOOL_NAME, SCRIPT_DESCRIPTION, SCRIPT_PARAMETERS, nothing)
-    assert definition_tokens(definition) < 200
+    assert definition_tokens(definition) < 150
 
 
 async def test_a_script_never_sees_a_secret_so_cannot_reshape_it(workspace: Workspace) -> None:

@@ -125,8 +125,10 @@ async def test_a_tool_without_a_result_schema_shows_the_shape_its_results_had(
         assert "fixture_echo(message: str) -> str (observed)" in later
 
 
-def test_the_script_description_says_how_to_get_signatures_in_the_fewest_tokens() -> None:
+def test_the_script_description_says_a_script_finds_its_tools_and_their_signatures() -> None:
     from pi_mcp_adapter.surface._script import SCRIPT_DESCRIPTION
 
-    assert "['signature'] gives name(params) -> result" in SCRIPT_DESCRIPTION
-    assert "fewest tokens is one script that searches, calls and returns" in SCRIPT_DESCRIPTION
+    assert "search('words') -> [{name, signature: 'name(params) -> result'}]" in (
+        SCRIPT_DESCRIPTION
+    )
+    assert "a wrong argument or key with the right shape" in SCRIPT_DESCRIPTION

@@ -178,14 +178,35 @@ def _py_type(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> 
         items = schema.get("items")
         inner = _py_type(items, root, depth + 1) if isinstance(items, Mapping) else "Any"
         return f"list[{inner}]"
-    if kind == "object":
+    if kind == "object" or (kind is None and isinstance(schema.get("properties"), Mapping)):
+        properties = schema.get("properties")
+        if isinstance(properties, Mapping) and properties:
+            return _object_fields(schema, properties, root, depth)
         extra = schema.get("additionalProperties")
-        if isinstance(extra, Mapping) and not schema.get("properties"):
+        if isinstance(extra, Mapping):
             return f"dict[str, {_py_type(extra, root, depth + 1)}]"
         return "dict[str, Any]"
     if isinstance(kind, str):
         return _PY_TYPES.get(kind, "Any")
     return "Any"
+
+
+def _object_fields(
+    schema: Mapping[str, Any], properties: Mapping[str, Any], root: Mapping[str, Any], depth: int
+) -> str:
+    """A parameter object's keys as ``{name: str, note?: str}``, marked like the top level:
+    without its keys (``memory``'s ``entities: list[{name, entityType, observations}]``) a
+    model cannot build the argument right the first time."""
+    required = schema.get("required")
+    required_names = {r for r in required or () if isinstance(r, str)}
+    shown = [
+        f"{key}{'' if key in required_names else '?'}: "
+        f"{_py_type(value if isinstance(value, Mapping) else {}, root, depth + 1)}"
+        for key, value in list(properties.items())[:_MAX_SHAPE_KEYS]
+    ]
+    if len(properties) > _MAX_SHAPE_KEYS:
+        shown.append("...")
+    return "{" + ", ".join(shown) + "}"
 
 
 def one_line(text: str, limit: int) -> str:
@@ -206,7 +227,7 @@ def value_shape(value: Any, depth: int = 0) -> str:
     if depth >= _MAX_TYPE_DEPTH:
         return "dict" if isinstance(value, Mapping) else "list"
     if isinstance(value, Mapping):
-        if not all(_FIELD_NAME.fullmatch(str(k)) for k in value):
+        if not all(is_field_name(str(k)) for k in value):
             kinds = list(
                 dict.fromkeys(value_shape(v, depth + 1) for v in list(value.values())[:20])
             )
@@ -224,6 +245,15 @@ def value_shape(value: Any, depth: int = 0) -> str:
 
 _FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,39}")
 """A key that reads as a field name; any other key in an object makes it a map of data."""
+_ID_LIKE = re.compile(r"\d{4}|^(?=.*\d)[0-9A-Fa-f-]{7,}$")
+"""Identifier-shaped keys that are still data: a run of four digits (years, phone numbers,
+``user12345``) or hexadecimal with a digit (commit hashes, UUIDs: ``a1b2c3d``)."""
+
+
+def is_field_name(key: str) -> bool:
+    """Whether an object key reads as a field a server defines rather than a value from the
+    data: a short identifier that is not a number, a date, a hash, a path or an address."""
+    return _FIELD_NAME.fullmatch(key) is not None and _ID_LIKE.search(key) is None
 
 
 def observed_result_shape(content: Sequence[Any], structured: Any) -> str | None:

@@ -71,23 +71,21 @@ __all__ = [
 
 SCRIPT_TOOL_NAME = "mcp_script"
 
-# Paid for on every turn, like the proxy's description: what a model needs to write a correct
-# script the first time, and no more. The test suite holds it under 200 o200k tokens.
+# Paid for on every request of every conversation, like the proxy's description, so every
+# token here is read many times: what a model needs to write a correct script the first time
+# (how to find tools and their signatures, what a call returns, that a wrong guess fails with
+# the right shape), and no more. The test suite holds the definition under 150 o200k tokens.
 SCRIPT_DESCRIPTION = (
-    "Run a Python script that calls MCP tools and returns only its result: chain, loop and "
-    "filter many calls in one turn. In the script: r = await call(tool, {args}) returns the "
-    "tool's text as mcp shows it, parsed when it is JSON (raises on failure); "
-    "(await search('words'))[i]['signature'] gives name(params) -> result, enough to call a "
-    "tool found in the same script: fewest tokens is one script that searches, calls and "
-    "returns only the answer; await describe(tool) adds parameter notes and the result "
-    "shape; print() reports progress; the last "
-    "expression is the result. Sandboxed Python subset: json, re, math, datetime, asyncio "
-    "(gather); no files, network, env or other imports."
+    "Run Python that calls MCP tools, in one turn: only its prints and last expression come "
+    "back. await search('words') -> [{name, signature: 'name(params) -> result'}]; "
+    "await call(name, {args}) -> result as mcp shows it, JSON parsed; failures raise, a wrong "
+    "argument or key with the right shape; await describe(name) for notes. Python subset: "
+    "json, re, math, datetime, asyncio.gather; no files, network or imports."
 )
 
 SCRIPT_PARAMETERS: Mapping[str, Any] = {
     "type": "object",
-    "properties": {"code": {"type": "string", "description": "Python source"}},
+    "properties": {"code": {"type": "string"}},
     "required": ["code"],
 }
 
