@@ -74,7 +74,7 @@ _BATCH_FROM = 32
 # word's, and queries rarely hold such words.
 _REMEMBERED_WORD_CHARS = 32
 # Format of the sidecar file; bump when its layout changes.
-_VECTOR_FILE_VERSION = "1"
+_VECTOR_FILE_VERSION = "2"
 
 
 VECTOR_CACHE_NAME = "mcp-search-vectors.npz"
@@ -364,11 +364,14 @@ def embedding_text(tool: ToolInfo) -> str:
     return " ".join(part for part in (f"{name}. {name}.", first, *tool.keywords) if part)
 
 
-def _definition_key(model_id: str, text: str) -> str:
+def _definition_key(model_id: str, tool: ToolInfo) -> str:
+    """A hash of what :func:`embedding_text` reads of ``tool``, and of the model: hashing the
+    fields as they are costs a tenth of making the text (which splits words), and a warm
+    start of a large catalog computes one key per tool."""
     digest = hashlib.blake2b(digest_size=16)
-    digest.update(model_id.encode())
-    digest.update(b"\0")
-    digest.update(text.encode("utf-8", "surrogatepass"))
+    for part in (model_id, tool.original_name, tool.description, *tool.keywords):
+        digest.update(part.encode("utf-8", "surrogatepass"))
+        digest.update(b"\0")
     return digest.hexdigest()
 
 
@@ -397,26 +400,30 @@ class ToolVectors:
 
         self._embedder = embedder
         model_id = embedder.model_id
-        texts = [embedding_text(t) for t in tools]
-        keys = [_definition_key(model_id, text) for text in texts]
-        cached: dict[str, FloatMatrix] = {}
+        keys = [_definition_key(model_id, t) for t in tools]
+        cached_rows: dict[str, int] = {}
+        cached_vectors: FloatMatrix | None = None
         word_ids: dict[str, tuple[int, ...]] | None = None
         if cache_path is not None:
-            cached, word_ids = _read_vectors(cache_path, model_id)
+            cached_rows, cached_vectors, word_ids = _read_vectors(cache_path, model_id)
         remembers = isinstance(embedder, _LazyWordLlama)
         if isinstance(embedder, _LazyWordLlama) and word_ids is not None:
             embedder.remember_words(word_ids)
-        missing = [i for i, key in enumerate(keys) if key not in cached]
-        dims = next(iter(cached.values())).shape[0] if cached else None
-        fresh = embedder.embed([texts[i] for i in missing]) if missing else None
-        if dims is None:
-            dims = fresh.shape[1] if fresh is not None else 1
+        source = [cached_rows.get(key, -1) for key in keys]
+        missing = [i for i, row in enumerate(source) if row < 0]
+        # Only the tools not in the file are read as text: making every tool's text is most
+        # of a warm start's cost at 100,000 tools.
+        fresh = embedder.embed([embedding_text(tools[i]) for i in missing]) if missing else None
+        dims = (
+            cached_vectors.shape[1]
+            if cached_vectors is not None
+            else (fresh.shape[1] if fresh is not None else 1)
+        )
         # Room for the tools relistings add (see append): growing means copying every row.
         matrix = np.zeros((len(tools) + len(tools) // 8 + 64, dims), dtype=np.float32)
-        for i, key in enumerate(keys):
-            vector = cached.get(key)
-            if vector is not None:
-                matrix[i] = vector
+        if cached_vectors is not None and len(missing) < len(tools):
+            found = np.fromiter((i for i, row in enumerate(source) if row >= 0), dtype=np.int64)
+            matrix[found] = cached_vectors[[source[i] for i in found.tolist()]]
         if fresh is not None:
             matrix[missing] = fresh
         self._matrix: FloatMatrix = matrix
@@ -430,8 +437,9 @@ class ToolVectors:
         # The file keeps the token ids of every word of the catalog's tools (written with the
         # vectors, so they cover exactly its tools): queries in those words need no tokenizer.
         # A file without them gets them once.
-        rewrite = missing or len(cached) != len(set(keys)) or (remembers and word_ids is None)
+        rewrite = missing or len(cached_rows) != len(set(keys)) or (remembers and word_ids is None)
         if cache_path is not None and rewrite:
+            texts = [embedding_text(t) for t in tools]
             words = embedder.word_ids(texts) if isinstance(embedder, _LazyWordLlama) else {}
             _write_vectors(cache_path, model_id, keys, matrix, words)
 
@@ -543,27 +551,29 @@ class EmbeddedTexts:
 
 def _read_vectors(
     path: Path, model_id: str
-) -> tuple[dict[str, FloatMatrix], dict[str, tuple[int, ...]] | None]:
-    """The vectors by definition key, and the word memory (None when the file has none)."""
+) -> tuple[dict[str, int], FloatMatrix | None, dict[str, tuple[int, ...]] | None]:
+    """Each definition key's row, the vectors (one float32 matrix), and the word memory (None
+    when the file has none); nothing for a missing, damaged or foreign file."""
     import numpy as np
 
+    nothing: tuple[dict[str, int], None, None] = ({}, None, None)
     try:
         with np.load(path, allow_pickle=False) as data:
             if str(data["version"]) != _VECTOR_FILE_VERSION or str(data["model"]) != model_id:
-                return {}, None
+                return nothing
             keys = data["keys"]
             vectors = data["vectors"]
             words = None
             if "words" in data.files:
                 words = (data["words"], data["word_ids"], data["word_lengths"])
     except FileNotFoundError:
-        return {}, None
+        return nothing
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
         # A damaged or foreign file only costs embedding the catalog again.
         logger.info("ignoring the search vector cache %s: %s", path, exc)
-        return {}, None
+        return nothing
     if vectors.ndim != 2 or len(keys) != vectors.shape[0]:
-        return {}, None
+        return nothing
     word_ids = None
     if words is not None:
         names, ids, lengths = words
@@ -575,7 +585,7 @@ def _read_vectors(
                 str(w): tuple(flat[b:e])
                 for w, b, e in zip(names.tolist(), starts, ends, strict=True)
             }
-    return {str(k): vectors[i] for i, k in enumerate(keys)}, word_ids
+    return {k: i for i, k in enumerate(keys.tolist())}, vectors, word_ids
 
 
 # The similarity given to a removed tool's row: below any cosine similarity.
