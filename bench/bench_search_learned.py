@@ -40,7 +40,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranking", default="default")
     args = parser.parse_args()
-    print(f"{'set':<26}{'scored requests':<38}{'metric':<22}{'cold':>8}{'history':>9}")
+    print(f"{'set':<26}{'scored requests':<52}{'metric':<22}{'cold':>8}{'history':>9}")
     for name, path in SETS.items():
         if not path.exists():
             print(f"{name:<26}(not found: {path})")
@@ -54,21 +54,23 @@ def main() -> None:
             cold = evaluate(queries, ranking=args.ranking)
             warm = evaluate(queries, ranking=args.ranking, learned=learned)
             single = sum(1 for q in queries.queries if q.match == "any")
+            steps = sum(1 for q in queries.queries if q.match == "all")
             rows = (
                 ("single-tool hit@5", cold.overall.hit_at_5, warm.overall.hit_at_5),
                 ("single-tool hit@1", cold.overall.hit_at_1, warm.overall.hit_at_1),
                 ("gold sets in top 5", cold.overall.sets_at_5, warm.overall.sets_at_5),
             )
-            label = f"{half} ({single} single-tool)"
+            label = f"{half} ({single} single-tool, {steps} multi-step)"
             for metric, before, after in rows:
                 if before is None or after is None:
                     continue
-                print(f"{name:<26}{label:<38}{metric:<22}{before:>8.3f}{after:>9.3f}")
+                print(f"{name:<26}{label:<52}{metric:<22}{before:>8.3f}{after:>9.3f}")
                 if metric == "single-tool hit@1":
                     continue  # printed; the summary keeps the headline rows
                 record(
                     "learned search",
-                    f"{metric}, {name}, {half}: {single} single-tool ({cold.ranking})",
+                    f"{metric}, {name}, {half}: {single} single-tool and {steps} multi-step "
+                    f"requests ({cold.ranking})",
                     after,
                     before,
                     unit="share",
