@@ -209,7 +209,16 @@ def test_a_process_killed_inside_a_coalesced_write_leaves_the_last_complete_file
     assert path.read_bytes() == after_first_write
     keeper.store("keeper", keeper_entry, ServerMetadata(tools=({"name": "still_kept"},)))
     keeper.flush()
-    assert sorted(read_cache(path)) == ["keeper", "victim-0"]
+    # The stores coalesced into the frozen write were committed to mcp-cache.db before its
+    # export froze (those still pending died with the process): the next export carries the
+    # committed ones, each whole.
+    servers = read_cache(path)
+    assert {"keeper", "victim-0"} <= set(servers)
+    assert set(servers) <= {"keeper", *(f"victim-{i}" for i in range(30))}
+    for name in set(servers) - {"keeper"}:
+        metadata = keeper.get(name, ServerEntry(command="worker", args=(name,)))
+        assert metadata is not None
+        assert len(metadata.tools) == 20
     assert not list(tmp_path.glob("*.tmp"))
     assert keeper.warnings == ()
 

@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import copy
 import hashlib
 import json
 import math
@@ -83,6 +82,14 @@ from pi_mcp_adapter._secrets import redact
 from pi_mcp_adapter.config import ServerEntry
 
 from ._metadata import JsonObject, ServerMetadata
+from ._store import (
+    BUSY_TIMEOUT_S,
+    CatalogStore,
+    StoreLockedError,
+    StoreUnreadableError,
+    SummaryRow,
+    summary_of,
+)
 
 __all__ = [
     "CACHE_FILE_NAME",
@@ -111,6 +118,17 @@ servers becomes a handful of writes, and a lone store is still on disk at once."
 WRITE_COST_FACTOR = 4.0
 """The interval is at least this many times the last write's duration, so that rewriting a
 large file takes at most a fifth of the time while servers keep arriving."""
+
+MIN_EXPORT_INTERVAL_S = 1.0
+"""A large ``mcp-cache.json`` is exported at most this often (and at most every four export
+durations): relistings in a row become one export."""
+SYNC_EXPORT_BYTES = 8 * 1024 * 1024
+"""A file up to this size is exported right after the write that changed the store (tens of
+milliseconds); a larger one is exported by a background thread, coalesced."""
+JSON_EXPORT_LIMIT_BYTES = 32 * 1024 * 1024
+"""Above this, ``mcp-cache.json`` is no longer written (the store has everything): about
+45,000 typical tools. The TypeScript adapter parses the whole file at every start, and a file
+this size already costs it seconds; it lists servers itself for what it lacks."""
 
 _COMPARED_TOOL_FIELDS = ("title", "description", "inputSchema", "outputSchema", "annotations")
 
@@ -525,8 +543,21 @@ def _metadata_from_entry(raw: Mapping[str, Any]) -> ServerMetadata:
 
 
 _T = TypeVar("_T")
-_Update = Callable[[dict[str, Any]], _T]
-"""A change to the ``servers`` map, applied to the snapshot and replayed onto the file."""
+
+
+class _Absent:
+    """No entry for a server (distinct from an entry whose JSON is ``null``)."""
+
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+_ABSENT = _Absent()
+_Update = Callable[[Any], tuple[Any, _T]]
+"""A change to one server's entry: given the entry (or ``_ABSENT``), the new entry (``_ABSENT``
+drops it; the same object leaves it alone) and the caller's answer. Applied to this process's
+view at once and replayed onto the store's row when written, so another process's newer row is
+the base."""
 
 _CACHES_WITH_PENDING_WRITES: weakref.WeakSet[MetadataCache] = weakref.WeakSet()
 _ALL_CACHES: weakref.WeakSet[MetadataCache] = weakref.WeakSet()
@@ -541,13 +572,17 @@ def _flush_at_exit() -> None:
 
 def _reset_after_fork() -> None:
     # A forked child has no write thread, yet may have copied a lock that one held (and
-    # filelock refuses a lock object made by another process): it starts with fresh locks,
-    # and writes what is pending when it next writes or exits.
+    # filelock refuses a lock object made by another process), and must not use its parent's
+    # database connections: it starts with fresh ones, and writes what is pending when it
+    # next writes or exits.
     for cache in list(_ALL_CACHES):
         cache._file_lock = None
         cache._state_lock = threading.RLock()
         cache._write_lock = threading.Lock()
         cache._write_timer = None
+        cache._export_timer = None
+        if cache._store is not None:
+            cache._store.reset_after_fork()
 
 
 if hasattr(os, "register_at_fork"):
@@ -572,12 +607,37 @@ class _Unreadable(Exception):
     """The cache file exists but is not a version-1 cache."""
 
 
-class MetadataCache:
-    """The metadata cache file, shared safely between processes.
+def _entry_text(raw: Any) -> str:
+    # A tool description or error may quote a secret value; the store and the file are read
+    # by anyone who debugs with them, so they hold references instead (hashes are not values).
+    return redact(json.dumps(raw, ensure_ascii=False, separators=(",", ":")))
 
-    Reads work on a snapshot taken by :meth:`load` (called implicitly on first use); every
-    write re-reads the file under the lock, so entries other processes stored meanwhile are
-    kept, and refreshes the snapshot. ``clock`` returns seconds since the epoch; ``environ``
+
+def _is_newer(incoming: Any, kept: Any) -> bool:
+    """Whether an entry found in ``mcp-cache.json`` should replace the store's: it is an
+    object and the store's is not, or it was listed later (``cachedAt``)."""
+    if not isinstance(kept, Mapping):
+        return isinstance(incoming, Mapping)
+    if not isinstance(incoming, Mapping):
+        return False
+    incoming_at, kept_at = _as_number(incoming.get("cachedAt")), _as_number(kept.get("cachedAt"))
+    if kept_at is None:
+        return incoming_at is not None
+    return incoming_at is not None and incoming_at > kept_at
+
+
+def store_path_for(path: Path) -> Path:
+    """The database beside the JSON file: ``mcp-cache.json`` -> ``mcp-cache.db``."""
+    return path.with_suffix(".db") if path.suffix == ".json" else path.with_name(path.name + ".db")
+
+
+class MetadataCache:
+    """The metadata cache: the store ``mcp-cache.db`` and its export ``mcp-cache.json``,
+    shared safely between processes.
+
+    Reads work on a view taken by :meth:`load` (called implicitly on first use): each server's
+    name and summary, with entries parsed when first asked for; every write catches up with
+    what other processes stored since. ``clock`` returns seconds since the epoch; ``environ``
     resolves ``bearerTokenEnv`` for :func:`config_hash` (default ``os.environ``).
     """
 
@@ -591,6 +651,7 @@ class MetadataCache:
         client_capabilities: Collection[str] | None = None,
     ) -> None:
         self.path = Path(path)
+        self.store_path = store_path_for(self.path)
         self._environ = environ
         self._capabilities = (
             None if client_capabilities is None else tuple(sorted(set(client_capabilities)))
@@ -601,21 +662,28 @@ class MetadataCache:
         self._max_age_ms = max_age_s * 1000
         self._file_lock: filelock.FileLock | None = None
         self._state_lock = threading.RLock()
-        """Guards the snapshot and the pending stores; never held while waiting for the file."""
+        """Guards the view and the pending stores; never held while waiting for the store."""
         self._write_lock = threading.Lock()
-        """One write to the file at a time from this process (taken before the file lock)."""
-        self._servers: dict[str, Any] = {}
+        """One write at a time from this process (taken before the file lock)."""
+        self._store: CatalogStore | None = None
+        self._summaries: dict[str, str] = {}
+        """Every server in the view, in the order first stored, with its summary's JSON text."""
+        self._entries: dict[str, Any] = {}
+        """Entries parsed so far (or stored by this process): the rest stay in the store."""
+        self._unsettled: set[str] = set()
+        """Servers this process added to the view that the store did not place yet."""
+        self._seen_gen = -1
+        self._seen_removals = 0
         self._loaded = False
         self._warnings: list[str] = []
-        self._pending: list[_Update[Any]] = []
-        """Changes made to the snapshot and not yet written, oldest first."""
+        self._pending: list[tuple[str, _Update[Any]]] = []
+        """Changes made to the view and not yet written, oldest first."""
         self._write_timer: threading.Timer | None = None
-        self._serialised: dict[str, tuple[object, str]] = {}
-        """Per server, the entry last written and its JSON text (redacted): reused while the
-        entry is the same object (stores replace entries, they never edit them)."""
-        self._file_seen: tuple[tuple[int, int, int], dict[str, Any]] | None = None
-        """The file's identity (inode, size, mtime) when this process last wrote or read it,
-        with its ``servers`` then: a write reuses them instead of parsing the file again."""
+        self._export_timer: threading.Timer | None = None
+        self._export_due = False
+        self._last_export_bytes = 0
+        self._last_export_s = 0.0
+        self._export_over_limit_warned = False
         self._last_write_end = -math.inf
         self._write_interval_s = MIN_WRITE_INTERVAL_S
         _ALL_CACHES.add(self)
@@ -629,75 +697,80 @@ class MetadataCache:
 
     @property
     def servers(self) -> tuple[str, ...]:
-        """Servers with an entry in the snapshot, valid or not."""
+        """Servers with an entry in the view, valid or not."""
         self._ensure_loaded()
-        return tuple(self._servers)
+        return tuple(self._summaries)
+
+    def tool_counts(self) -> dict[str, int]:
+        """Each stored server's number of tools, read from the store's summary column without
+        parsing any entry (what ``status`` needs of servers it does not show in detail)."""
+        self._ensure_loaded()
+        counts: dict[str, int] = {}
+        if self._store is not None:
+            with contextlib.suppress(StoreLockedError, StoreUnreadableError, OSError):
+                counts = self._store.tool_counts()
+        for name, raw in self._entries.items():
+            tools = raw.get("tools") if isinstance(raw, Mapping) else None
+            counts[name] = len(tools) if isinstance(tools, list) else 0
+        return {name: counts.get(name, 0) for name in self._summaries}
 
     def load(self) -> LoadResult:
-        """(Re)read the file into the snapshot (after writing the stores still pending).
+        """(Re)read the view from the store (after writing the stores still pending), first
+        importing ``mcp-cache.json`` when another program wrote it since (the TypeScript
+        adapter, or a first run after it).
 
-        Returns ``"no-cache"`` when there is no file (the first run: connect every server
-        once), ``"set-aside"`` when an unreadable file was moved away (the cache starts empty),
-        else ``"loaded"``.
+        Returns ``"no-cache"`` when there is neither store nor file (the first run: connect
+        every server once), ``"set-aside"`` when an unreadable file was moved away, else
+        ``"loaded"``.
         """
-        self.flush()  # what this process stored must not vanish from the snapshot
+        self.flush()  # what this process stored must not vanish from the view
         with self._write_lock:
-            known = self._servers
             result: LoadResult = "loaded"
-            try:
-                servers = self._read()
-            except (FileNotFoundError, NotADirectoryError):  # no file there (yet)
-                if known:
-                    # Another process may be rebuilding the file (set aside, not yet
-                    # rewritten): look again under the lock before forgetting what this
-                    # process knew.
-                    servers, result = self._load_locked(known)
-                else:
-                    servers, result = {}, "no-cache"
-            except _Unreadable:
-                servers, result = self._load_locked(known)
-            except OSError as exc:
-                self._warn(f"cannot read {self.path}: {exc.strerror or exc}; using no cache")
-                servers = {}
+            rows: list[SummaryRow]
+            if self._store is None and not self.store_path.exists() and not self._json_exists():
+                result = "no-cache"
+                gen, removals, rows = -1, 0, []
+            else:
+                store = self._open_store()
+                if self._import_if_newer(store) == "set-aside":
+                    result = "set-aside"
+                try:
+                    gen, removals, rows = store.summaries()
+                except (StoreLockedError, StoreUnreadableError, OSError) as exc:
+                    self._warn(f"cannot read {self.store_path.name}: {exc}; using no cache")
+                    gen, removals, rows = -1, 0, []
+                if not rows and not self._json_exists() and result == "loaded":
+                    result = "no-cache"
+            summaries = {row.name: row.summary for row in rows}
+            entries: dict[str, Any] = {}
             shared = shared_state.active()
-            if shared is not None and (entries := shared.table(_SHARED_TABLE)) is not None:
+            if shared is not None and (records := shared.table(_SHARED_TABLE)) is not None:
                 # What any replica listed: a replica that joins starts warm.
-                servers = {**servers, **entries}
-                if result == "no-cache" and entries:
+                for name, raw in records.items():
+                    entries[name] = raw
+                    summaries[name] = summary_of(raw)[0]
+                if result == "no-cache" and records:
                     result = "loaded"
             with self._state_lock:
-                for update in self._pending:  # stored by another thread meanwhile
-                    update(servers)
-                self._servers = servers
+                self._summaries, self._entries = summaries, entries
+                self._seen_gen, self._seen_removals = gen, removals
+                for server, update in self._pending:  # stored by another thread meanwhile
+                    self._set_view(server, update(self._view_entry(server))[0])
                 self._loaded = True
             return result
-
-    def _load_locked(self, known: dict[str, Any]) -> tuple[dict[str, Any], LoadResult]:
-        """Read the file again under the lock; set it aside if it is still unreadable, and then
-        rebuild it from ``known``, the entries this process read before. Call with the write
-        lock held."""
-        try:
-            with self._lock:
-                servers, set_aside = self._read_or_set_aside()
-                missing = not set_aside and not self.path.exists()
-                if set_aside and known:
-                    with self._state_lock:
-                        servers = self._restored(known)
-                    self._write_restored(servers)
-        except TimeoutError:  # filelock.Timeout
-            self._warn(f"{self.path} is unreadable and stays locked; using no cache")
-            return {}, "set-aside"
-        except OSError as exc:
-            self._warn(f"cannot read {self.path}: {exc.strerror or exc}; using no cache")
-            return {}, "loaded"
-        if set_aside:
-            return servers, "set-aside"
-        return servers, "no-cache" if missing else "loaded"
 
     def entry_state(self, server: str, entry: ServerEntry) -> EntryState:
         """Whether ``server``'s entry can be used for ``entry`` as configured now."""
         self._ensure_loaded()
-        raw = self._servers.get(server)
+        with self._state_lock:
+            if server in self._entries:
+                raw = self._entries[server]
+            else:
+                text = self._summaries.get(server)
+                raw = None if text is None else json.loads(text)
+        return self._state_of(raw, entry)
+
+    def _state_of(self, raw: Any, entry: ServerEntry) -> EntryState:
         if not isinstance(raw, Mapping):
             return "missing"
         if raw.get("configHash") != config_hash(entry, environ=self._environ):
@@ -721,12 +794,18 @@ class MetadataCache:
         """``server``'s cached metadata, only if its entry is valid for ``entry``."""
         if self.entry_state(server, entry) != "valid":
             return None
-        return _metadata_from_entry(self._servers[server])
+        with self._state_lock:
+            raw = self._view_entry(server)
+        # Parsed now, perhaps newer than the summary the state was read from: checked again.
+        if self._state_of(raw, entry) != "valid":
+            return None
+        return _metadata_from_entry(raw)
 
     def definition_changes(self, server: str) -> DefinitionChanges:
         """Unacknowledged tool-definition changes recorded for ``server`` (empty if none)."""
         self._ensure_loaded()
-        raw = self._servers.get(server)
+        with self._state_lock:
+            raw = self._view_entry(server)
         if not isinstance(raw, Mapping):
             return DefinitionChanges()
         return DefinitionChanges.from_json(raw.get("definitionChanges"))
@@ -767,8 +846,7 @@ class MetadataCache:
                 f"metadata of server {server!r} cannot be cached as JSON: {exc}"
             ) from exc
 
-        def update(servers: dict[str, Any]) -> DefinitionChanges:
-            previous = servers.get(server)
+        def update(previous: Any) -> tuple[Any, DefinitionChanges]:
             pending = DefinitionChanges()
             changes = DefinitionChanges()
             if isinstance(previous, Mapping):
@@ -778,30 +856,30 @@ class MetadataCache:
                     # A listing under other client capabilities may differ by design.
                     changes = _diff_tools(previous.get("tools"), fresh["tools"], now_ms=now_ms)
             record = pending.merged_with(changes) if changes else pending
-            # A new dict each time: the update is applied to the snapshot now and replayed
-            # onto the file's entries when it is written.
+            # A new dict each time: the update is applied to the view now and replayed
+            # onto the store's row when it is written.
             stored = dict(fresh)
             if record:
                 stored["definitionChanges"] = record.to_json()
             same_config = (
                 isinstance(previous, Mapping) and previous.get("configHash") == fresh["configHash"]
             )
-            observed = _observed_of(previous) if same_config and previous else {}
+            observed = _observed_of(previous) if same_config else {}
             if observed:
                 # Shapes seen in results outlive a relisting; a changed tool is seen anew.
                 kept = {k: v for k, v in observed.items() if k not in changes.names()}
                 if kept:
                     stored[OBSERVED_RESULTS_FIELD] = kept
-            servers[server] = stored
-            return changes
+            return stored, changes
 
-        return self._modify(update, at_once=False)
+        return self._modify(server, update, at_once=False)
 
     def observed_shapes(self, server: str) -> Mapping[str, str]:
         """The result shape each of ``server``'s tools (its own names) returned last, as
         :meth:`record_observed_shape` recorded it; empty when none was recorded."""
         self._ensure_loaded()
-        raw = self._servers.get(server)
+        with self._state_lock:
+            raw = self._view_entry(server)
         return _observed_of(raw) if isinstance(raw, Mapping) else {}
 
     def record_observed_shape(self, server: str, tool: str, shape: str) -> None:
@@ -812,25 +890,23 @@ class MetadataCache:
         if self.observed_shapes(server).get(tool) == shape or len(shape) > _MAX_OBSERVED_CHARS:
             return
 
-        def update(servers: dict[str, Any]) -> None:
-            raw = servers.get(server)
+        def update(raw: Any) -> tuple[Any, None]:
             if not isinstance(raw, dict):
-                return
+                return raw, None
             observed = dict(_observed_of(raw))
             observed[tool] = shape
-            servers[server] = {**raw, OBSERVED_RESULTS_FIELD: observed}
+            return {**raw, OBSERVED_RESULTS_FIELD: observed}, None
 
-        self._modify(update, at_once=False)
+        self._modify(server, update, at_once=False)
 
     def acknowledge_changes(self, server: str, tools: Collection[str] | None = None) -> None:
         """Forget ``server``'s recorded definition changes (the user has seen them): all of
         them, or those of ``tools`` (the server's own tool names)."""
 
-        def update(servers: dict[str, Any]) -> None:
-            raw = servers.get(server)
+        def update(raw: Any) -> tuple[Any, None]:
             if not isinstance(raw, dict):
-                return
-            # Replaced, not edited: the snapshot and the file's entries may share the dict.
+                return raw, None
+            # Replaced, not edited: the view and the written row may share the dict.
             raw = dict(raw)
             if tools is None:
                 raw.pop("definitionChanges", None)
@@ -840,37 +916,42 @@ class MetadataCache:
                     raw["definitionChanges"] = left.to_json()
                 else:
                     raw.pop("definitionChanges", None)
-            servers[server] = raw
+            return raw, None
 
-        self._modify(update, at_once=True)
+        self._modify(server, update, at_once=True)
 
     def remove(self, server: str) -> None:
         """Drop ``server``'s entry (a no-op when there is none)."""
 
-        def update(servers: dict[str, Any]) -> None:
-            servers.pop(server, None)
+        def update(raw: Any) -> tuple[Any, None]:
+            return _ABSENT, None
 
-        self._modify(update, at_once=True)
+        self._modify(server, update, at_once=True)
 
     def flush(self) -> None:
-        """Write the stores still pending (see "Concurrency" above) and wait for the write.
+        """Write the stores still pending to the store (durably) and bring ``mcp-cache.json``
+        up to date, and wait for both (see "Concurrency" above).
 
-        Failures are warnings, as for every write: the snapshot keeps the stores.
+        Failures are warnings, as for every write: the view keeps the stores.
         """
         with self._write_lock:
             with self._state_lock:
                 updates, self._pending = self._pending, []
                 timer, self._write_timer = self._write_timer, None
-            if timer is not None:
-                timer.cancel()
+                export_timer, self._export_timer = self._export_timer, None
+            for pending_timer in (timer, export_timer):
+                if pending_timer is not None:
+                    pending_timer.cancel()
             if updates:
-                self._write_updates(updates)
+                self._write(updates)
+            if self._export_due and self._store is not None:
+                self._export(self._store)
 
     # ------------------------------------------------------------------------ internals
 
     @property
     def _lock(self) -> filelock.FileLock:
-        # Made on first write: reading the cache (every command) needs no lock, nor filelock.
+        # Made on first use: reading the view (every command) needs no lock, nor filelock.
         if self._file_lock is None:
             import filelock
 
@@ -889,6 +970,335 @@ class MetadataCache:
     def _warn(self, message: str) -> None:
         self._warnings.append(f"metadata cache: {message}")
 
+    def _json_exists(self) -> bool:
+        return self._json_identity() is not None
+
+    def _json_identity(self) -> str | None:
+        try:
+            stat = self.path.stat()
+        except OSError:
+            return None
+        return f"{stat.st_ino}:{stat.st_size}:{stat.st_mtime_ns}"
+
+    # ---------------------------------------------------------------- the view
+
+    def _view_entry(self, server: str) -> Any:
+        """``server``'s entry in the view, parsed from the store on first use. Call with the
+        state lock held."""
+        if server in self._entries:
+            return self._entries[server]
+        if server not in self._summaries or self._store is None:
+            return _ABSENT
+        try:
+            text = self._store.entry_text(server)
+            raw = _ABSENT if text is None else json.loads(text)
+        except (StoreLockedError, StoreUnreadableError, OSError, ValueError) as exc:
+            self._warn(f"cannot read {server!r} from {self.store_path.name}: {exc}")
+            return _ABSENT
+        self._entries[server] = raw
+        return raw
+
+    def _set_view(self, server: str, raw: Any) -> None:
+        if raw is _ABSENT:
+            self._entries.pop(server, None)
+            self._summaries.pop(server, None)
+        else:
+            if server not in self._summaries:
+                self._unsettled.add(server)
+            self._entries[server] = raw
+            self._summaries[server] = summary_of(raw)[0]
+
+    def _catch_up(self, store: CatalogStore, own: Mapping[str, Any], own_gen: int) -> None:
+        """Take what other processes stored since the view was read (the rows newer than the
+        generation seen: a handful, not the catalog). Call with the state lock held."""
+        gen, removals, rows = store.summaries(since_gen=self._seen_gen)
+        waiting = {server for server, _update in self._pending}
+        if removals != self._seen_removals:
+            # Something was deleted: only the full list of names tells what.
+            _gen, removals, every = store.summaries()
+            present = {row.name for row in every}
+            for name in [n for n in self._summaries if n not in present and n not in waiting]:
+                self._summaries.pop(name, None)
+                self._entries.pop(name, None)
+        for row in rows:
+            if row.name in self._unsettled:
+                # First stored by this process: its place is the store's (first-stored order).
+                self._unsettled.discard(row.name)
+                summary = self._summaries.pop(row.name, row.summary)
+                self._summaries[row.name] = summary
+            if row.name in waiting or (row.name in own and row.gen == own_gen):
+                continue
+            self._summaries[row.name] = row.summary
+            self._entries.pop(row.name, None)  # parsed again when asked for
+        self._seen_gen, self._seen_removals = gen, removals
+
+    # ---------------------------------------------------------------- the store
+
+    def _open_store(self) -> CatalogStore:
+        """The store, opened (and created) on first use; a private memory store when the file
+        cannot be used, so the cache still works through ``mcp-cache.json``."""
+        if self._store is not None:
+            return self._store
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            # Nothing can be written there: the file's write reports it (one warning).
+            self._store = CatalogStore(None)
+            return self._store
+        store = CatalogStore(self.store_path)
+        try:
+            store.count()  # opens it: a file that is no database says so here
+        except StoreUnreadableError as exc:
+            store.close()
+            self._set_aside_store(str(exc))
+            store = CatalogStore(self.store_path)
+            try:
+                store.count()
+            except (StoreUnreadableError, StoreLockedError, OSError) as again:
+                store = self._memory_store(f"{again}")
+        except (StoreLockedError, OSError) as exc:
+            store = self._memory_store(str(exc))
+        self._store = store
+        return store
+
+    def _memory_store(self, reason: str) -> CatalogStore:
+        self._warn(
+            f"cannot use {self.store_path.name} ({reason}); keeping entries in memory and "
+            f"in {self.path.name}"
+        )
+        return CatalogStore(None)
+
+    def _set_aside_store(self, reason: str) -> None:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self._clock()))
+        target = self.store_path.with_name(f"{self.store_path.name}.corrupt-{stamp}")
+        suffix = 1
+        while target.exists():
+            target = self.store_path.with_name(f"{self.store_path.name}.corrupt-{stamp}-{suffix}")
+            suffix += 1
+        try:
+            os.replace(self.store_path, target)
+            for journal in ("-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.replace(f"{self.store_path}{journal}", f"{target}{journal}")
+        except OSError as exc:
+            self._warn(f"{self.store_path} is unreadable ({reason}) and could not be moved: {exc}")
+            return
+        self._warn(
+            f"{self.store_path} was unreadable ({reason}); moved to {target.name}, "
+            f"rebuilding from {self.path.name}"
+        )
+
+    def _modify(self, server: str, update: _Update[_T], *, at_once: bool) -> _T:
+        """Apply ``update`` to the view now and write it to the store: ``at_once``, or with
+        the stores around it (see "Concurrency" above)."""
+        self._ensure_loaded()
+        with self._state_lock:
+            previous = self._view_entry(server)
+            new, result = update(previous)
+            self._set_view(server, new)
+            shared = shared_state.active()
+            if shared is not None and new is not previous:
+                # This server's record only, as the store writes this server's row only.
+                if new is _ABSENT:
+                    shared.delete(_SHARED_TABLE, server)
+                else:
+                    shared.put(_SHARED_TABLE, server, new)
+            self._pending.append((server, update))
+            if at_once or self._write_timer is not None:
+                write_now = at_once
+            else:
+                wait_s = self._last_write_end + self._write_interval_s - time.monotonic()
+                # An event loop's thread never writes: a commit waits for the disk, and would
+                # hold up every request it serves; a background thread writes even after a
+                # quiet spell.
+                write_now = wait_s <= 0 and not _on_event_loop()
+                if not write_now:
+                    self._write_timer = threading.Timer(max(0.0, wait_s), self.flush)
+                    self._write_timer.daemon = True
+                    self._write_timer.start()
+                    _CACHES_WITH_PENDING_WRITES.add(self)
+        if write_now:
+            self.flush()
+        return result
+
+    def _write(self, updates: list[tuple[str, _Update[Any]]]) -> None:
+        """Replay ``updates`` onto the store's rows in one transaction, catch the view up and
+        export the file (or schedule it). Call with the write lock held."""
+        started = time.monotonic()
+        try:
+            store = self._open_store()
+            try:
+                written, gen = self._commit(store, updates)
+            except StoreUnreadableError as exc:
+                # Damaged while open: set aside, rebuilt from the file, and written again.
+                store.close()
+                self._store = None
+                self._set_aside_store(str(exc))
+                store = self._open_store()
+                self._import_if_newer(store)
+                written, gen = self._commit(store, updates)
+            with self._state_lock:
+                waiting = {server for server, _update in self._pending}
+                for server, raw in written.items():
+                    if server not in waiting:
+                        self._set_view(server, raw)
+                self._catch_up(store, written, gen)
+        except StoreLockedError:
+            self._warn(f"{self.store_path} stayed locked for {BUSY_TIMEOUT_S:.0f} s; not saved")
+            return
+        except (StoreUnreadableError, OSError) as exc:
+            self._warn(f"cannot write {self.store_path}: {exc}; not saved")
+            return
+        except ValueError as exc:  # text JSON cannot carry as UTF-8 (a lone surrogate)
+            self._warn(f"cannot write {self.store_path}: {exc}; not saved")
+            return
+        finally:
+            self._last_write_end = time.monotonic()
+            self._write_interval_s = max(
+                MIN_WRITE_INTERVAL_S, WRITE_COST_FACTOR * (self._last_write_end - started)
+            )
+        self._export_due = True
+        if self._last_export_bytes <= SYNC_EXPORT_BYTES:
+            self._export(store)
+        else:
+            self._schedule_export()
+
+    def _commit(
+        self, store: CatalogStore, updates: list[tuple[str, _Update[Any]]]
+    ) -> tuple[dict[str, Any], int]:
+        """Each updated server's new entry as committed, and the commit's generation."""
+        with store.transaction() as txn:
+            before: dict[str, Any] = {}
+            written: dict[str, Any] = {}
+            for server, update in updates:
+                if server not in written:
+                    text = txn.entry_text(server)
+                    before[server] = written[server] = _ABSENT if text is None else _parse(text)
+                written[server] = update(written[server])[0]
+            for server, raw in written.items():
+                if raw is before[server]:
+                    continue  # nothing to change (acknowledging a server with no entry)
+                if raw is _ABSENT:
+                    txn.delete(server)
+                else:
+                    summary, tools = summary_of(raw)
+                    key = redact(json.dumps(server, ensure_ascii=False))
+                    txn.put(server, key, _entry_text(raw), summary, tools)
+            return written, txn.gen
+
+    # ---------------------------------------------------------------- mcp-cache.json
+
+    def _schedule_export(self) -> None:
+        with self._state_lock:
+            if self._export_timer is not None:
+                return
+            delay_s = max(MIN_EXPORT_INTERVAL_S, WRITE_COST_FACTOR * self._last_export_s)
+            self._export_timer = threading.Timer(delay_s, self._export_in_background)
+            self._export_timer.daemon = True
+            self._export_timer.start()
+            _CACHES_WITH_PENDING_WRITES.add(self)
+
+    def _export_in_background(self) -> None:
+        with self._write_lock:
+            with self._state_lock:
+                self._export_timer = None
+            if self._export_due and self._store is not None:
+                self._export(self._store)
+
+    def _import_if_newer(self, store: CatalogStore) -> Literal["imported", "set-aside", "same"]:
+        """Merge ``mcp-cache.json`` into the store when a program other than this cache wrote
+        it since the store last wrote or read it. Call with the write lock held."""
+        try:
+            identity = self._json_identity()
+            if identity is None or store.meta("json_identity") == identity:
+                return "same"
+            with self._lock:
+                return self._import_locked(store)
+        except TimeoutError:  # filelock.Timeout
+            self._warn(f"{self.path} stayed locked for {LOCK_TIMEOUT_S:.0f} s; not imported")
+        except (StoreLockedError, StoreUnreadableError, OSError) as exc:
+            self._warn(f"cannot import {self.path}: {exc}")
+        return "same"
+
+    def _import_locked(self, store: CatalogStore) -> Literal["imported", "set-aside", "same"]:
+        """See :meth:`_import_if_newer`; call with the file lock held."""
+        identity = self._json_identity()
+        if identity is None or store.meta("json_identity") == identity:
+            return "same"
+        try:
+            servers = self._read()
+        except FileNotFoundError:
+            return "same"
+        except _Unreadable as exc:
+            self._set_aside(str(exc))
+            count = store.count()
+            if count:
+                # The store still has every entry: the file is rebuilt from it at once.
+                self._warn(f"restored {count} entries from {self.store_path.name}")
+                self._export_due = True
+                self._export_locked(store)
+            return "set-aside"
+        with store.transaction() as txn:
+            for name, raw in servers.items():
+                text = txn.entry_text(name)
+                if text is not None and not _is_newer(raw, _parse(text)):
+                    continue
+                summary, tools = summary_of(raw)
+                key = redact(json.dumps(name, ensure_ascii=False))
+                txn.put(name, key, _entry_text(raw), summary, tools)
+            txn.set_meta("json_identity", identity)
+            txn.set_meta("json_gen", "")  # the store may hold more: the next export writes it
+        return "imported"
+
+    def _export(self, store: CatalogStore) -> None:
+        """Write ``mcp-cache.json`` from the store under the file lock. Call with the write
+        lock held; failures are warnings."""
+        started = time.monotonic()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._lock:
+                self._export_locked(store)
+        except TimeoutError:  # filelock.Timeout
+            self._warn(f"{self.path} stayed locked for {LOCK_TIMEOUT_S:.0f} s; not saved")
+        except (StoreLockedError, StoreUnreadableError) as exc:
+            self._warn(f"cannot write {self.path}: {exc}; not saved")
+        except OSError as exc:
+            self._warn(f"cannot write {self.path}: {exc.strerror or exc}; not saved")
+        finally:
+            self._export_due = False
+            self._last_export_s = time.monotonic() - started
+
+    def _export_locked(self, store: CatalogStore) -> None:
+        # Another program's file is merged first, so that nothing it added is lost.
+        self._import_locked(store)
+        gen, parts = store.export_parts()
+        identity = self._json_identity()
+        if (
+            identity is not None
+            and store.meta("json_identity") == identity
+            and store.meta("json_gen") == str(gen)
+        ):
+            return  # another process exported this generation already
+        # Comprehensions and C joins only: no per-server Python call (a relisting's cost).
+        body = ",".join([f"{key}:{entry}" for key, entry in parts])
+        size = len(body)
+        self._last_export_bytes = size
+        if size > JSON_EXPORT_LIMIT_BYTES:
+            if not self._export_over_limit_warned:
+                self._export_over_limit_warned = True
+                self._warn(
+                    f"{self.path.name} not written: the catalog takes {size:,} bytes, over the "
+                    f"{JSON_EXPORT_LIMIT_BYTES:,}-byte limit ({self.store_path.name} has it all)"
+                )
+            return
+        data = f'{{"version":{CACHE_VERSION},"servers":{{{body}}}}}'.encode()
+        self._remove_orphaned_temp_files()
+        write_atomically(self.path, data, temp_prefix=self._temp_prefix())
+        identity = self._json_identity()
+        with store.transaction() as txn:
+            txn.set_meta("json_identity", identity or "")
+            txn.set_meta("json_gen", str(gen))
+
     def _read(self) -> dict[str, Any]:
         """The ``servers`` map of the file.
 
@@ -897,7 +1307,6 @@ class MetadataCache:
             _Unreadable: the file is not a version-1 cache.
             OSError: the file cannot be read.
         """
-        identity = self._file_identity()  # before reading: a later change is seen as one
         raw = self.path.read_bytes()
         try:
             data = json.loads(raw)
@@ -911,23 +1320,7 @@ class MetadataCache:
         servers = data.get("servers")
         if not isinstance(servers, dict):
             raise _Unreadable('no "servers" object')
-        self._file_seen = (identity, dict(servers)) if identity is not None else None
         return servers
-
-    def _read_or_set_aside(self) -> tuple[dict[str, Any], bool]:
-        """Like :meth:`_read`, but a missing or unreadable file reads as empty; the flag tells
-        whether an unreadable one was set aside. Call with the file lock held.
-
-        Raises:
-            OSError: the file exists but cannot be read.
-        """
-        try:
-            return self._read(), False
-        except FileNotFoundError:
-            return {}, False
-        except _Unreadable as exc:
-            self._set_aside(str(exc))
-            return {}, True
 
     def _set_aside(self, reason: str) -> None:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self._clock()))
@@ -943,102 +1336,6 @@ class MetadataCache:
             return
         self._warn(f"{self.path} was unreadable ({reason}); moved to {target.name}, rebuilding")
 
-    def _restored(self, known: Mapping[str, Any]) -> dict[str, Any]:
-        """A copy of the entries this process last read or wrote, to rebuild a set-aside file.
-
-        Other processes' entries would otherwise be lost with the unreadable file until each
-        of their servers connects again; every entry is still checked (hash, age) on use.
-        """
-        self._warn(f"restored {len(known)} entries this process knew")
-        return copy.deepcopy(dict(known))
-
-    def _write_restored(self, servers: Mapping[str, Any]) -> None:
-        try:
-            self._remove_orphaned_temp_files()
-            self._write(servers)
-        except OSError as exc:
-            self._warn(f"cannot write {self.path}: {exc.strerror or exc}; not restored")
-
-    def _modify(self, update: _Update[_T], *, at_once: bool) -> _T:
-        """Apply ``update`` to the snapshot now and write it to the file: ``at_once``, or
-        with the stores around it (see "Concurrency" above)."""
-        self._ensure_loaded()
-        with self._state_lock:
-            shared = shared_state.active()
-            before = dict(self._servers) if shared is not None else {}
-            result = update(self._servers)
-            if shared is not None:
-                # Each server's entry, as the file holds it, for every replica.
-                shared.sync(_SHARED_TABLE, before, self._servers)
-            self._pending.append(update)
-            if at_once or self._write_timer is not None:
-                write_now = at_once
-            else:
-                wait_s = self._last_write_end + self._write_interval_s - time.monotonic()
-                # An event loop's thread never writes: a rewrite of a large file would hold up
-                # every request it serves; a background thread writes even after a quiet spell.
-                write_now = wait_s <= 0 and not _on_event_loop()
-                if not write_now:
-                    self._write_timer = threading.Timer(max(0.0, wait_s), self.flush)
-                    self._write_timer.daemon = True
-                    self._write_timer.start()
-                    _CACHES_WITH_PENDING_WRITES.add(self)
-        if write_now:
-            self.flush()
-        return result
-
-    def _write_updates(self, updates: list[_Update[Any]]) -> None:
-        """Replay ``updates`` onto the file under the file lock and write it; then make the
-        result (plus anything stored meanwhile) the snapshot. Call with the write lock held."""
-        started = time.monotonic()
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self._lock:
-                servers, set_aside = self._unchanged_file() or self._read_or_set_aside()
-                if set_aside:
-                    with self._state_lock:
-                        if self._servers:
-                            servers = self._restored(self._servers)
-                for update in updates:
-                    update(servers)
-                self._remove_orphaned_temp_files()
-                self._write(servers)
-        except TimeoutError:  # filelock.Timeout
-            self._warn(f"{self.path} stayed locked for {LOCK_TIMEOUT_S:.0f} s; not saved")
-            return
-        except OSError as exc:
-            self._warn(f"cannot write {self.path}: {exc.strerror or exc}; not saved")
-            return
-        except ValueError as exc:  # text JSON cannot carry as UTF-8 (a lone surrogate)
-            self._warn(f"cannot write {self.path}: {exc}; not saved")
-            return
-        finally:
-            self._last_write_end = time.monotonic()
-            self._write_interval_s = max(
-                MIN_WRITE_INTERVAL_S, WRITE_COST_FACTOR * (self._last_write_end - started)
-            )
-        with self._state_lock:
-            for update in self._pending:  # stored while this write ran: still to be written
-                update(servers)
-            self._servers = servers
-
-    def _file_identity(self) -> tuple[int, int, int] | None:
-        try:
-            stat = self.path.stat()
-        except OSError:
-            return None
-        return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
-
-    def _unchanged_file(self) -> tuple[dict[str, Any], bool] | None:
-        """The file's ``servers`` as this process last wrote or read them, if no other process
-        replaced the file since (a write then replays its updates onto a copy); else None.
-        Call with the file lock held."""
-        seen = self._file_seen
-        if seen is None or seen[0] != self._file_identity():
-            return None
-        # A shallow copy: updates replace entries, never edit them.
-        return dict(seen[1]), False
-
     def _temp_prefix(self) -> str:
         return f".{self.path.name}."
 
@@ -1049,27 +1346,9 @@ class MetadataCache:
             with contextlib.suppress(OSError):
                 orphan.unlink()
 
-    def _write(self, servers: Mapping[str, Any]) -> None:
-        # The same bytes as one json.dumps of the whole map, joined from each entry's text.
-        previous, texts = self._serialised, {}
-        parts: list[str] = []
-        for name, entry in servers.items():
-            known = previous.get(name)
-            if known is not None and known[0] is entry:
-                text = known[1]
-            else:
-                # A tool description or error may quote a secret value; the cache is read by
-                # anyone who debugs with it, so it holds references instead (hashes are not
-                # values).
-                text = redact(
-                    json.dumps(name, ensure_ascii=False)
-                    + ":"
-                    + json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
-                )
-            texts[name] = (entry, text)
-            parts.append(text)
-        data = f'{{"version":{CACHE_VERSION},"servers":{{{",".join(parts)}}}}}'.encode()
-        write_atomically(self.path, data, temp_prefix=self._temp_prefix())
-        self._serialised = texts
-        identity = self._file_identity()
-        self._file_seen = (identity, dict(servers)) if identity is not None else None
+
+def _parse(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return _ABSENT

@@ -1,0 +1,320 @@
+"""The metadata store: ``<agent dir>/mcp-cache.db``, one SQLite row per server.
+
+Why SQLite: a catalog of tens of thousands of tools makes a single JSON file the wrong unit of
+work (every store rewrote 63 MB at 95,000 tools, every process parsed all of it). Here a store
+of one server is one ``INSERT ... ON CONFLICT`` in one transaction; a reader opens the catalog
+by reading each server's name and a small summary (config hash, timestamps, capabilities, tool
+count) and parses a server's entry only when it asks for it.
+
+Schema (``user_version`` 1)::
+
+    servers(name TEXT UNIQUE, key TEXT, entry TEXT, summary TEXT, tools INTEGER, gen INTEGER)
+    meta(key TEXT PRIMARY KEY, value TEXT)
+
+``entry`` is the entry's JSON text exactly as ``mcp-cache.json`` carries it (redacted), so an
+export joins texts without serialising anything; ``key`` is the name's JSON text (redacted).
+``gen`` is the store's generation when the row last changed (``meta.gen`` counts commits), so a
+process catches up with what others stored by reading the rows newer than the generation it
+saw; ``meta.removals`` counts deletions, which a reader notices and answers with a full reread
+of the names. The rowid keeps the order servers were first stored in.
+
+Concurrency: WAL journal (readers never wait for a writer), ``busy_timeout`` for writers
+waiting on each other, ``synchronous=FULL`` (a commit is on disk when it returns: the row
+survives a power loss, not only a crash). Each thread uses its own connection. A killed
+process leaves an intact database: SQLite rolls back the unfinished transaction on next open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "BUSY_TIMEOUT_S",
+    "STORE_FILE_NAME",
+    "CatalogStore",
+    "StoreLockedError",
+    "StoreUnreadableError",
+    "SummaryRow",
+    "summary_of",
+]
+
+STORE_FILE_NAME = "mcp-cache.db"
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_S = 10.0
+"""A writer holds the database for one transaction (milliseconds); ten seconds means stuck."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS servers (
+    name TEXT NOT NULL UNIQUE,
+    key TEXT NOT NULL,
+    entry TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    tools INTEGER NOT NULL DEFAULT 0,
+    gen INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS servers_by_gen ON servers(gen);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+class StoreUnreadableError(Exception):
+    """The database file is not a metadata store (corrupt, or another program's)."""
+
+
+class StoreLockedError(Exception):
+    """Another process held the database longer than :data:`BUSY_TIMEOUT_S`."""
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryRow:
+    """What a reader needs of a server without parsing its entry."""
+
+    name: str
+    summary: str
+    """JSON object with the entry's ``configHash``, ``cachedAt``, ``ttlMs`` and
+    ``clientCapabilities`` as written (``null`` for an entry that is not an object)."""
+    tools: int
+    gen: int
+
+
+def _translate(exc: sqlite3.Error) -> Exception:
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return StoreLockedError(text)
+    if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+        return StoreUnreadableError(text)
+    if "malformed" in text or "not a database" in text:
+        return StoreUnreadableError(text)
+    return exc
+
+
+class Transaction:
+    """One write transaction (``BEGIN IMMEDIATE``): reads see the latest commit."""
+
+    def __init__(self, connection: sqlite3.Connection, gen: int) -> None:
+        self._connection = connection
+        self.gen = gen
+        """The generation this transaction's rows get."""
+        self.rows_written = 0
+        self.removed = 0
+
+    def entry_text(self, name: str) -> str | None:
+        row = self._connection.execute(
+            "SELECT entry FROM servers WHERE name = ?", (name,)
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def put(self, name: str, key: str, entry: str, summary: str, tools: int) -> None:
+        self._connection.execute(
+            "INSERT INTO servers(name, key, entry, summary, tools, gen) VALUES (?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT(name) DO UPDATE SET key = excluded.key, entry = excluded.entry,"
+            " summary = excluded.summary, tools = excluded.tools, gen = excluded.gen",
+            (name, key, entry, summary, tools, self.gen),
+        )
+        self.rows_written += 1
+
+    def delete(self, name: str) -> None:
+        cursor = self._connection.execute("DELETE FROM servers WHERE name = ?", (name,))
+        self.removed += cursor.rowcount
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._connection.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?)"
+            " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+
+class CatalogStore:
+    """The database at ``path`` (``None``: a private in-memory one, when the file cannot be
+    used), opened per thread. Every method may raise :class:`StoreUnreadableError`,
+    :class:`StoreLockedError` or :class:`OSError`."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._local = threading.local()
+        self._memory: sqlite3.Connection | None = None
+        self._memory_lock = threading.RLock()
+        if path is None:
+            # One connection for every thread: a memory database exists once per connection.
+            self._memory = sqlite3.connect(":memory:", check_same_thread=False)
+            self._memory.isolation_level = None
+            self._memory.executescript(_SCHEMA)
+
+    @property
+    def in_memory(self) -> bool:
+        return self.path is None
+
+    def reset_after_fork(self) -> None:
+        # A connection must not cross a fork: the child opens its own on first use.
+        self._local = threading.local()
+        self._memory_lock = threading.RLock()
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        if self._memory is not None:
+            with self._memory_lock:
+                yield self._memory
+            return
+        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = self._open()
+            self._local.connection = connection
+        yield connection
+
+    def _open(self) -> sqlite3.Connection:
+        assert self.path is not None
+        try:
+            connection = sqlite3.connect(
+                self.path, timeout=BUSY_TIMEOUT_S, check_same_thread=False, isolation_level=None
+            )
+        except sqlite3.Error as exc:
+            raise OSError(f"cannot open {self.path}: {exc}") from exc
+        try:
+            connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute("PRAGMA synchronous = FULL")
+            version = connection.execute("PRAGMA user_version").fetchone()[0]
+            if version not in (0, SCHEMA_VERSION):
+                raise StoreUnreadableError(f"schema version {version}, expected {SCHEMA_VERSION}")
+            if version == 0:
+                connection.executescript(_SCHEMA)
+                connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        except sqlite3.Error as exc:
+            connection.close()
+            raise _translate(exc) from exc
+        except StoreUnreadableError:
+            connection.close()
+            raise
+        return connection
+
+    def close(self) -> None:
+        connection = getattr(self._local, "connection", None)
+        if connection is not None:
+            connection.close()
+            self._local.connection = None
+
+    # ------------------------------------------------------------------ reading
+
+    def summaries(self, *, since_gen: int = -1) -> tuple[int, int, list[SummaryRow]]:
+        """``(gen, removals, rows)``: the rows changed after ``since_gen`` (all by default),
+        in the order servers were first stored, with the generation they were read at."""
+        with self._connection() as connection:
+            try:
+                connection.execute("BEGIN")
+                try:
+                    gen, removals = self._counters(connection)
+                    rows = connection.execute(
+                        "SELECT name, summary, tools, gen FROM servers WHERE gen > ?"
+                        " ORDER BY rowid",
+                        (since_gen,),
+                    ).fetchall()
+                finally:
+                    connection.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+        return gen, removals, [SummaryRow(str(n), str(s), int(t), int(g)) for n, s, t, g in rows]
+
+    def entry_text(self, name: str) -> str | None:
+        with self._connection() as connection:
+            try:
+                row = connection.execute(
+                    "SELECT entry FROM servers WHERE name = ?", (name,)
+                ).fetchone()
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+        return None if row is None else str(row[0])
+
+    def export_parts(self) -> tuple[int, list[tuple[str, str]]]:
+        """``(gen, [(key, entry), ...])`` of every server, read in one transaction."""
+        with self._connection() as connection:
+            try:
+                connection.execute("BEGIN")
+                try:
+                    gen, _removals = self._counters(connection)
+                    rows = connection.execute(
+                        "SELECT key, entry FROM servers ORDER BY rowid"
+                    ).fetchall()
+                finally:
+                    connection.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+        return gen, [(str(k), str(e)) for k, e in rows]
+
+    def meta(self, key: str) -> str | None:
+        with self._connection() as connection:
+            try:
+                row = connection.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+        return None if row is None else str(row[0])
+
+    def count(self) -> int:
+        with self._connection() as connection:
+            try:
+                return int(connection.execute("SELECT count(*) FROM servers").fetchone()[0])
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+
+    def tool_counts(self, names: Sequence[str] | None = None) -> dict[str, int]:
+        """Each server's number of tools, from the summary column (no entry is parsed)."""
+        with self._connection() as connection:
+            try:
+                rows = connection.execute("SELECT name, tools FROM servers").fetchall()
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+        wanted = None if names is None else set(names)
+        return {str(n): int(t) for n, t in rows if wanted is None or n in wanted}
+
+    @staticmethod
+    def _counters(connection: sqlite3.Connection) -> tuple[int, int]:
+        found = dict(
+            connection.execute(
+                "SELECT key, value FROM meta WHERE key IN ('gen', 'removals')"
+            ).fetchall()
+        )
+        return int(found.get("gen", 0)), int(found.get("removals", 0))
+
+    # ------------------------------------------------------------------ writing
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        """A write transaction, committed (durably) when the block ends without an error."""
+        with self._connection() as connection:
+            try:
+                connection.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+            try:
+                gen, removals = self._counters(connection)
+                txn = Transaction(connection, gen + 1)
+                yield txn
+                if txn.rows_written or txn.removed:
+                    txn.set_meta("gen", str(txn.gen))
+                if txn.removed:
+                    txn.set_meta("removals", str(removals + 1))
+                connection.execute("COMMIT")
+            except BaseException as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    connection.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise _translate(exc) from exc
+                raise
+
+
+def summary_of(raw: Any) -> tuple[str, int]:
+    """The summary column's text and the tool count of an entry (see :class:`SummaryRow`)."""
+    if not isinstance(raw, dict):
+        return "null", 0
+    summary = {
+        k: raw[k] for k in ("configHash", "cachedAt", "ttlMs", "clientCapabilities") if k in raw
+    }
+    tools = raw.get("tools")
+    return json.dumps(summary, ensure_ascii=False), len(tools) if isinstance(tools, list) else 0
