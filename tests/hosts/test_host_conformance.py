@@ -648,3 +648,22 @@ async def test_a_tool_override_and_always_load_show_the_same_in_every_host(
     assert "Echo: x" in old_name
     assert hidden_error
     assert "not found" in hidden.lower(), hidden
+
+
+async def test_the_most_used_tools_are_loaded_from_the_first_list_in_every_host(
+    host: str, workspace: Workspace, tagged: str
+) -> None:
+    workspace.write_config(
+        servers(tagged),
+        settings={"surface": "toolsearch", "captureStats": True, "alwaysLoadMostUsed": 1},
+    )
+    counted = {"calls": 9, "errors": 0, "totalLatencyMs": 1.0, "maxLatencyMs": 1.0, "bytesOut": 1}
+    (workspace.agent_dir / "mcp-stats.json").write_text(
+        json.dumps({"version": 1, "updatedAtMs": 0, "servers": {"fix": {"pid": counted}}})
+    )
+    async with HOSTS[host](workspace) as session:
+        with anyio.fail_after(40):
+            names = await session.first_tools()
+    assert "ToolSearch" in names, names
+    assert "fix_pid" in names, names  # the most called tool, loaded before any search
+    assert "fix_echo" not in names

@@ -519,10 +519,14 @@ class McpGateway:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        # A client that lists once, as most do, must find the direct tools of a server never
-        # listed before (a fresh machine).
-        await wait_for_up_front_tools(self.adapter)
+        # A client that lists once, as most do, must find the tools shown up front of a server
+        # never listed before (a fresh machine): its surfaces say which (under ToolSearch every
+        # server's first listing, so the core set and the summary are whole from the start).
         host = self.host_for(ctx)
+        if host.surfaces is not None:
+            await host.surfaces.ready()
+        else:
+            await wait_for_up_front_tools(self.adapter)
         with acting_for(self.caller()):
             return types.ListToolsResult(
                 tools=[self._wire_tool(host, d) for d in self._listed(host)]

@@ -59,7 +59,9 @@ class Surfaces:
     script: ScriptTool | None = None
     core_tools: tuple[tuple[str, str], ...] = ()
     """``settings.alwaysLoadMostUsed``: the most called tools as ``(server, tool)``, chosen
-    once at registration and loaded as soon as they are listed (ToolSearch surface)."""
+    once (at registration, or at the first sync once the adapter is open and its call
+    statistics exist) and loaded as soon as they are listed (ToolSearch surface)."""
+    _core_chosen: bool = field(default=False, repr=False)
     """``mcp_script``, beside the surface tool when ``settings.scriptMode`` is on."""
     namespace: NamespaceTools | None = None
     """The ``mcp__<server>`` tools (none unless ``settings.namespaceProxyTools``)."""
@@ -79,7 +81,18 @@ class Surfaces:
         with acting_for(self.caller):
             self._sync()
 
+    def choose_core_tools(self) -> None:
+        """Choose :attr:`core_tools` once, when the statistics can be read: a host may register
+        its surfaces before the adapter is open (pi-python does), and the session's tool list
+        must not move as the counts do afterwards."""
+        stats = self.adapter.stats
+        if self._core_chosen or self.toolsearch is None or stats is None:
+            return
+        self._core_chosen = True
+        self.core_tools = most_called(stats, self.adapter.settings.always_load_most_used)
+
     def _sync(self) -> None:
+        self.choose_core_tools()
         host = self.host
         active_before = list(host.get_active_tools())
         added, removed = self.direct.sync()
@@ -191,10 +204,7 @@ def register_surfaces(
             exclude=lambda: direct.names,
         )
         surfaces.toolsearch = toolsearch
-        stats = adapter.stats
-        if stats is not None:
-            # Chosen once: the session's tool list must not move as the counts do.
-            surfaces.core_tools = most_called(stats, adapter.settings.always_load_most_used)
+        surfaces.choose_core_tools()
         toolsearch.sync()
         surface_name = TOOL_SEARCH_NAME
     else:
