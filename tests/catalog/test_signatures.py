@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import mcp_types as types
+import pytest
 
 from pi_mcp_adapter.catalog import (
     MetadataCache,
@@ -13,6 +14,7 @@ from pi_mcp_adapter.catalog import (
     ToolInfo,
     observed_result_shape,
     render_call_line,
+    value_shape,
 )
 from pi_mcp_adapter.config._models import ServerEntry
 
@@ -91,3 +93,52 @@ def test_an_observed_shape_is_kept_beside_the_reference_fields_and_across_a_reli
     other = ServerEntry.model_validate({"command": "npx", "args": ["-y", "other-server"]})
     cache.store("fs", other, changed)
     assert cache.observed_shapes("fs") == {}
+
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def _listed_tool(listing: str, name: str) -> ToolInfo:
+    tools = json.loads((DATA / listing).read_text())["tools"]
+    (tool,) = [t for t in tools if t["name"] == name]
+    return ToolInfo(
+        name,
+        name,
+        "memory",
+        input_schema=tool["inputSchema"],
+        output_schema=tool.get("outputSchema"),
+    )
+
+
+def test_a_parameter_of_objects_shows_the_keys_each_object_needs() -> None:
+    """server-memory's ``entities`` is a list of objects: without their keys a script cannot
+    build the argument right the first time."""
+    line = render_call_line(_listed_tool("server-memory.json", "create_entities"))
+    assert line.startswith(
+        "create_entities(entities: list[{name: str, entityType: str, observations: list[str]}])"
+    )
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        pytest.param("a94a8fe5ccb19ba61c4c0873d391e987982fbbd3", id="commit-hash"),
+        pytest.param("a94a8fe", id="short-hash"),
+        pytest.param("e4f1c2a0-1b2c-4d5e-8f90-123456789abc", id="uuid"),
+        pytest.param("user12345", id="user-id"),
+        pytest.param("y2026", id="year"),
+        pytest.param("2026-11-27", id="date"),
+        pytest.param("42", id="number"),
+        pytest.param("/srv/notes/a.md", id="path"),
+        pytest.param("ada@example.org", id="email"),
+    ],
+)
+def test_an_object_keyed_by_data_that_looks_like_a_field_name_is_a_map(key: str) -> None:
+    shape = value_shape({key: {"n": 1}, "b0c4d5e6f7": {"n": 2}})
+    assert shape == 'dict[str, {"n": int}]'
+    assert key not in shape
+
+
+@pytest.mark.parametrize("key", ["sha256", "utf8", "accessed", "created_at", "x-request-id"])
+def test_field_names_with_a_digit_or_hex_letters_stay_field_names(key: str) -> None:
+    assert value_shape({key: 1}) == f'{{"{key}": int}}'

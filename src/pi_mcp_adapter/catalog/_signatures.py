@@ -63,10 +63,17 @@ def render_signature(tool: ToolInfo, observed: str | None = None) -> str:
         if isinstance(description, str) and description.strip():
             notes.append(one_line(description, 120))
         comment = f"  # {'; '.join(notes)}" if notes else ""
-        shown = str(key) if str(key).isidentifier() else repr(str(key))
-        lines.append(f"    {shown}: {kind}{comment}")
+        lines.append(f"    {param_name(key)}: {kind}{comment}")
     lines.append(f"# await call({tool.name!r}, {{...}}) -> {render_result_type(tool, observed)}")
     return "\n".join(lines)
+
+
+def param_name(key: object) -> str:
+    """A parameter name as a signature shows it: as it is when it is an identifier, else
+    quoted with its control characters escaped, so a server's name cannot end the line and
+    write a signature of its own under another tool's or server's name."""
+    name = str(key)
+    return name if name.isidentifier() else json.dumps(name)
 
 
 def render_call_line(tool: ToolInfo, observed: str | None = None) -> str:
@@ -82,7 +89,7 @@ def render_call_line(tool: ToolInfo, observed: str | None = None) -> str:
     params = []
     for key, prop in properties.items():
         kind = _py_type(prop if isinstance(prop, Mapping) else {}, schema, 0)
-        params.append(f"{key}{'' if key in required_names else '?'}: {kind}")
+        params.append(f"{param_name(key)}{'' if key in required_names else '?'}: {kind}")
     return f"{tool.name}({', '.join(params)}) -> {render_result_type(tool, observed)}"
 
 
@@ -200,7 +207,7 @@ def _object_fields(
     required = schema.get("required")
     required_names = {r for r in required or () if isinstance(r, str)}
     shown = [
-        f"{key}{'' if key in required_names else '?'}: "
+        f"{param_name(key)}{'' if key in required_names else '?'}: "
         f"{_py_type(value if isinstance(value, Mapping) else {}, root, depth + 1)}"
         for key, value in list(properties.items())[:_MAX_SHAPE_KEYS]
     ]
