@@ -62,6 +62,7 @@ import json
 import math
 import os
 import re
+import stat
 import sys
 import threading
 import time
@@ -81,9 +82,9 @@ from pi_mcp_adapter._errors import UsageError
 from pi_mcp_adapter._secrets import redact
 from pi_mcp_adapter.config import ServerEntry
 
+from . import _store
 from ._metadata import JsonObject, ServerMetadata
 from ._store import (
-    BUSY_TIMEOUT_S,
     CatalogStore,
     StoreLockedError,
     StoreUnreadableError,
@@ -1045,6 +1046,10 @@ class MetadataCache:
             # Nothing can be written there: the file's write reports it (one warning).
             self._store = CatalogStore(None)
             return self._store
+        problem = _not_a_private_store(self.store_path)
+        if problem is not None:
+            self._store = self._memory_store(problem)
+            return self._store
         store = CatalogStore(self.store_path)
         try:
             store.count()  # opens it: a file that is no database says so here
@@ -1144,7 +1149,9 @@ class MetadataCache:
                         self._set_view(server, raw)
                 self._catch_up(store, written, gen)
         except StoreLockedError:
-            self._warn(f"{self.store_path} stayed locked for {BUSY_TIMEOUT_S:.0f} s; not saved")
+            self._warn(
+                f"{self.store_path} stayed locked for {_store.BUSY_TIMEOUT_S:g} s; not saved"
+            )
             return
         except (StoreUnreadableError, OSError) as exc:
             self._warn(f"cannot write {self.store_path}: {exc}; not saved")
@@ -1345,6 +1352,23 @@ class MetadataCache:
         for orphan in self.path.parent.glob(f"{self._temp_prefix()}*.tmp"):
             with contextlib.suppress(OSError):
                 orphan.unlink()
+
+
+def _not_a_private_store(path: Path) -> str | None:
+    """Create ``path`` private (0600; SQLite gives its -wal and -shm the same mode) when it
+    is missing; say why it cannot be the store when it is a link, a pipe or a device (SQLite
+    would write through a link, and block on a pipe), else None."""
+    flags = os.O_RDONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as exc:
+        return "a symbolic link" if path.is_symlink() else exc.strerror or str(exc)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "not a regular file"
+    finally:
+        os.close(fd)
+    return None
 
 
 def _parse(text: str) -> Any:
