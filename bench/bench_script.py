@@ -163,6 +163,8 @@ class Task:
     """The model's decisions through ``mcp``; returns the final answer."""
     script: str
     """The same work as one script (the model writes it in one go)."""
+    expected: Any = None
+    """The right answer, where the bench knows it from the data it made."""
 
 
 # ---------------------------------------------------------------------- the tasks
@@ -474,12 +476,15 @@ answer
         Task("pages-to-memory", "Fetch three pages, remember each page's title in memory, and "
              "list the pages memory knows.", pages_to_memory, pages_script),
         Task("meetings-in-tokyo", f"The meetings in my notes ({notes}), each with its time in "
-             "Tokyo.", meeting_times, meetings_script),
+             "Tokyo.", meeting_times, meetings_script,
+             [["Design review", "22:00"], ["Planning", "01:45"], ["Retro", "07:15"],
+              ["Standup", "17:30"]]),
         Task("team-into-memory", f"Put the team described in my notes ({notes}) into memory, "
              "each reporting to their manager, and tell me who has the most direct reports.",
-             team_to_memory, team_script),
+             team_to_memory, team_script, "Grace"),
         Task("latest-commit-lines", f"How many lines does each file that the latest commit of "
-             f"{repo} changed have now?", latest_commit_lines, lines_script),
+             f"{repo} changed have now?", latest_commit_lines, lines_script,
+             [["CHANGELOG.md", 12], ["src/module_12.py", 42]]),
     ]  # fmt: skip
 
 
@@ -649,7 +654,16 @@ async def main(calls: int, rounds: int) -> None:
                     ways.setdefault(task.name, {})[way] = done
                 if way == "script":
                     overhead = await call_overhead(adapter, calls, rounds)
+    wrong = [
+        f"{task.name} ({way}): {done.answer!r}, expected {task.expected!r}"
+        for task in tasks
+        if task.expected is not None
+        for way, done in ways[task.name].items()
+        if done.answer != task.expected
+    ]
     report(ways, overhead, calls)
+    if wrong:
+        sys.exit("wrong answers:\n" + "\n".join(wrong))
 
 
 def report(

@@ -144,3 +144,13 @@ async def test_a_script_that_misreads_a_results_shape_is_told_the_shape(
     assert result.text_content.startswith("Script failed: TypeError: ")
     assert "The calls returned: fs_read_text_file -> str." in result.text_content
     assert "buy milk" not in result.text_content  # a shape, never the values
+
+
+async def test_describe_in_a_script_is_a_typed_signature_without_the_json_schema(
+    adapter: McpAdapter,
+) -> None:
+    """The signature carries the parameters, so describe() leaves out the raw schema a script
+    that prints it would pay for twice."""
+    described = await script_value(adapter, "await describe('time_convert_time')")
+    assert set(described) == {"name", "server", "description", "signature", "returns"}
+    assert "    target_timezone: str  # Target IANA timezone name" in described["signature"]

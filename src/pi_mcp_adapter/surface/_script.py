@@ -6,11 +6,12 @@ comes back. Inside a script (the sandbox of :mod:`._sandbox`) three host functio
 
 - ``await call(name, args)``: a catalog tool, through the engine's one call pipeline
   (readiness, argument checks, definition-change block, approval, statistics, trace). It
-  returns the tool's structured content, else its text parsed as JSON when it is JSON, else
-  the text; a failure raises an exception whose message says what went wrong.
+  returns what the ``mcp`` proxy shows, each text parsed when it is JSON (structured content
+  when it carries more than the text); a failure raises an exception whose message says what
+  went wrong, with the right parameters or result shape when the script got them wrong.
 - ``await search(words, server=None, limit=None)``: ranked tools, as a list of dicts.
-- ``await describe(name)``: a tool's description, its JSON schema and ``signature``, its
-  parameters as a Python ``TypedDict``.
+- ``await describe(name)``: a tool's description, its ``signature`` (its parameters as a
+  Python ``TypedDict``, notes as comments) and what a call ``returns``.
 
 The person is asked about a tool that needs approval once per script, not once per call. The
 value of the last expression (or of a variable named ``result``) is the tool's result, shown
@@ -322,11 +323,12 @@ class _ScriptFunctions:
                 tool = adapter.lookup_explained(name)
             except McpAdapterError as exc:
                 raise ToolCallFailed(str(exc)) from None
+            # The signature carries the parameters (types, required keys, defaults, notes):
+            # the JSON schema beside it would double what a script that prints it costs.
             described = {
                 "name": tool.name,
                 "server": tool.server,
                 "description": tool.description,
-                "parameters": dict(tool.input_schema),
                 "signature": render_signature(tool, observed_shape(adapter, tool)),
                 "returns": render_result_type(tool, observed_shape(adapter, tool)),
             }
