@@ -183,3 +183,42 @@ def test_a_large_catalogs_index_is_kept_out_of_the_garbage_collectors_view(
         assert index.search("tool 3 of server-00007", limit=5).hits
     finally:
         gc.unfreeze()
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_a_relisting_updates_the_search_index_in_place_instead_of_building_it_again(
+    tmp_path: Path,
+) -> None:
+    # Building the index again is work proportional to the catalog, done holding the
+    # interpreter lock in a worker thread: every request on the event loop stalled meanwhile.
+    write_workspace(tmp_path, 200)
+    async with McpAdapter(
+        agent_dir=tmp_path / "agent",
+        project_dir=tmp_path,
+        config_path=tmp_path / "mcp.json",
+        use_pool=False,
+    ) as adapter:
+        with anyio.fail_after(CONNECT_TIMEOUT_S):
+            await adapter.ready(["fixture"])
+        index = adapter.state.index
+        assert adapter.search("tool 3 of server-00042").page.hits
+        server = "server-00042"
+        adapter.state.begin_listing([server])
+        relisted = cached_metadata(server, version=1)
+        relisted = dataclasses.replace(
+            relisted,
+            tools=(
+                {"name": "tool_quokka", "description": "Count the quokkas on an island."},
+                *relisted.tools[1:],
+            ),
+        )
+        adapter.state.publish(server, relisted)
+        adapter.state.end_listing(server)
+        with anyio.fail_after(CONNECT_TIMEOUT_S):
+            await adapter.ready([server])  # the relisting is searchable
+        assert adapter.state.index is index
+        page = adapter.search("count quokkas", limit=1).page
+        assert page.hits[0].tool.name == f"{server}_tool_quokka"
+        assert not adapter.search(f"select:{server}_tool_0").page.hits
+        assert len(adapter.state.index) == len(adapter.catalog)

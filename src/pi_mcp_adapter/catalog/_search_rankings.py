@@ -11,11 +11,13 @@ regular expressions or ``select:``; :class:`~._search.SearchIndex` adds those.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import logging
 import math
 import re
+from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -494,16 +496,16 @@ class FieldRanking:
         self._server_docs: dict[str, list[int]] = {}
         self._server_words: dict[str, list[str]] = {}
         self._servers_of_word: dict[str, set[str]] = defaultdict(set)
-        self._postings: dict[str, dict[int, float]] = {}
-        """Term -> document -> its BM25F pseudo term frequency (fields weighted and
-        length-normalised, not yet saturated nor multiplied by IDF)."""
+        self._postings: dict[str, _Posting] = {}
+        """Term -> the documents using it, each with its BM25F pseudo term frequency (fields
+        weighted and length-normalised, not yet saturated nor multiplied by IDF)."""
         self._idf = _IdfTable(self._postings, lambda: self._n_docs)
         self._by_prefix: dict[str, list[str]] = defaultdict(list)
         """The catalog's words by their first letters, for reading unknown words (see
         relative_prefix)."""
-        self._name_postings: dict[str, list[int]] = {}
+        self._name_postings: dict[str, array[int]] = {}
         self._name_terms: list[tuple[str, ...]] = []
-        self._phrases: dict[tuple[str, str], list[int]] = {}
+        self._phrases: dict[tuple[str, str], array[int]] = {}
         self._accepts: dict[str, set[int]] = defaultdict(set)
         self._exact: dict[str, list[int]] = defaultdict(list)
         self._by_original: dict[str, list[int]] = defaultdict(list)
@@ -598,15 +600,15 @@ class FieldRanking:
             for t, tf in entry.pseudo_tf.items():
                 posting = postings.get(t)
                 if posting is None:
-                    posting = postings[t] = {}
+                    posting = postings[t] = _Posting()
                     if len(t) >= prefix and t.isalpha():
                         by_prefix[t[:prefix]].append(t)
-                posting[doc] = tf
+                posting.add(doc, tf)
             self._name_terms.append(entry.names)
             for t in entry.names:
-                self._name_postings.setdefault(t, []).append(doc)
+                self._name_postings.setdefault(t, array("i")).append(doc)
             for pair in entry.pairs:
-                self._phrases.setdefault(pair, []).append(doc)
+                self._phrases.setdefault(pair, array("i")).append(doc)
             for kind in entry.accepts:
                 self._accepts[kind].add(doc)
             for key in entry.exact_keys:
@@ -625,7 +627,7 @@ class FieldRanking:
             self._name_terms[doc] = ()
             for t in entry.pseudo_tf:
                 posting = postings[t]
-                del posting[doc]
+                posting.remove(doc)
                 if not posting:
                     del postings[t]
                     if len(t) >= self.relative_prefix and t.isalpha():
@@ -811,7 +813,8 @@ class FieldRanking:
         named = frozenset(d for srv in servers for d in self._server_docs.get(srv, ()))
         # A product's name is used mostly by its own tools; a word that other tools use
         # as much ("knowledge", "weather") is a subject, even when a server is named so.
-        used_by = self._postings.get(word, {})
+        posting = self._postings.get(word)
+        used_by = posting.docs if posting is not None else ()
         if len(named.intersection(used_by)) >= self.server_name_purity * len(used_by):
             return named
         return frozenset()
@@ -871,10 +874,10 @@ class FieldRanking:
                 # A posting holds the pseudo term frequency; its evidence is saturated and
                 # weighted by the IDF here, in the order a precomputed value would have been.
                 if qw == 1.0:
-                    for doc, tf in postings.items():
+                    for doc, tf in zip(postings.docs, postings.frequencies, strict=True):
                         acc[doc] = get(doc, 0j) + (term_idf * tf * k1_plus / (tf + k1) + step)
                 else:
-                    for doc, tf in postings.items():
+                    for doc, tf in zip(postings.docs, postings.frequencies, strict=True):
                         w = term_idf * tf * k1_plus / (tf + k1)
                         acc[doc] = get(doc, 0j) + (qw * w + step)
                 if mass:
@@ -1234,13 +1237,45 @@ def _idf(n_docs: int, doc_freq: int) -> float:
     return math.log(1.0 + (n_docs - doc_freq + 0.5) / (doc_freq + 0.5))
 
 
+class _Posting:
+    """The documents using one term, in increasing id order (new documents always get the
+    largest id), each with its pseudo term frequency: two flat arrays, a tenth of the memory
+    of a dict of boxed numbers, and as fast to read in order."""
+
+    __slots__ = ("docs", "frequencies")
+
+    def __init__(self) -> None:
+        self.docs = array("i")
+        self.frequencies = array("d")
+
+    def __len__(self) -> int:
+        return len(self.docs)
+
+    def add(self, doc: int, frequency: float) -> None:
+        self.docs.append(doc)
+        self.frequencies.append(frequency)
+
+    def get(self, doc: int) -> float | None:
+        at = bisect.bisect_left(self.docs, doc)
+        if at < len(self.docs) and self.docs[at] == doc:
+            return self.frequencies[at]
+        return None
+
+    def remove(self, doc: int) -> None:
+        at = bisect.bisect_left(self.docs, doc)
+        if at == len(self.docs) or self.docs[at] != doc:
+            raise KeyError(doc)
+        del self.docs[at]
+        del self.frequencies[at]
+
+
 class _IdfTable(Mapping[str, float]):
     """Each term's IDF, from its document frequency (the size of its posting list) and the
     number of documents, both as they are now: kept as counts, an update changes no IDF."""
 
     __slots__ = ("_count", "_postings")
 
-    def __init__(self, postings: Mapping[str, Mapping[int, float]], count: Callable[[], int]):
+    def __init__(self, postings: Mapping[str, _Posting], count: Callable[[], int]):
         self._postings = postings
         self._count = count
 
@@ -1264,7 +1299,7 @@ class _IdfTable(Mapping[str, float]):
 class _IdfMemo(dict[str, float]):
     """IDFs worked out on first read (see :meth:`_IdfTable.frozen`)."""
 
-    def __init__(self, postings: Mapping[str, Mapping[int, float]], n_docs: int) -> None:
+    def __init__(self, postings: Mapping[str, _Posting], n_docs: int) -> None:
         super().__init__()
         self._postings = postings
         self._n_docs = n_docs

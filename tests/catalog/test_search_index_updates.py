@@ -1,0 +1,240 @@
+"""A search index follows a relisting in place, at the cost of the relisted server.
+
+``SearchIndex.prepare_replacement`` works out one server's new documents (in any thread) and
+``apply_replacement`` swaps them in: the server's old documents leave the lexical index and
+the vectors, the new ones are added, and every other document is left alone. These tests pin
+that the updated index answers as a fresh build of the new catalog does, that removed tools
+are never found again, and that the work done does not grow with the catalog (counted in
+documents and Python calls, never in time).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+import pytest
+
+from pi_mcp_adapter.catalog import Catalog, ServerMetadata, ToolInfo
+from pi_mcp_adapter.catalog._search import SearchIndex
+from pi_mcp_adapter.catalog._search_semantic import semantic_available
+from pi_mcp_adapter.config import ServerEntry, Settings
+
+COST_RATIO_LIMIT = 1.5
+"""Updating an index ten times larger may make at most this many times the calls."""
+
+_TOPICS = (
+    ("weather", "Get the weather forecast for a city, with temperature and wind."),
+    ("calendar", "List the events of a calendar between two dates."),
+    ("mail", "Send an email message to a recipient with a subject and a body."),
+    ("files", "Read a text file from the local disk and return its content."),
+    ("issues", "Create an issue in a GitHub repository with a title and labels."),
+    ("notes", "Search the notes of a notebook by keyword and return the matches."),
+)
+
+
+def server_metadata(server: str, version: int = 0) -> ServerMetadata:
+    topic, description = _TOPICS[int(server.rsplit("-", 1)[1]) % len(_TOPICS)]
+    return ServerMetadata(
+        tools=tuple(
+            {
+                "name": f"{topic}_tool_{t}",
+                "description": f"{description} Variant {t}, revision {version}.",
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {"query": {"type": "string", "description": "What to find"}},
+                },
+            }
+            for t in range(5)
+        )
+    )
+
+
+def catalog_of(servers: int, relisted: dict[str, ServerMetadata] | None = None) -> Catalog:
+    names = [f"server-{s:05d}" for s in range(servers)]
+    metadata = {name: server_metadata(name) for name in names} | (relisted or {})
+    entries = {name: ServerEntry(command="server") for name in names}
+    return Catalog.build(metadata, entries, Settings())
+
+
+def relisted_tools(catalog: Catalog, server: str, metadata: ServerMetadata) -> list[ToolInfo]:
+    return list(
+        Catalog.build(
+            {server: metadata}, {server: ServerEntry(command="server")}, Settings()
+        ).tools()
+    )
+
+
+def replace(index: SearchIndex, catalog: Catalog, server: str, tools: list[ToolInfo]) -> int:
+    """Replace ``server``'s tools in ``index``; returns the documents the update touched."""
+    replacement = index.prepare_replacement(server, tools)
+    assert replacement is not None
+    assert index.apply_replacement(replacement, catalog.servers)
+    return replacement.documents_touched
+
+
+@contextmanager
+def counted_calls() -> Iterator[list[int]]:
+    """Count every Python function call made in this thread inside the block."""
+    count = [0]
+
+    def profile(_frame: FrameType, event: str, _arg: object) -> None:
+        if event == "call":
+            count[0] += 1
+
+    sys.setprofile(profile)
+    try:
+        yield count
+    finally:
+        sys.setprofile(None)
+
+
+QUERIES = (
+    "weather forecast for Paris",
+    "send an email to Anna",
+    "create an issue in a github repository",
+    "read the file notes.txt then email it",
+    "zebra crossing",
+)
+
+
+def test_an_index_updated_for_a_relisting_answers_as_a_fresh_build_of_the_new_catalog() -> None:
+    server = "server-00007"
+    changed = ServerMetadata(
+        tools=(
+            {"name": "forecast_zebra", "description": "Zebra crossing forecast for a city."},
+            *server_metadata(server, version=1).tools[1:],
+        )
+    )
+    before = catalog_of(40)
+    index = SearchIndex(before.tools(), ranking="lexical")
+    after = catalog_of(40, {server: changed})
+
+    touched = replace(index, after, server, relisted_tools(after, server, changed))
+    fresh = SearchIndex(after.tools(), ranking="lexical")
+
+    assert touched == 10  # the server's five old documents out, five new ones in
+    assert index.tools == fresh.tools
+    assert len(index) == len(fresh)
+    for query in QUERIES:
+        updated, built = index.search(query, limit=5), fresh.search(query, limit=5)
+        assert [h.tool.name for h in updated.hits] == [h.tool.name for h in built.hits], query
+        for a, b in zip(updated.hits, built.hits, strict=True):
+            # Field lengths stay averaged as at the full build: scores move a hair, no more.
+            assert a.score == pytest.approx(b.score, rel=0.02), query
+        assert updated.total == built.total
+        assert updated.confident == built.confident
+    assert index.search("zebra", limit=1).hits[0].tool.name == f"{server}_forecast_zebra"
+
+
+def test_a_removed_servers_tools_are_never_found_again() -> None:
+    server = "server-00003"  # its tools are files_tool_0 to files_tool_4
+    catalog = catalog_of(12)
+    index = SearchIndex(catalog.tools(), ranking="lexical")
+    names = [t.name for t in catalog.tools(server)]
+    assert index.search("files_tool_2", limit=3).hits[0].tool.server == server
+
+    after = catalog_of(12, {server: ServerMetadata()})
+    replace(index, after, server, [])
+
+    assert len(index) == len(catalog) - len(names)
+    assert not {t.name for t in index.tools} & set(names)
+    assert index.select(names) == []
+    for query in ("read a text file", "files tool 2", f"{server} files"):
+        assert all(h.tool.server != server for h in index.search(query).hits), query
+    assert all(h.tool.server != server for h in index.search("files_tool", regex=True).hits)
+    assert index.search("", server=server).hits == ()
+    assert index.search("weather", server="server-00000", limit=2).hits
+
+
+def test_a_server_new_to_the_index_takes_its_catalog_place() -> None:
+    names = [f"server-{s:05d}" for s in range(6)]
+    entries = {name: ServerEntry(command="server") for name in names}
+    without = {name: server_metadata(name) for name in names if name != "server-00002"}
+    index = SearchIndex(Catalog.build(without, entries, Settings()).tools(), ranking="lexical")
+    full = Catalog.build(
+        {**without, "server-00002": server_metadata("server-00002")}, entries, Settings()
+    )
+
+    replace(index, full, "server-00002", list(full.tools("server-00002")))
+
+    assert index.tools == full.tools()
+    assert index.search("", server="server-00002").total == 5
+    page = index.search("server-00002_mail_tool_1", limit=1)
+    assert page.hits[0].tool.name == "server-00002_mail_tool_1"
+
+
+def test_an_index_far_from_its_full_build_asks_to_be_built_again() -> None:
+    catalog = catalog_of(8)
+    index = SearchIndex(catalog.tools(), ranking="lexical")
+    many = [
+        ToolInfo(name=f"server-00003_extra_{i}", original_name=f"extra_{i}", server="server-00003")
+        for i in range(40)
+    ]
+    # A quarter more tools than at the full build: field lengths averaged then no longer hold.
+    assert index.prepare_replacement("server-00003", many) is None
+    # Rankings without an inverted index of their own are always built again.
+    assert SearchIndex(catalog.tools(), ranking="bm25").prepare_replacement("x", []) is None
+
+
+def test_a_replacement_prepared_before_another_change_is_refused() -> None:
+    server = "server-00001"
+    catalog = catalog_of(10)
+    index = SearchIndex(catalog.tools(), ranking="lexical")
+    first = index.prepare_replacement(
+        server, relisted_tools(catalog, server, server_metadata(server, 1))
+    )
+    second = index.prepare_replacement(
+        server, relisted_tools(catalog, server, server_metadata(server, 2))
+    )
+    assert first is not None
+    assert second is not None
+
+    assert index.apply_replacement(first, catalog.servers)
+    assert not index.apply_replacement(second, catalog.servers)  # prepared against old ids
+    assert "revision 1" in index.search("", server=server).hits[0].tool.description
+
+
+@pytest.mark.slow
+def test_a_relisting_touches_the_same_work_at_ten_times_the_catalog() -> None:
+    costs: list[int] = []
+    for servers in (300, 3000):
+        catalog = catalog_of(servers)
+        index = SearchIndex(catalog.tools(), ranking="lexical")
+        server = f"server-{servers // 2:05d}"
+        index.search("weather forecast", limit=5)  # read before, as a running gateway does
+        tools = relisted_tools(catalog, server, server_metadata(server, version=1))
+        with counted_calls() as count:
+            touched = replace(index, catalog, server, tools)
+        costs.append(count[0])
+        assert touched == 10
+        hits = index.search("", server=server).hits
+        assert all("revision 1" in h.tool.description for h in hits)
+    small, large = costs
+    assert large <= small * COST_RATIO_LIMIT, costs
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not semantic_available(), reason="needs the semantic extra")
+def test_a_hybrid_index_never_ranks_a_removed_tools_vector() -> None:
+    server = "server-00002"
+    catalog = catalog_of(12)
+    index = SearchIndex(catalog.tools(), ranking="hybrid")
+    after = catalog_of(12, {server: ServerMetadata()})
+    replace(index, after, server, [])
+    # Only the semantic signal can find anything for a request in none of the catalog's
+    # words: the removed server's rows must not be among the most similar.
+    page = index.search("meteorological outlook", limit=20)
+    assert all(h.tool.server != server for h in page.hits)
+
+    renamed = [
+        dataclasses.replace(t, description="Outlook of precipitation and meteorology.")
+        for t in catalog.tools(server)
+    ]
+    replace(index, catalog, server, renamed)
+    page = index.search("meteorological outlook", limit=3)
+    assert page.hits
+    assert page.hits[0].tool.server == server
