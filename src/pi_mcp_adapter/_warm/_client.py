@@ -207,6 +207,8 @@ def _relay_signals_to(pid: int) -> None:
     import contextlib
     import signal
 
+    from pi_mcp_adapter._signals import STOP_SIGNALS
+
     def forward(signum: int, _frame: object) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signum)
@@ -220,7 +222,7 @@ def _relay_signals_to(pid: int) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGCONT)
 
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for signum in STOP_SIGNALS:
         signal.signal(signum, forward)
     signal.signal(signal.SIGTSTP, stop_both)
     signal.signal(signal.SIGCONT, continue_command)

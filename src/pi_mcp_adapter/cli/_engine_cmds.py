@@ -55,8 +55,6 @@ reported as still starting, with nothing held against it (the next command, or
 ``pi-mcp connect NAME``, which waits its whole start-up time, starts it afresh); one whose
 start-up time is over failed and backs off."""
 
-_EXIT_ON_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
-
 
 class _Progress:
     """Collects the outcome of connects at start; failures are reported once, at the end."""
@@ -174,9 +172,10 @@ def run(
     import anyio
 
     from pi_mcp_adapter._errors import McpAdapterError, UsageError
+    from pi_mcp_adapter._signals import stop_on_signal
 
     cli = get_context(ctx)
-    received: list[int] = []
+    received: list[signal.Signals] = []
     outcome: list[T] = []
 
     async def main() -> None:
@@ -184,20 +183,16 @@ def run(
             body_scope = anyio.CancelScope()
             body_running = False
 
-            async def watch_signals() -> None:
-                with anyio.open_signal_receiver(*_EXIT_ON_SIGNAL) as signals:
-                    async for signum in signals:
-                        received.append(signum)
-                        if body_running:
-                            # Only the body: the call unwinds while its server's connection
-                            # still lives, so a task it started is cancelled on the server
-                            # (tasks/cancel); the adapter then stops as on any exit.
-                            body_scope.cancel()
-                        else:
-                            tg.cancel_scope.cancel()
-                        return
+            def stop() -> None:
+                if body_running:
+                    # Only the body: the call unwinds while its server's connection still
+                    # lives, so a task it started is cancelled on the server (tasks/cancel);
+                    # the adapter then stops as on any exit.
+                    body_scope.cancel()
+                else:
+                    tg.cancel_scope.cancel()
 
-            tg.start_soon(watch_signals)
+            await tg.start(stop_on_signal, stop, received)
             async with open_adapter(*started) as ready:
                 with body_scope:
                     body_running = True
@@ -223,8 +218,8 @@ def run(
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     if received or not outcome:
-        signum = signal.Signals(received[0]) if received else signal.SIGINT
-        raise typer.Exit(_EXIT_ON_SIGNAL[signum])
+        # 128 + the signal's number, as the shell reports a process the signal ended.
+        raise typer.Exit(128 + (received[0] if received else signal.SIGINT))
     return outcome[0]
 
 

@@ -46,6 +46,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pi_mcp_adapter._errors import UsageError
 from pi_mcp_adapter._shared_state import EPOCH_CHECK_S
+from pi_mcp_adapter._signals import stop_on_signal
 from pi_mcp_adapter.config import LoadedConfig, ServerEntry
 from pi_mcp_adapter.config._models import GatewayClient, GatewayJwt
 from pi_mcp_adapter.engine import McpAdapter
@@ -55,6 +56,8 @@ from pi_mcp_adapter.surface import SurfaceKind
 from ._gateway import McpGateway
 
 logger = logging.getLogger("pi_mcp_adapter.gateway")
+_CLOSING = "closing every upstream server"
+"""Logged when a stop signal ends the gateway."""
 
 GatewayTransport = Literal["stdio", "http"]
 TOKEN_ENV = "PI_MCP_GATEWAY_TOKEN"
@@ -417,7 +420,7 @@ async def _serve_stdio(gateway: McpGateway, received: list[signal.Signals]) -> N
         writer = _NonBlockingWriter(stdout_fd)
         lines = _AnswerUnparsable(_NonBlockingLines(stdin_fd), writer)
         async with anyio.create_task_group() as tg:
-            await tg.start(_cancel_on_signal, tg.cancel_scope.cancel, received)
+            await tg.start(stop_on_signal, tg.cancel_scope.cancel, received, logger, _CLOSING)
             async with stdio_server(
                 stdin=cast("anyio.AsyncFile[str]", lines),
                 stdout=cast("anyio.AsyncFile[str]", writer),
@@ -613,7 +616,7 @@ async def _serve_http(
     host = f"[{options.host}]" if ":" in options.host else options.host
     async with anyio.create_task_group() as tg:
         # Handlers first: whoever reads the address may signal at once.
-        await tg.start(_cancel_on_signal, stop, received)
+        await tg.start(stop_on_signal, stop, received, logger, _CLOSING)
         await tg.start(_keep_shared_state_published, gateway.adapter)
         # The socket already listens: clients that connect now wait in its backlog until
         # uvicorn has started, so the address can be announced before serving begins.
@@ -652,26 +655,6 @@ def _bind(host: str, port: int) -> socket.socket:
     sock.listen(128)
     sock.setblocking(False)
     return sock
-
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-"""The signals that stop the gateway; the command exits with 128 + the signal's number, as
-every ``pi-mcp`` command does (a closed terminal sends SIGHUP)."""
-
-
-async def _cancel_on_signal(
-    stop: Callable[[], None],
-    received: list[signal.Signals],
-    *,
-    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
-) -> None:
-    with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
-        task_status.started()
-        async for signum in signals:
-            received.append(signal.Signals(signum))
-            logger.info("received %s: closing every upstream server", signal.Signals(signum).name)
-            stop()
-            return
 
 
 def without_gateway_itself(config: LoadedConfig) -> tuple[LoadedConfig, list[str]]:
