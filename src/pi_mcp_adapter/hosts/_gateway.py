@@ -57,7 +57,6 @@ from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning
-from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.subscriptions import (
     PromptsListChanged,
     ResourcesListChanged,
@@ -88,7 +87,13 @@ from pi_mcp_adapter.engine import (
     acting_for,
     with_form_defaults,
 )
-from pi_mcp_adapter.servers import CallRelay, current_relay, relay_calls
+from pi_mcp_adapter.servers import (
+    CallRelay,
+    current_relay,
+    elicitation_to_client,
+    relay_calls,
+    sampling_to_client,
+)
 from pi_mcp_adapter.surface import (
     SurfaceKind,
     Surfaces,
@@ -623,7 +628,6 @@ class McpGateway:
     ) -> CallRelay:
         session = ctx.session
         capabilities = session.client_capabilities or types.ClientCapabilities()
-        related = ServerMessageMetadata(related_request_id=ctx.request_id)
         meta: Mapping[str, Any] = ctx.meta or {}
         progress_token = meta.get("progress_token", meta.get("progressToken"))
         log_levels = allowed_log_levels(ctx.protocol_version, ctx.meta)
@@ -633,32 +637,16 @@ class McpGateway:
         async def report(progress: float, total: float | None, message: str | None) -> None:
             await session.report_progress(progress, total, message)
 
-        async def sampling(
-            params: types.CreateMessageRequestParams,
-        ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
-            request = types.CreateMessageRequest(params=params)
-            try:
-                if params.tools or params.tool_choice:
-                    return await session.send_request(
-                        request, types.CreateMessageResultWithTools, metadata=related
-                    )
-                return await session.send_request(
-                    request, types.CreateMessageResult, metadata=related
-                )
-            except MCPError as exc:
-                return types.ErrorData(code=exc.code, message=exc.message, data=exc.data)
+        ask_client = elicitation_to_client(session, ctx.request_id)
 
         async def elicitation(
             params: types.ElicitRequestParams,
         ) -> types.ElicitResult | types.ErrorData:
-            try:
-                answer = await session.send_request(
-                    types.ElicitRequest(params=params), types.ElicitResult, metadata=related
-                )
-                # The engine's rule for every host: an accepted form gets its defaults.
-                return with_form_defaults(params, answer)
-            except MCPError as exc:
-                return types.ErrorData(code=exc.code, message=exc.message, data=exc.data)
+            answer = await ask_client(params)
+            if isinstance(answer, types.ErrorData):
+                return answer
+            # The engine's rule for every host: an accepted form gets its defaults.
+            return with_form_defaults(params, answer)
 
         async def log(params: types.LoggingMessageNotificationParams) -> None:
             if params.level not in log_levels or not _at_least(params.level, host.log_level):
@@ -689,7 +677,11 @@ class McpGateway:
         return CallRelay(
             caller=caller,
             progress=report if progress_token is not None else None,
-            sampling=sampling if capabilities.sampling is not None else None,
+            sampling=(
+                sampling_to_client(session, ctx.request_id)
+                if capabilities.sampling is not None
+                else None
+            ),
             elicitation=elicitation if capabilities.elicitation is not None else None,
             log=log,
         )

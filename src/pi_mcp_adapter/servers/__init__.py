@@ -17,7 +17,8 @@
 - ``_tasks``       tool calls the server runs as tasks (``io.modelcontextprotocol/tasks``):
                    polled to their end, their questions answered, cancelled when abandoned.
 - ``_relay``      per-call routing of a server's sampling, elicitation and log messages to the
-                   caller that made the call (the gateway's clients).
+                   caller that made the call (the gateway's and the pool's clients), and the
+                   one relay of a sampling or elicitation request to a client session.
 - ``_npx``         ``npx``/``npm exec`` commands resolved to the package's own binary.
 - ``_failures``    failed connects remembered across processes (``mcp-failures.json``).
 - ``_stdio``       the stdio process: its own process group, bounded shutdown.
@@ -52,7 +53,13 @@ if TYPE_CHECKING:
     )
     from ._pool._daemon import PoolOwner, ServerPool, open_server_pool, serve_pool
     from ._probe import ProbeReport, ProbeStep, probe_server
-    from ._relay import CallRelay, current_relay, relay_calls
+    from ._relay import (
+        CallRelay,
+        current_relay,
+        elicitation_to_client,
+        relay_calls,
+        sampling_to_client,
+    )
     from ._token_store import BearerRecord, BearerStore, create_bearer_store
 
 
@@ -85,7 +92,13 @@ def __getattr__(name: str) -> Any:
         from ._oauth_prompt import AuthorizationPrompt
 
         return AuthorizationPrompt
-    if name in ("CallRelay", "current_relay", "relay_calls"):
+    if name in (
+        "CallRelay",
+        "current_relay",
+        "elicitation_to_client",
+        "relay_calls",
+        "sampling_to_client",
+    ):
         from . import _relay
 
         return getattr(_relay, name)
@@ -153,6 +166,7 @@ __all__ = [
     "allow_prompts",
     "create_bearer_store",
     "current_relay",
+    "elicitation_to_client",
     "open_line_streams",
     "open_server_pool",
     "pool_socket_path",
@@ -162,6 +176,7 @@ __all__ = [
     "relay_calls",
     "resolve_npx_command",
     "resolve_package_command",
+    "sampling_to_client",
     "serve_pool",
     "server_fingerprint",
     "split_package_target",

@@ -30,10 +30,16 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import anyio
 import mcp_types as types
+from mcp import MCPError
 from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.message import ServerMessageMetadata
+
+if TYPE_CHECKING:
+    from mcp.server.session import ServerSession
 
 SamplingRelay = Callable[
     [types.CreateMessageRequestParams],
@@ -63,6 +69,56 @@ class CallRelay:
     elicitation: ElicitationRelay | None = None
     log: LogRelay | None = None
     sent: Callable[[], None] | None = None
+
+
+# What a relay does with a server's question is the same for every downstream client session
+# (the gateway's clients, the pool's): one function each, so both send the same request.
+
+
+def sampling_to_client(session: ServerSession, request_id: types.RequestId | None) -> SamplingRelay:
+    """Relay a server's ``sampling/createMessage`` to the client of ``session`` as part of its
+    request ``request_id`` (the call the server is working on), and give back its answer.
+
+    A request that offers the model tools (``tools``, ``toolChoice``) expects a result that may
+    use them. The client's own refusal (an MCP error) goes back to the server as that error.
+    """
+    related = ServerMessageMetadata(related_request_id=request_id)
+
+    async def sampling(
+        params: types.CreateMessageRequestParams,
+    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
+        request = types.CreateMessageRequest(params=params)
+        try:
+            if params.tools or params.tool_choice:
+                return await session.send_request(
+                    request, types.CreateMessageResultWithTools, metadata=related
+                )
+            return await session.send_request(request, types.CreateMessageResult, metadata=related)
+        except MCPError as exc:
+            return types.ErrorData(code=exc.code, message=exc.message, data=exc.data)
+
+    return sampling
+
+
+def elicitation_to_client(
+    session: ServerSession, request_id: types.RequestId | None
+) -> ElicitationRelay:
+    """Relay a server's ``elicitation/create`` to the client of ``session`` as part of its
+    request ``request_id``, and give back the client's answer as it sent it (or its refusal,
+    an MCP error, as that error)."""
+    related = ServerMessageMetadata(related_request_id=request_id)
+
+    async def elicitation(
+        params: types.ElicitRequestParams,
+    ) -> types.ElicitResult | types.ErrorData:
+        try:
+            return await session.send_request(
+                types.ElicitRequest(params=params), types.ElicitResult, metadata=related
+            )
+        except MCPError as exc:
+            return types.ErrorData(code=exc.code, message=exc.message, data=exc.data)
+
+    return elicitation
 
 
 _current_relay: ContextVar[CallRelay | None] = ContextVar("pi_mcp_call_relay", default=None)

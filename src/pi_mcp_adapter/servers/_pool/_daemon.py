@@ -45,7 +45,6 @@ from filelock import FileLock, Timeout
 from mcp import MCPError
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
-from mcp.shared.message import ServerMessageMetadata
 
 from pi_mcp_adapter._errors import McpAdapterError, ServerReportedError, UsageError
 from pi_mcp_adapter._execution_context import (
@@ -54,11 +53,17 @@ from pi_mcp_adapter._execution_context import (
     execution_context,
     peer_execution_context,
 )
+from pi_mcp_adapter._signals import stop_on_signal
 from pi_mcp_adapter.catalog import ServerMetadata
 from pi_mcp_adapter.config import ServerEntry
 from pi_mcp_adapter.servers._http_extras import open_line_streams
 from pi_mcp_adapter.servers._manager import ServerManager
-from pi_mcp_adapter.servers._relay import CallRelay, relay_calls
+from pi_mcp_adapter.servers._relay import (
+    CallRelay,
+    elicitation_to_client,
+    relay_calls,
+    sampling_to_client,
+)
 
 from ._client import POOL_PROTOCOL, pool_socket_path, read_hello_line, server_fingerprint
 
@@ -69,8 +74,6 @@ logger = logging.getLogger("pi_mcp_adapter.pool")
 LOCK_NAME = "pool.lock"
 HELLO_TIMEOUT_S = 10.0
 """A client writes its hello as soon as it connects; one that does not is dropped."""
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-"""What ends a pool served on its own (``pi-mcp serve --pool-only``)."""
 _T = TypeVar("_T")
 Middleware = Callable[[list[Any]], list[Any]]
 """What a host does to each pooled session's request middleware (the gateway's telemetry)."""
@@ -453,35 +456,11 @@ def _relay(ctx: ServerRequestContext[Any, Any]) -> CallRelay:
     """Route what the server sends during this request to the client that made it."""
     session = ctx.session
     capabilities = session.client_capabilities or types.ClientCapabilities()
-    related = ServerMessageMetadata(related_request_id=ctx.request_id)
     meta: Mapping[str, Any] = ctx.meta or {}
     progress_token = meta.get("progress_token", meta.get("progressToken"))
 
     async def report(progress: float, total: float | None, message: str | None) -> None:
         await session.report_progress(progress, total, message)
-
-    async def sampling(
-        params: types.CreateMessageRequestParams,
-    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
-        request = types.CreateMessageRequest(params=params)
-        try:
-            if params.tools or params.tool_choice:
-                return await session.send_request(
-                    request, types.CreateMessageResultWithTools, metadata=related
-                )
-            return await session.send_request(request, types.CreateMessageResult, metadata=related)
-        except MCPError as exc:
-            return types.ErrorData(code=exc.code, message=exc.message, data=exc.data)
-
-    async def elicitation(
-        params: types.ElicitRequestParams,
-    ) -> types.ElicitResult | types.ErrorData:
-        try:
-            return await session.send_request(
-                types.ElicitRequest(params=params), types.ElicitResult, metadata=related
-            )
-        except MCPError as exc:
-            return types.ErrorData(code=exc.code, message=exc.message, data=exc.data)
 
     async def log(params: types.LoggingMessageNotificationParams) -> None:
         await session.send_notification(
@@ -491,8 +470,16 @@ def _relay(ctx: ServerRequestContext[Any, Any]) -> CallRelay:
     return CallRelay(
         caller=session,
         progress=report if progress_token is not None else None,
-        sampling=sampling if capabilities.sampling is not None else None,
-        elicitation=elicitation if capabilities.elicitation is not None else None,
+        sampling=(
+            sampling_to_client(session, ctx.request_id)
+            if capabilities.sampling is not None
+            else None
+        ),
+        elicitation=(
+            elicitation_to_client(session, ctx.request_id)
+            if capabilities.elicitation is not None
+            else None
+        ),
         log=log,
     )
 
@@ -552,7 +539,9 @@ async def serve_pool(
     """
     received: list[signal.Signals] = []
     async with adapter, anyio.create_task_group() as tg:
-        await tg.start(_cancel_on_signal, tg.cancel_scope.cancel, received)
+        await tg.start(
+            stop_on_signal, tg.cancel_scope.cancel, received, logger, "closing every pooled server"
+        )
         async with open_pool(adapter) as pool:
             if pool is None:
                 raise UsageError(f"a server pool already serves {adapter.agent_dir}")
@@ -562,21 +551,6 @@ async def serve_pool(
             tg.start_soon(adapter.watch_config)
             await anyio.sleep_forever()
     return received[0] if received else None
-
-
-async def _cancel_on_signal(
-    stop: Callable[[], None],
-    received: list[signal.Signals],
-    *,
-    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
-) -> None:
-    with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
-        task_status.started()
-        async for signum in signals:
-            received.append(signal.Signals(signum))
-            logger.info("received %s: closing every pooled server", signal.Signals(signum).name)
-            stop()
-            return
 
 
 def _print_socket(path: str) -> None:
