@@ -1,26 +1,44 @@
-"""Per-call cost of telemetry: the same ``echo`` call through ``McpAdapter.call`` with
-telemetry off and on (spans to the SDK's batch processor, metrics into the Prometheus
-registry), alternating in blocks so load on the machine hits both alike. Target: p50 with it
-on within 5% of off.
+"""Per-call cost of telemetry, measured as users run it: the same ``echo`` call with telemetry
+on and off, through ``McpAdapter.call`` and through ``pi-mcp serve`` over Streamable HTTP with
+a real SDK client. Target: p50 with it on within 5% of off.
 
-Usage: .venv/bin/python bench/bench_telemetry.py [--calls N]
+"On" is the production configuration, spans and metrics exported over OTLP/HTTP to a receiver
+in a process of its own (it answers and discards):
+
+- ``McpAdapter.call``: telemetry configured as ``OTEL_EXPORTER_OTLP_ENDPOINT`` configures it
+  (the global tracer provider, a batch span processor, a periodic metric reader, the
+  Prometheus registry); "off" uninstalls it, which is what an adapter without telemetry runs
+  (one global read per hook; the MCP SDK's spans are off on that provider too);
+- ``pi-mcp serve``: two gateways over the same upstream, one started with the ``OTEL_*``
+  variables, one with ``OTEL_SDK_DISABLED=true``; one SDK client each, in this process.
+
+The machine is shared (2 cores, other work running): "on" and "off" take turns in rounds of
+``--calls`` calls (on-off, then off-on, so neither always goes first), and the result is the
+median over rounds of each round's p50 ratio, which a load change during one round moves
+little. The pooled p50s are printed beside it.
+
+Usage: .venv/bin/python bench/bench_telemetry.py [--rounds R] [--calls N]
+       [--only adapter|gateway]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AsyncExitStack, ExitStack, contextmanager
 from pathlib import Path
 
 import anyio
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from mcp import Client
 
+from pi_mcp_adapter.config import Settings
 from pi_mcp_adapter.engine import McpAdapter, _telemetry
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -28,7 +46,25 @@ from _summary import record
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "mcp_fixture.py"
-BLOCK = 50
+PI_MCP = Path(sys.executable).parent / "pi-mcp"
+WARMUP_CALLS = 100
+TARGET_RATIO = 1.05
+
+RECEIVER = """
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+class Discard(BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length", "0")))
+        self.send_response(200)
+        self.send_header("content-type", "application/x-protobuf")
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+server = ThreadingHTTPServer(("127.0.0.1", 0), Discard)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
 
 
 def percentile(samples: list[float], fraction: float) -> float:
@@ -36,52 +72,189 @@ def percentile(samples: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=1000)
-    options = parser.parse_args()
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(BatchSpanProcessor(exporter))
-    telemetry = _telemetry.create_telemetry(tracer_provider=provider)
+@contextmanager
+def _process(command: list[str], env: dict[str, str] | None = None) -> Iterator[str]:
+    """Run ``command``; its first line of output is handed back."""
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env or dict(os.environ)
+    )
+    assert process.stdout is not None
+    try:
+        yield process.stdout.readline().decode().strip()
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@contextmanager
+def otlp_receiver() -> Iterator[str]:
+    with _process([sys.executable, "-c", RECEIVER]) as port:
+        if not port.isdigit():
+            raise SystemExit(f"the OTLP receiver did not start: {port!r}")
+        yield f"http://127.0.0.1:{port}"
+
+
+def otel_environment(endpoint: str) -> dict[str, str]:
+    return {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}
+
+
+class Rounds:
+    """Per-call latencies of "on" and "off", kept per round."""
+
+    def __init__(self) -> None:
+        self.rounds: list[dict[str, list[float]]] = []
+
+    async def run(
+        self,
+        rounds: int,
+        calls: int,
+        call: dict[str, Callable[[], Awaitable[object]]],
+        before: Callable[[str], None] = lambda _mode: None,
+    ) -> None:
+        for index in range(rounds):
+            order = ("off", "on") if index % 2 == 0 else ("on", "off")
+            samples: dict[str, list[float]] = {"off": [], "on": []}
+            for mode in order:
+                before(mode)
+                for _ in range(calls):
+                    started = time.perf_counter()
+                    await call[mode]()
+                    samples[mode].append((time.perf_counter() - started) * 1000)
+            self.rounds.append(samples)
+
+    def pooled(self, mode: str) -> list[float]:
+        return [value for samples in self.rounds for value in samples[mode]]
+
+    def median_ratio(self) -> float:
+        return statistics.median(
+            percentile(r["on"], 0.5) / percentile(r["off"], 0.5) for r in self.rounds
+        )
+
+
+async def adapter_rounds(rounds: int, calls: int, endpoint: str) -> Rounds:
+    """``McpAdapter.call`` of the fixture's echo, telemetry configured from OTEL_* or not."""
+    telemetry = _telemetry.configure_telemetry(Settings(), otel_environment(endpoint))
+    assert telemetry is not None
+    measured = Rounds()
     with tempfile.TemporaryDirectory() as tmp:
         agent = Path(tmp)
         servers = {"fx": {"command": sys.executable, "args": [str(FIXTURE)]}}
         (agent / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
-        samples: dict[str, list[float]] = {"off": [], "on": []}
+        # Started with telemetry installed, as configured (the adapter is watched by it).
         async with McpAdapter(agent_dir=agent, project_dir=agent) as adapter:
-            for _ in range(BLOCK):  # warm-up: connect, caches, imports
-                await adapter.call("fx_echo", {"message": "warm"})
-            done = 0
-            while done < options.calls:
-                for mode in ("off", "on"):
-                    _telemetry.install(telemetry if mode == "on" else None)
-                    for _ in range(BLOCK):
-                        started = time.perf_counter()
-                        await adapter.call("fx_echo", {"message": "x"})
-                        samples[mode].append(time.perf_counter() - started)
-                    exporter.clear()
-                done += BLOCK
-            _telemetry.install(None)
-    provider.shutdown()
-    telemetry.shutdown()
-    print(f"echo through McpAdapter.call, {options.calls} calls each way")
+            for mode in ("off", "on"):  # connect, caches, imports, the first spans
+                _telemetry.install(telemetry if mode == "on" else None)
+                for _ in range(WARMUP_CALLS):
+                    await adapter.call("fx_echo", {"message": "warm"})
+
+            async def echo() -> object:
+                outcome = await adapter.call("fx_echo", {"message": "x"})
+                if outcome.error_kind is not None or outcome.is_error:
+                    raise SystemExit(f"fx_echo failed: {outcome.message}")
+                return outcome
+
+            def switch(mode: str) -> None:
+                _telemetry.install(telemetry if mode == "on" else None)
+
+            await measured.run(rounds, calls, {"off": echo, "on": echo}, switch)
+        _telemetry.install(None)
+    return measured
+
+
+async def gateway_rounds(rounds: int, calls: int, endpoint: str) -> Rounds:
+    """The same echo through two ``pi-mcp serve`` gateways over HTTP, one with telemetry."""
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        config = directory / "mcp.json"
+        entry = {"command": sys.executable, "args": [str(FIXTURE)]}
+        entry |= {"directTools": ["echo"], "lifecycle": "eager"}
+        config.write_text(json.dumps({"mcpServers": {"fx": entry}}))
+        environments = {
+            "off": {**os.environ, "OTEL_SDK_DISABLED": "true"},
+            "on": {**os.environ, **otel_environment(endpoint)},
+        }
+        urls: dict[str, str] = {}
+        with ExitStack() as stack:
+            for mode, env in environments.items():
+                agent = directory / f"agent-{mode}"
+                command = [str(PI_MCP), "--config", str(config), "--agent-dir", str(agent)]
+                command += ["serve", "--transport", "http", "--port", "0"]
+                line = stack.enter_context(_process(command, env))
+                if "listening on " not in line:
+                    raise SystemExit(f"pi-mcp serve ({mode}) did not start: {line!r}")
+                urls[mode] = line.split("listening on ", 1)[1].strip()
+            async with AsyncExitStack() as clients:
+                sessions = {
+                    mode: await clients.enter_async_context(Client(url, mode="legacy", cache=None))
+                    for mode, url in urls.items()
+                }
+                for session in sessions.values():
+                    for _ in range(WARMUP_CALLS):
+                        await session.call_tool("fx_echo", {"message": "warm"})
+
+                def echo(session: Client) -> Callable[[], Awaitable[object]]:
+                    async def call() -> object:
+                        result = await session.call_tool("fx_echo", {"message": "x"})
+                        if result.is_error:
+                            raise SystemExit(f"fx_echo failed: {result.content}")
+                        return result
+
+                    return call
+
+                measured = Rounds()
+                calls_by_mode = {mode: echo(session) for mode, session in sessions.items()}
+                await measured.run(rounds, calls, calls_by_mode)
+    return measured
+
+
+def report(title: str, metric: str, measured: Rounds) -> float:
+    off, on = measured.pooled("off"), measured.pooled("on")
+    ratio = measured.median_ratio()
+    print(f"\n{title}: {len(measured.rounds)} rounds, {len(on)} calls each way")
     print(f"{'telemetry':<12}{'p50 ms':>10}{'p99 ms':>10}{'mean ms':>10}")
-    for mode, values in samples.items():
+    for mode, values in (("off", off), ("on", on)):
         print(
-            f"{mode:<12}{percentile(values, 0.5) * 1e3:>10.3f}"
-            f"{percentile(values, 0.99) * 1e3:>10.3f}{statistics.fmean(values) * 1e3:>10.3f}"
+            f"{mode:<12}{percentile(values, 0.5):>10.3f}"
+            f"{percentile(values, 0.99):>10.3f}{statistics.fmean(values):>10.3f}"
         )
-    ratio = percentile(samples["on"], 0.5) / percentile(samples["off"], 0.5)
-    print(f"p50 ratio on/off: {ratio:.3f} (target <= 1.05)")
+    verdict = "within" if ratio <= TARGET_RATIO else "OVER"
+    print(f"median of per-round p50 ratios on/off: {ratio:.3f} ({verdict} target {TARGET_RATIO})")
     record(
         "telemetry overhead",
-        "echo p50 through McpAdapter.call, telemetry on",
-        percentile(samples["on"], 0.5) * 1e3,
-        percentile(samples["off"], 0.5) * 1e3,
+        metric,
+        percentile(on, 0.5),
+        percentile(off, 0.5),
         unit="ms",
         baseline_name="telemetry off",
     )
+    return ratio
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--calls", type=int, default=100, help="calls per round and mode")
+    parser.add_argument("--only", choices=("adapter", "gateway"))
+    options = parser.parse_args()
+    with otlp_receiver() as endpoint:
+        if options.only != "adapter":
+            measured = await gateway_rounds(options.rounds, options.calls, endpoint)
+            report(
+                "echo through pi-mcp serve over HTTP (SDK client)",
+                "echo p50 through pi-mcp serve over HTTP, telemetry on",
+                measured,
+            )
+        if options.only != "gateway":
+            measured = await adapter_rounds(options.rounds, options.calls, endpoint)
+            report(
+                "echo through McpAdapter.call",
+                "echo p50 through McpAdapter.call, telemetry on",
+                measured,
+            )
 
 
 if __name__ == "__main__":

@@ -119,7 +119,9 @@ def install(telemetry: Telemetry | None) -> Telemetry | None:
 class _Wanted:
     exporter: Literal["otlp", "console", "none"]
     protocol: Literal["http/protobuf", "grpc"]
-    endpoint: str | None
+    traces_endpoint: str | None
+    metrics_endpoint: str | None
+    """Where each signal goes; ``None``: the exporter's default (``localhost``)."""
     record_arguments: bool
     record_results: bool
     service_name: str
@@ -160,15 +162,35 @@ def _wanted(settings: Settings, environ: Mapping[str, str]) -> _Wanted | None:
     protocol = values.protocol or (
         "grpc" if environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "").strip() == "grpc" else None
     )
+    protocol = protocol or "http/protobuf"
     return _Wanted(
         exporter=exporter or "none",
-        protocol=protocol or "http/protobuf",
-        endpoint=values.endpoint,
+        protocol=protocol,
+        traces_endpoint=_endpoint("traces", values.endpoint, protocol, environ),
+        metrics_endpoint=_endpoint("metrics", values.endpoint, protocol, environ),
         record_arguments=values.record_arguments,
         record_results=values.record_results,
         service_name=environ.get("OTEL_SERVICE_NAME") or values.service_name,
         metrics_token=values.metrics_token,
     )
+
+
+def _endpoint(
+    signal: str, configured: str | None, protocol: str, environ: Mapping[str, str]
+) -> str | None:
+    """The URL ``signal``'s exporter posts to: ``settings.telemetry.endpoint`` (a base URL),
+    else ``OTEL_EXPORTER_OTLP_{SIGNAL}_ENDPOINT`` as it is, else ``OTEL_EXPORTER_OTLP_ENDPOINT``
+    (a base URL), read from the adapter's environment (the exporters' own defaults would read
+    the process's, which an embedder's adapter need not run with)."""
+    base = configured
+    if base is None:
+        specific = environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT", "").strip()
+        if specific:
+            return specific
+        base = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip() or None
+    if base is None or protocol == "grpc":
+        return base  # gRPC has one endpoint for every signal
+    return base.rstrip("/") + f"/v1/{signal}"
 
 
 def configure_telemetry(
@@ -188,7 +210,9 @@ def configure_telemetry(
     if wanted is None:
         if not _application_has_tracing():
             return None
-        wanted = _Wanted("none", "http/protobuf", None, False, False, INSTRUMENTATION_NAME, None)
+        wanted = _Wanted(
+            "none", "http/protobuf", None, None, False, False, INSTRUMENTATION_NAME, None
+        )
     with _configure_lock:
         if _active is None:
             _active = _create_from(wanted)
@@ -207,6 +231,17 @@ def _application_has_tracing() -> bool:
     return type(provider).__name__ not in ("ProxyTracerProvider", "NoOpTracerProvider")
 
 
+def _application_meter_provider() -> MeterProvider | None:
+    """The meter provider the program installed, if it did: our instruments go there, so an
+    application's metrics pipeline has the MCP calls beside its own measurements."""
+    from opentelemetry import metrics
+
+    provider = metrics.get_meter_provider()
+    if type(provider).__name__ in ("_ProxyMeterProvider", "NoOpMeterProvider"):
+        return None
+    return provider  # type: ignore[return-value]
+
+
 def _create_from(wanted: _Wanted) -> Telemetry:
     try:
         from opentelemetry import trace
@@ -223,10 +258,12 @@ def _create_from(wanted: _Wanted) -> Telemetry:
         # Global, so the MCP SDK's own client spans (and their traceparent) join ours.
         trace.set_tracer_provider(sdk_provider)
         provider = sdk_provider
-    if wanted.exporter == "otlp":
+    app_meters = _application_meter_provider()
+    if wanted.exporter == "otlp" and app_meters is None:
         readers.append(_otlp_metric_reader(wanted))
     return create_telemetry(
         tracer_provider=provider,
+        meter_provider=app_meters,
         metric_readers=readers,
         resource_attributes={"service.name": wanted.service_name},
         record_arguments=wanted.record_arguments,
@@ -327,12 +364,10 @@ def _span_exporter(wanted: _Wanted) -> SpanExporter | None:
             OTLPSpanExporter as GrpcSpanExporter,
         )
 
-        return GrpcSpanExporter(endpoint=wanted.endpoint or None)
+        return GrpcSpanExporter(endpoint=wanted.traces_endpoint)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    if wanted.endpoint:
-        return OTLPSpanExporter(endpoint=wanted.endpoint.rstrip("/") + "/v1/traces")
-    return OTLPSpanExporter()
+    return OTLPSpanExporter(endpoint=wanted.traces_endpoint)
 
 
 def _otlp_metric_reader(wanted: _Wanted) -> MetricReader:
@@ -343,20 +378,10 @@ def _otlp_metric_reader(wanted: _Wanted) -> MetricReader:
             OTLPMetricExporter as GrpcMetricExporter,
         )
 
-        grpc_exporter = (
-            GrpcMetricExporter(endpoint=wanted.endpoint)
-            if wanted.endpoint
-            else GrpcMetricExporter()
-        )
-        return PeriodicExportingMetricReader(grpc_exporter)
+        return PeriodicExportingMetricReader(GrpcMetricExporter(endpoint=wanted.metrics_endpoint))
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
-    http_exporter = (
-        OTLPMetricExporter(endpoint=wanted.endpoint.rstrip("/") + "/v1/metrics")
-        if wanted.endpoint
-        else OTLPMetricExporter()
-    )
-    return PeriodicExportingMetricReader(http_exporter)
+    return PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=wanted.metrics_endpoint))
 
 
 def create_telemetry(
@@ -367,9 +392,12 @@ def create_telemetry(
     record_arguments: bool = False,
     record_results: bool = False,
     metrics_token: str | None = None,
+    meter_provider: MeterProvider | None = None,
 ) -> Telemetry:
     """A :class:`Telemetry` over ``tracer_provider``, its metrics read by ``metric_readers``
     and by a Prometheus registry of its own (the gateway's ``/metrics``); not installed.
+    With ``meter_provider`` (an application's own) the instruments are made there instead,
+    and read by whatever reads it; it stays its owner's to shut down.
 
     Raises:
         TelemetryUnavailableError: the ``telemetry`` extra is missing.
@@ -384,8 +412,18 @@ def create_telemetry(
     except ImportError as exc:
         raise TelemetryUnavailableError() from exc
     registry = CollectorRegistry(auto_describe=True)
+    if meter_provider is not None:
+        return Telemetry(
+            tracer=tracer_provider.get_tracer(INSTRUMENTATION_NAME),
+            meter_provider=meter_provider,
+            prometheus_registry=registry,
+            record_arguments=record_arguments,
+            record_results=record_results,
+            metrics_token=metrics_token,
+            owns_meter_provider=False,
+        )
     readers = [*metric_readers, PrometheusMetricReader(registry=registry)]
-    meter_provider = SdkMeterProvider(
+    own_meter_provider = SdkMeterProvider(
         metric_readers=readers,
         # No exemplars: Prometheus' text format drops them, and sampling one for every
         # duration recorded inside a span is a large part of a call's telemetry cost.
@@ -400,7 +438,7 @@ def create_telemetry(
     )
     return Telemetry(
         tracer=tracer_provider.get_tracer(INSTRUMENTATION_NAME),
-        meter_provider=meter_provider,
+        meter_provider=own_meter_provider,
         prometheus_registry=registry,
         record_arguments=record_arguments,
         record_results=record_results,
@@ -476,8 +514,10 @@ class Telemetry:
         record_arguments: bool = False,
         record_results: bool = False,
         metrics_token: str | None = None,
+        owns_meter_provider: bool = True,
     ) -> None:
         self.tracer = tracer
+        self._owns_meter_provider = owns_meter_provider
         self.meter_provider = meter_provider
         self.prometheus_registry = prometheus_registry
         self.record_arguments = record_arguments
@@ -678,8 +718,10 @@ class Telemetry:
         return generate_latest(self.prometheus_registry)
 
     def shutdown(self) -> None:
-        """Flush and stop the metric readers (spans are the tracer provider's owner's)."""
-        self.meter_provider.shutdown()
+        """Flush and stop the metric readers (spans are the tracer provider's owner's, and an
+        application's meter provider is the application's)."""
+        if self._owns_meter_provider:
+            self.meter_provider.shutdown()
 
 
 @dataclass(slots=True)
@@ -830,15 +872,19 @@ class _RequestSpan:
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, _tb: Any) -> None:
         duration_s = time.perf_counter() - self._started
-        telemetry = self._telemetry
-        telemetry.detach(self._token)
+        end_ns = time.time_ns()
+        self._telemetry.detach(self._token)
         record = self._record
         if exc is not None:
             record.error_type = record.error_type or _error_type(exc)
+        _after_answer(self._end, duration_s, end_ns)
+
+    def _end(self, duration_s: float, end_ns: int) -> None:
+        record = self._record
         _finish(self._span, record.error_type)
-        self._span.end()
+        self._span.end(end_ns)
         labels = self._shape.labels_for(record.outcome(), record.error_type)
-        telemetry._request_duration.record(duration_s, labels)
+        self._telemetry._request_duration.record(duration_s, labels)
 
 
 class _UpstreamCallSpan:
@@ -877,10 +923,16 @@ class _UpstreamCallSpan:
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, _tb: Any) -> None:
         duration_s = time.perf_counter() - self._started
+        end_ns = time.time_ns()
+        telemetry = self._telemetry
+        telemetry._in_flight[self._shape.server] -= 1
+        telemetry.detach(self._token)
+        error_type = _error_type(exc) if exc is not None and self._outcome is None else None
+        _after_answer(self._end, duration_s, end_ns, error_type)
+
+    def _end(self, duration_s: float, end_ns: int, raised: str | None) -> None:
         telemetry = self._telemetry
         shape = self._shape
-        telemetry._in_flight[shape.server] -= 1
-        telemetry.detach(self._token)
         span = self._span
         outcome = self._outcome
         if outcome is not None:
@@ -892,13 +944,13 @@ class _UpstreamCallSpan:
                 )
         else:
             outcome_name = "failed"
-            error_type = error_kind = _error_type(exc) if exc is not None else None
+            error_type = error_kind = raised
         _finish(span, error_type)
-        span.end()
+        span.end(end_ns)
         telemetry._upstream_duration.record(duration_s, shape.labels_for(outcome_name, error_type))
         telemetry.recent.appendleft(
             RecentCall(
-                time.time(),
+                end_ns / 1e9,
                 shape.server,
                 shape.tool,
                 shape.client,
@@ -907,6 +959,21 @@ class _UpstreamCallSpan:
                 error_kind,
             )
         )
+
+
+def _after_answer(finish: Callable[..., None], *args: Any) -> None:
+    """Run ``finish`` (end a span, record its duration) on the event loop's next turn, after
+    the caller has its answer: the times are taken already, and the loop is usually idle
+    then, waiting for the next request's reply, so the answer does not wait for telemetry.
+    Without a running asyncio loop (trio, or no loop), at once."""
+    import asyncio
+
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        finish(*args)
+        return
+    loop.call_soon(finish, *args)
 
 
 def _extract(meta: Mapping[str, Any] | None) -> Any:
