@@ -18,6 +18,7 @@ import pytest
 from gateway._telemetry_support import (
     OtlpReceiver,
     ReceivedSpan,
+    running_grpc_otlp_receiver,
     running_otlp_receiver,
     traceparent_entry,
 )
@@ -53,47 +54,68 @@ def named(spans: list[ReceivedSpan], name: str) -> list[ReceivedSpan]:
     return [s for s in spans if s.name == name]
 
 
-def test_pi_mcp_call_exports_its_call_span_over_otlp_and_the_server_continues_that_trace(
-    tmp_path: Path, otlp_receiver: OtlpReceiver
-) -> None:
-    (tmp_path / "agent").mkdir()
-    (tmp_path / "project").mkdir()
+def run_call(home: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``pi-mcp call tp_traceparent`` in an agent dir of its own under ``home``."""
+    (home / "agent").mkdir()
+    (home / "project").mkdir()
     config = {"mcpServers": {"tp": traceparent_entry()}}
-    (tmp_path / "agent" / "mcp.json").write_text(json.dumps(config))
-    env = {
+    (home / "agent" / "mcp.json").write_text(json.dumps(config))
+    environment = {
         **os.environ,
-        "HOME": str(tmp_path),
-        "PI_CODING_AGENT_DIR": str(tmp_path / "agent"),
-        **otel_environment(otlp_receiver),
+        "HOME": str(home),
+        "PI_CODING_AGENT_DIR": str(home / "agent"),
+        **env,
     }
     arguments = json.dumps({"note": "private words"})
     done = subprocess.run(
-        [
-            *PI_MCP_MODULE,
-            "--project",
-            str(tmp_path / "project"),
-            "call",
-            "tp_traceparent",
-            arguments,
-        ],
-        env=env,
+        [*PI_MCP_MODULE, "--project", str(home / "project"), "call", "tp_traceparent", arguments],
+        env=environment,
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    # The process flushes its spans as it exits: they are there without waiting.
-    otlp_receiver.wait_for(lambda spans: bool(named(spans, "tools/call traceparent")), 10)
-    (call,) = named(otlp_receiver.spans, "tools/call traceparent")
+    return done
+
+
+def assert_one_call_span_whose_context_the_server_received(
+    spans: list[ReceivedSpan], stdout: str
+) -> None:
+    (call,) = named(spans, "tools/call traceparent")
     assert call.scope == "pi-mcp-adapter"
     assert call.attributes["pi_mcp.server"] == "tp"
     assert call.attributes["mcp.method.name"] == "tools/call"
     assert "private words" not in json.dumps(call.attributes)
     # One CLIENT span for the call: the SDK's own send span gave way to ours...
-    assert named(otlp_receiver.spans, "MCP send tools/call traceparent") == []
+    assert named(spans, "MCP send tools/call traceparent") == []
     # ...and the server received our span's context.
-    _version, trace_id, parent_id, _flags = done.stdout.strip().split("-")
+    _version, trace_id, parent_id, _flags = stdout.strip().split("-")
     assert (trace_id, parent_id) == (call.trace_id, call.span_id)
+
+
+def test_pi_mcp_call_exports_its_call_span_over_otlp_and_the_server_continues_that_trace(
+    tmp_path: Path, otlp_receiver: OtlpReceiver
+) -> None:
+    done = run_call(tmp_path, otel_environment(otlp_receiver))
+    # The process flushes its spans and metrics as it exits: they are there without waiting.
+    otlp_receiver.wait_for(lambda spans: bool(named(spans, "tools/call traceparent")), 10)
+    assert_one_call_span_whose_context_the_server_received(otlp_receiver.spans, done.stdout)
+    assert "mcp.client.operation.duration" in otlp_receiver.metrics
+
+
+def test_pi_mcp_call_exports_over_otlp_grpc_when_the_protocol_variable_says_grpc(
+    tmp_path: Path,
+) -> None:
+    with running_grpc_otlp_receiver() as receiver:
+        env = {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+        }
+        done = run_call(tmp_path, env)
+        receiver.wait_for(lambda spans: bool(named(spans, "tools/call traceparent")), 10)
+        spans, metrics = list(receiver.spans), list(receiver.metrics)
+    assert_one_call_span_whose_context_the_server_received(spans, done.stdout)
+    assert "mcp.client.operation.duration" in metrics
 
 
 def test_a_gateway_call_exports_one_request_span_and_one_upstream_span_into_the_same_trace(

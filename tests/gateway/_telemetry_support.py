@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import ScopeSpans
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -152,10 +155,20 @@ def received_spans(scope_spans: ScopeSpans) -> list[ReceivedSpan]:
     ]
 
 
+def metric_names(request: ExportMetricsServiceRequest) -> list[str]:
+    return [
+        metric.name
+        for resource_metrics in request.resource_metrics
+        for scope_metrics in resource_metrics.scope_metrics
+        for metric in scope_metrics.metrics
+    ]
+
+
 class OtlpReceiver(ThreadingHTTPServer):
-    """Keeps what OTLP/HTTP exporters post to ``/v1/traces``."""
+    """Keeps what OTLP/HTTP exporters post to ``/v1/traces`` and ``/v1/metrics``."""
 
     spans: list[ReceivedSpan]
+    metrics: list[str]
 
     @property
     def endpoint(self) -> str:
@@ -180,6 +193,10 @@ class _OtlpHandler(BaseHTTPRequestHandler):
             for resource_spans in request.resource_spans:
                 for scope_spans in resource_spans.scope_spans:
                     self.server.spans.extend(received_spans(scope_spans))
+        elif self.path == "/v1/metrics":
+            metrics = ExportMetricsServiceRequest()
+            metrics.ParseFromString(body)
+            self.server.metrics.extend(metric_names(metrics))
         self.send_response(200)
         self.send_header("content-type", "application/x-protobuf")
         self.end_headers()
@@ -192,6 +209,7 @@ class _OtlpHandler(BaseHTTPRequestHandler):
 def running_otlp_receiver() -> Iterator[OtlpReceiver]:
     receiver = OtlpReceiver(("127.0.0.1", 0), _OtlpHandler)
     receiver.spans = []
+    receiver.metrics = []
     thread = threading.Thread(target=receiver.serve_forever, daemon=True)
     thread.start()
     try:
@@ -199,3 +217,61 @@ def running_otlp_receiver() -> Iterator[OtlpReceiver]:
     finally:
         receiver.shutdown()
         receiver.server_close()
+
+
+class GrpcOtlpReceiver:
+    """An OTLP/gRPC collector on loopback (the TraceService and MetricsService of
+    opentelemetry-proto on a grpcio server) that keeps what it is sent."""
+
+    def __init__(self) -> None:
+        self.spans: list[ReceivedSpan] = []
+        self.metrics: list[str] = []
+        self.port = 0
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def wait_for(self, found: Callable[[list[ReceivedSpan]], bool], timeout_s: float = 60) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not found(list(self.spans)):
+            time.sleep(0.2)
+
+
+@contextmanager
+def running_grpc_otlp_receiver() -> Iterator[GrpcOtlpReceiver]:
+    from concurrent import futures
+
+    import grpc
+    from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+        ExportMetricsServiceResponse,
+    )
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceResponse,
+    )
+
+    receiver = GrpcOtlpReceiver()
+
+    class Traces(trace_service_pb2_grpc.TraceServiceServicer):  # type: ignore[misc]
+        def Export(self, request: Any, context: Any) -> Any:
+            for resource_spans in request.resource_spans:
+                for scope_spans in resource_spans.scope_spans:
+                    receiver.spans.extend(received_spans(scope_spans))
+            return ExportTraceServiceResponse()
+
+    class Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):  # type: ignore[misc]
+        def Export(self, request: Any, context: Any) -> Any:
+            receiver.metrics.extend(metric_names(request))
+            return ExportMetricsServiceResponse()
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), server)
+    metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), server)
+    receiver.port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield receiver
+    finally:
+        server.stop(grace=None)
