@@ -9,58 +9,30 @@ work that grows with the catalog shows up as calls, on a busy machine as on an i
 from __future__ import annotations
 
 import json
-import sys
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import anyio
 import pytest
 
+from _large_catalog import (  # tests/ is on sys.path
+    TOOLS_PER_SERVER,
+    counted_calls,
+    server_metadata,
+)
 from pi_mcp_adapter.catalog import Catalog, MetadataCache, ServerMetadata
 from pi_mcp_adapter.config import ServerEntry, Settings
 from pi_mcp_adapter.engine import CallerPolicy, acting_for
 from pi_mcp_adapter.engine._catalog_state import CatalogState
 
-TOOLS_PER_SERVER = 5
 COST_RATIO_LIMIT = 1.5
 """A request at ten times the catalog may make at most this many times the calls."""
 
 
-def server_metadata(server: str, version: int = 0) -> ServerMetadata:
-    return ServerMetadata(
-        tools=tuple(
-            {
-                "name": f"tool_{t}",
-                "description": f"Tool {t} of {server}, version {version}: does one thing well.",
-                "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
-            }
-            for t in range(TOOLS_PER_SERVER)
-        )
-    )
-
-
 def entry(**fields: Any) -> ServerEntry:
     return ServerEntry(command="server", **fields)
-
-
-@contextmanager
-def counted_calls() -> Iterator[list[int]]:
-    """Count every Python function call made in this thread inside the block."""
-    count = [0]
-
-    def profile(_frame: FrameType, event: str, _arg: object) -> None:
-        if event == "call":
-            count[0] += 1
-
-    sys.setprofile(profile)
-    try:
-        yield count
-    finally:
-        sys.setprofile(None)
 
 
 def catalog_state(tmp_path: Path, servers: int) -> tuple[CatalogState, dict[str, ServerEntry]]:

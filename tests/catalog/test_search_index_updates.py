@@ -1,4 +1,5 @@
-"""A search index follows a relisting in place, at the cost of the relisted server.
+"""A search index follows a relisting in place, at the cost of the relisted server, and a
+process opens the index stored for its catalog instead of building it.
 
 ``SearchIndex.prepare_replacement`` works out one server's new documents (in any thread) and
 ``apply_replacement`` swaps them in: the server's old documents leave the lexical index and
@@ -11,13 +12,12 @@ documents and Python calls, never in time).
 from __future__ import annotations
 
 import dataclasses
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from types import FrameType
+from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
+from _large_catalog import counted_calls  # tests/ is on sys.path
 from pi_mcp_adapter.catalog import Catalog, ServerMetadata, ToolInfo
 from pi_mcp_adapter.catalog._search import SearchIndex
 from pi_mcp_adapter.catalog._search_semantic import semantic_available
@@ -74,22 +74,6 @@ def replace(index: SearchIndex, catalog: Catalog, server: str, tools: list[ToolI
     assert replacement is not None
     assert index.apply_replacement(replacement, catalog.servers)
     return replacement.documents_touched
-
-
-@contextmanager
-def counted_calls() -> Iterator[list[int]]:
-    """Count every Python function call made in this thread inside the block."""
-    count = [0]
-
-    def profile(_frame: FrameType, event: str, _arg: object) -> None:
-        if event == "call":
-            count[0] += 1
-
-    sys.setprofile(profile)
-    try:
-        yield count
-    finally:
-        sys.setprofile(None)
 
 
 QUERIES = (
@@ -238,3 +222,74 @@ def test_a_hybrid_index_never_ranks_a_removed_tools_vector() -> None:
     page = index.search("meteorological outlook", limit=3)
     assert page.hits
     assert page.hits[0].tool.server == server
+
+
+def stored_index(tools: Sequence[ToolInfo], path: Path) -> SearchIndex:
+    return SearchIndex(tools, ranking="lexical", index_store=path)
+
+
+def test_a_stored_index_answers_as_the_build_it_was_written_from(tmp_path: Path) -> None:
+    path = tmp_path / "mcp-search-index.sqlite"
+    catalog = catalog_of(30)
+    built = stored_index(catalog.tools(), path)
+    assert path.exists()
+
+    with counted_calls() as opening:
+        opened = stored_index(catalog.tools(), path)
+    with counted_calls() as building:
+        SearchIndex(catalog.tools(), ranking="lexical")
+
+    # Opening reads no tool's text: a small fraction of the calls of a build.
+    assert opening[0] * 10 < building[0], (opening, building)
+    for query in QUERIES:
+        a, b = built.search(query, limit=10), opened.search(query, limit=10)
+        assert [(h.tool.name, h.score) for h in a.hits] == [(h.tool.name, h.score) for h in b.hits]
+        assert (a.total, a.confident, a.servers) == (b.total, b.confident, b.servers)
+    # An opened index follows a relisting like a built one.
+    server = "server-00005"
+    tools = relisted_tools(catalog, server, server_metadata(server, version=1))
+    for index in (built, opened):
+        replace(index, catalog, server, tools)
+    for query in (*QUERIES, "revision 1"):
+        a, b = built.search(query, limit=10), opened.search(query, limit=10)
+        assert [(h.tool.name, h.score) for h in a.hits] == [(h.tool.name, h.score) for h in b.hits]
+
+
+def test_a_stored_index_of_other_tools_is_never_used(tmp_path: Path) -> None:
+    path = tmp_path / "mcp-search-index.sqlite"
+    stored_index(catalog_of(10).tools(), path)
+    server = "server-00004"
+    changed = ServerMetadata(tools=({"name": "quokka_census", "description": "Count quokkas."},))
+    catalog = catalog_of(10, {server: changed})
+
+    index = stored_index(catalog.tools(), path)
+
+    assert index.search("count quokkas", limit=1).hits[0].tool.name == f"{server}_quokka_census"
+    assert index.search("", server=server).total == 1
+    # The file now holds the new catalog's index.
+    again = stored_index(catalog.tools(), path)
+    assert again.search("count quokkas", limit=1).hits[0].tool.name == f"{server}_quokka_census"
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(b"not a database at all", id="garbage"),
+        pytest.param(b"", id="empty"),
+        pytest.param(None, id="cut-short"),
+    ],
+)
+def test_a_damaged_stored_index_is_built_again_silently(
+    tmp_path: Path, damage: bytes | None
+) -> None:
+    path = tmp_path / "mcp-search-index.sqlite"
+    catalog = catalog_of(10)
+    expected = [h.tool.name for h in stored_index(catalog.tools(), path).search("email").hits]
+    content = path.read_bytes()
+    path.write_bytes(content[: len(content) // 3] if damage is None else damage)
+
+    index = stored_index(catalog.tools(), path)
+
+    assert [h.tool.name for h in index.search("email").hits] == expected
+    reopened = stored_index(catalog.tools(), path)
+    assert [h.tool.name for h in reopened.search("email").hits] == expected

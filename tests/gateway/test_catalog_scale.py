@@ -10,77 +10,30 @@ as on an idle one.
 
 from __future__ import annotations
 
-import json
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
 
 import pytest
 from mcp import Client
 
-from pi_mcp_adapter.catalog import MetadataCache, ServerMetadata
-from pi_mcp_adapter.config import ServerEntry
+from _large_catalog import (  # tests/ is on sys.path
+    TOOLS_PER_SERVER,
+    counted_calls,
+    write_large_workspace,
+)
 from pi_mcp_adapter.engine import McpAdapter
 from pi_mcp_adapter.hosts._gateway import McpGateway
 
-from .conftest import MCP_FIXTURE, text_of
+from .conftest import text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-TOOLS_PER_SERVER = 5
 REQUESTS = 5
 COST_RATIO_LIMIT = 1.5
 """A request at ten times the catalog may make at most this many times the calls."""
 
 
-@contextmanager
-def counted_calls() -> Iterator[list[int]]:
-    count = [0]
-
-    def profile(_frame: FrameType, event: str, _arg: object) -> None:
-        if event == "call":
-            count[0] += 1
-
-    sys.setprofile(profile)
-    try:
-        yield count
-    finally:
-        sys.setprofile(None)
-
-
-def write_workspace(root: Path, servers: int) -> Path:
-    """A config with the fixture server and ``servers`` cached lazy ones; returns its file."""
-    agent_dir = root / "agent"
-    agent_dir.mkdir(parents=True)
-    config: dict[str, dict[str, object]] = {
-        "fixture": {
-            "command": sys.executable,
-            "args": [str(MCP_FIXTURE)],
-            "lifecycle": "eager",
-            "directTools": ["echo"],
-        }
-    }
-    cache = MetadataCache(agent_dir / "mcp-cache.json")
-    for s in range(servers):
-        name = f"cached-{s:05d}"
-        config[name] = {"command": "/bin/false", "args": [name]}
-        tools = tuple(
-            {"name": f"tool_{t}", "description": f"Tool {t} of {name}.", "inputSchema": {}}
-            for t in range(TOOLS_PER_SERVER)
-        )
-        cache.store(
-            name, ServerEntry(command="/bin/false", args=(name,)), ServerMetadata(tools=tools)
-        )
-    cache.flush()
-    config_file = root / "mcp.json"
-    config_file.write_text(json.dumps({"mcpServers": config}))
-    return config_file
-
-
 async def request_cost(root: Path, servers: int) -> int:
-    config_file = write_workspace(root, servers)
+    config_file = write_large_workspace(root, servers)
     async with McpAdapter(
         agent_dir=root / "agent",
         project_dir=root,

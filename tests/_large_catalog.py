@@ -1,0 +1,94 @@
+"""Large catalogs, and the count that tells whether work grows with them.
+
+The cost tests (``catalog/test_catalog_scale.py``, ``engine/test_relisting_cost.py``,
+``gateway/test_catalog_scale.py``) make the same request at two catalog sizes and compare the
+Python function calls it makes: a busy machine makes each call slower, not more numerous, so a
+ratio of calls holds under load where a ratio of seconds does not. The catalogs are servers
+``server-NNNNN`` with :data:`TOOLS_PER_SERVER` tools each, known from the metadata cache and
+never started (lazy, ``/bin/false``), beside the real fixture server.
+
+Imported as ``_large_catalog``: ``tests/`` is on ``sys.path`` (it has no ``__init__.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from pi_mcp_adapter.catalog import MetadataCache, ServerMetadata
+from pi_mcp_adapter.config import ServerEntry
+
+TOOLS_PER_SERVER = 5
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "mcp_fixture.py"
+"""The real fixture server every workspace runs beside its cached servers (``echo``)."""
+
+
+@contextmanager
+def counted_calls() -> Iterator[list[int]]:
+    """Count every Python function call made in this thread inside the block."""
+    count = [0]
+
+    def profile(_frame: FrameType, event: str, _arg: object) -> None:
+        if event == "call":
+            count[0] += 1
+
+    sys.setprofile(profile)
+    try:
+        yield count
+    finally:
+        sys.setprofile(None)
+
+
+def server_name(index: int) -> str:
+    return f"server-{index:05d}"
+
+
+def server_metadata(server: str, version: int = 0, *, prompts: bool = False) -> ServerMetadata:
+    """``server``'s tools (``tool_0`` ...), whose descriptions name ``version``; with
+    ``prompts``, one prompt named after the version too (a relisting then changes prompts)."""
+    return ServerMetadata(
+        tools=tuple(
+            {
+                "name": f"tool_{t}",
+                "description": f"Tool {t} of {server}, version {version}.",
+                "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
+            }
+            for t in range(TOOLS_PER_SERVER)
+        ),
+        prompts=({"name": f"prompt_v{version}"},) if prompts else (),
+    )
+
+
+def write_large_workspace(
+    root: Path,
+    servers: int,
+    *,
+    metadata: Callable[[str], ServerMetadata] = server_metadata,
+) -> Path:
+    """``root/mcp.json`` with ``servers`` lazy servers known from ``root/agent``'s metadata
+    cache (``metadata(name)`` each) and the real fixture server (eager, ``echo`` as a direct
+    tool); returns the config file."""
+    agent_dir = root / "agent"
+    agent_dir.mkdir(parents=True)
+    config: dict[str, Any] = {
+        "fixture": {
+            "command": sys.executable,
+            "args": [str(FIXTURE)],
+            "lifecycle": "eager",
+            "directTools": ["echo"],
+        }
+    }
+    cache = MetadataCache(agent_dir / "mcp-cache.json")
+    for s in range(servers):
+        name = server_name(s)
+        config[name] = {"command": "/bin/false", "args": [name]}
+        cache.store(name, ServerEntry(command="/bin/false", args=(name,)), metadata(name))
+    cache.flush()
+    config_file = root / "mcp.json"
+    config_file.write_text(json.dumps({"mcpServers": config}), encoding="utf-8")
+    return config_file
