@@ -189,14 +189,19 @@ class SearchIndex:
         *,
         ranking: str = "default",
         vector_cache: Path | None = None,
+        index_store: Path | None = None,
     ) -> None:
+        """``vector_cache`` keeps the tools' vectors between processes; ``index_store`` the
+        lexical index of exactly these tools (see :mod:`._search_store`)."""
         name = resolve_ranking(ranking)
         every_tool = tuple(tools)
         self._tools: tuple[ToolInfo, ...] | None = every_tool
         self._ranking_name = name
         self._ranking: Ranking
         if name == "hybrid":
-            self._ranking = HybridRanking(every_tool, vector_cache=vector_cache)
+            self._ranking = HybridRanking(every_tool, vector_cache=vector_cache, store=index_store)
+        elif name == "lexical":
+            self._ranking = FieldRanking(every_tool, store=index_store)
         else:
             self._ranking = RANKINGS[name](every_tool)
         self._doc_tools: list[ToolInfo | None] = list(every_tool)

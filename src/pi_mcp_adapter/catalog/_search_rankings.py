@@ -12,21 +12,26 @@ regular expressions or ``select:``; :class:`~._search.SearchIndex` adds those.
 from __future__ import annotations
 
 import bisect
+import hashlib
 import heapq
 import itertools
 import logging
+import marshal
 import math
 import re
+import sqlite3
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, get_args
 
 from ._metadata import ToolInfo
 from ._search_semantic import EmbeddedTexts, TextEmbedder, ToolVectors, load_default_embedder
+from ._search_store import LazyTable, StoredIndex, catalog_key, write_index
 from ._search_text import (
     ABBREVIATIONS,
     QUERY_STOPWORDS,
@@ -478,7 +483,16 @@ class FieldRanking:
     rebuild_growth = 0.25
     rebuild_removed_share = 0.5
 
-    def __init__(self, tools: Sequence[ToolInfo], *, vectors: ToolVectors | None = None) -> None:
+    def __init__(
+        self,
+        tools: Sequence[ToolInfo],
+        *,
+        vectors: ToolVectors | None = None,
+        store: Path | None = None,
+    ) -> None:
+        """Index ``tools``; with ``store``, open the index stored there for exactly these
+        tools instead of building it, or build it and store it (see :mod:`._search_store`).
+        """
         if vectors is not None and len(vectors) != len(tools):
             raise ValueError(f"{len(vectors)} tool vectors for {len(tools)} tools")
         self._vectors = vectors
@@ -510,6 +524,11 @@ class FieldRanking:
         self._exact: dict[str, list[int]] = defaultdict(list)
         self._by_original: dict[str, list[int]] = defaultdict(list)
         self._removed = 0
+        self._stored: StoredIndex | None = None
+        key = catalog_key(tools, _index_parameters()) if store is not None else None
+        stored = StoredIndex.open(store, key) if store is not None and key else None
+        if stored is not None and self._open_stored(stored, len(tools)):
+            return
         field_terms = self._field_terms(tools)
         n_docs = len(tools)
         self._avg_len = {
@@ -517,6 +536,113 @@ class FieldRanking:
         }
         self._built_docs = n_docs
         self._add(self._doc_terms(tools, field_terms))
+        if store is not None and key:
+            self._store(store, key)
+
+    # -- the stored index ------------------------------------------------------------------
+
+    def _store(self, path: Path, key: str) -> None:
+        """Write this freshly built index to ``path`` for ``key``."""
+        postings = self._postings
+        write_index(
+            path,
+            key,
+            [
+                (
+                    _POSTINGS,
+                    (
+                        (t, marshal.dumps((p.docs.tobytes(), p.frequencies.tobytes())))
+                        for t, p in postings.items()
+                    ),
+                ),
+                (_NAME_POSTINGS, ((t, d.tobytes()) for t, d in self._name_postings.items())),
+                (_PHRASES, ((f"{a}\0{b}", d.tobytes()) for (a, b), d in self._phrases.items())),
+                (_EXACT, ((k, marshal.dumps(d)) for k, d in self._exact.items())),
+                (_BY_ORIGINAL, ((k, marshal.dumps(d)) for k, d in self._by_original.items())),
+                (_BY_PREFIX, ((k, marshal.dumps(w)) for k, w in self._by_prefix.items())),
+                (
+                    _ACCEPTS,
+                    ((k, array("i", sorted(d)).tobytes()) for k, d in self._accepts.items()),
+                ),
+            ],
+            [
+                (
+                    "state",
+                    marshal.dumps(
+                        (
+                            self._server_of,
+                            self._name_terms,
+                            self._server_docs,
+                            self._server_words,
+                            self._avg_len,
+                            self._built_docs,
+                        )
+                    ),
+                )
+            ],
+        )
+
+    def _open_stored(self, stored: StoredIndex, n_tools: int) -> bool:
+        """Take the stored index: the per-tool lists now, every table entry when a query
+        first reads it. False (nothing changed) when the file cannot be read."""
+        try:
+            state = marshal.loads(stored.blob("state"))
+            server_of, name_terms, server_docs, server_words, avg_len, built = state
+        except (KeyError, ValueError, TypeError, EOFError, sqlite3.Error) as exc:
+            logger.info("ignoring the stored search index: %s", exc)
+            return False
+        if len(server_of) != n_tools or len(name_terms) != n_tools:
+            return False
+        self._server_of = server_of
+        self._name_terms = name_terms
+        self._server_docs = server_docs
+        self._server_words = server_words
+        for server, words in server_words.items():
+            for word in words:
+                self._servers_of_word[word].add(server)
+        self._avg_len = avg_len
+        self._built_docs = built
+        entry = stored.entry
+
+        def posting(term: str) -> _Posting | None:
+            data = entry(_POSTINGS, term)
+            return None if data is None else _Posting.from_bytes(*marshal.loads(data))
+
+        def docs_of(table: int) -> Callable[[str], array[int] | None]:
+            def read(key: str) -> array[int] | None:
+                data = entry(table, key)
+                if data is None:
+                    return None
+                docs = array("i")
+                docs.frombytes(data)
+                return docs
+
+            return read
+
+        def listed(table: int) -> Callable[[str], list[Any] | None]:
+            def read(key: str) -> list[Any] | None:
+                data = entry(table, key)
+                return None if data is None else list(marshal.loads(data))
+
+            return read
+
+        def phrase(pair: tuple[str, str]) -> array[int] | None:
+            return docs_of(_PHRASES)(f"{pair[0]}\0{pair[1]}")
+
+        def accepting(kind: str) -> set[int] | None:
+            docs = docs_of(_ACCEPTS)(kind)
+            return None if docs is None else set(docs)
+
+        self._postings = LazyTable(posting)  # type: ignore[assignment]
+        self._idf = _IdfTable(self._postings, lambda: self._n_docs)
+        self._name_postings = LazyTable(docs_of(_NAME_POSTINGS))  # type: ignore[assignment]
+        self._phrases = LazyTable(phrase)  # type: ignore[assignment]
+        self._exact = LazyTable(listed(_EXACT))  # type: ignore[assignment]
+        self._by_original = LazyTable(listed(_BY_ORIGINAL))  # type: ignore[assignment]
+        self._by_prefix = LazyTable(listed(_BY_PREFIX))  # type: ignore[assignment]
+        self._accepts = LazyTable(accepting)  # type: ignore[assignment]
+        self._stored = stored
+        return True
 
     @property
     def _n_docs(self) -> int:
@@ -602,7 +728,7 @@ class FieldRanking:
                 if posting is None:
                     posting = postings[t] = _Posting()
                     if len(t) >= prefix and t.isalpha():
-                        by_prefix[t[:prefix]].append(t)
+                        by_prefix.setdefault(t[:prefix], []).append(t)
                 posting.add(doc, tf)
             self._name_terms.append(entry.names)
             for t in entry.names:
@@ -610,10 +736,10 @@ class FieldRanking:
             for pair in entry.pairs:
                 self._phrases.setdefault(pair, array("i")).append(doc)
             for kind in entry.accepts:
-                self._accepts[kind].add(doc)
+                self._accepts.setdefault(kind, set()).add(doc)
             for key in entry.exact_keys:
-                self._exact[key].append(doc)
-            self._by_original[entry.original_key].append(doc)
+                self._exact.setdefault(key, []).append(doc)
+            self._by_original.setdefault(entry.original_key, []).append(doc)
 
     def _remove(self, server: str, docs: Sequence[_DocTerms]) -> None:
         """Take ``server``'s documents out of the index; ``docs`` are what they added (the
@@ -637,7 +763,9 @@ class FieldRanking:
             for pair in entry.pairs:
                 _remove_from(self._phrases, pair, doc)
             for kind in entry.accepts:
-                self._accepts[kind].discard(doc)
+                accepting = self._accepts.get(kind)
+                if accepting is not None:
+                    accepting.discard(doc)
             for key in entry.exact_keys:
                 _remove_from(self._exact, key, doc)
             _remove_from(self._by_original, entry.original_key, doc)
@@ -1237,6 +1365,25 @@ def _idf(n_docs: int, doc_freq: int) -> float:
     return math.log(1.0 + (n_docs - doc_freq + 0.5) / (doc_freq + 0.5))
 
 
+# Tables of the stored index (see _search_store).
+_POSTINGS, _NAME_POSTINGS, _PHRASES, _EXACT, _BY_ORIGINAL, _BY_PREFIX, _ACCEPTS = range(7)
+
+
+@lru_cache(maxsize=1)
+def _index_parameters() -> str:
+    """What a stored index must have been built with to be used: the code that tokenises
+    and indexes (a hash of its source files) and the field weights."""
+    digest = hashlib.blake2b(digest_size=16)
+    here = Path(__file__).parent
+    for name in ("_search_rankings.py", "_search_text.py"):
+        try:
+            digest.update((here / name).read_bytes())
+        except OSError:
+            digest.update(name.encode())
+    digest.update(repr(sorted(_FIELDS.items())).encode())
+    return digest.hexdigest()
+
+
 class _Posting:
     """The documents using one term, in increasing id order (new documents always get the
     largest id), each with its pseudo term frequency: two flat arrays, a tenth of the memory
@@ -1260,6 +1407,13 @@ class _Posting:
         if at < len(self.docs) and self.docs[at] == doc:
             return self.frequencies[at]
         return None
+
+    @classmethod
+    def from_bytes(cls, docs: bytes, frequencies: bytes) -> _Posting:
+        posting = cls()
+        posting.docs.frombytes(docs)
+        posting.frequencies.frombytes(frequencies)
+        return posting
 
     def remove(self, doc: int) -> None:
         at = bisect.bisect_left(self.docs, doc)
@@ -1492,11 +1646,12 @@ class HybridRanking(FieldRanking):
         *,
         embedder: TextEmbedder | None = None,
         vector_cache: Path | None = None,
+        store: Path | None = None,
     ) -> None:
         model = embedder if embedder is not None else load_default_embedder()
         # An empty catalog has nothing to compare with; it stays lexical.
         vectors = ToolVectors(tools, model, cache_path=vector_cache) if model and tools else None
-        super().__init__(tools, vectors=vectors)
+        super().__init__(tools, vectors=vectors, store=store)
 
     @property
     def semantic(self) -> bool:

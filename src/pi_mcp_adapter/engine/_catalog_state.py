@@ -27,6 +27,7 @@ counts as still being listed: a search that misses waits for it like for any lis
 
 from __future__ import annotations
 
+import functools
 import gc
 import threading
 import time
@@ -445,7 +446,9 @@ class CatalogState:
                     self._index_catalog = self._catalog
             elif self._index is index:
                 catalog = self.catalog_for(None)
-                index = await anyio.to_thread.run_sync(self._build_index, catalog)
+                index = await anyio.to_thread.run_sync(
+                    functools.partial(self._build_index, catalog, stored=True)
+                )
                 if self._catalog is catalog and self._index is not None:
                     retired += (self._index, self._index_catalog)
                     self._index, self._index_catalog = index, catalog
@@ -549,7 +552,8 @@ class CatalogState:
         if caller is None:
             if self._index is None:
                 catalog = self.catalog_for(None)
-                self._index, self._index_catalog = self._build_index(catalog), catalog
+                self._index = self._build_index(catalog, stored=True)
+                self._index_catalog = catalog
                 self._index_pending.clear()
             return self._index
         views = self._views_of(caller)
@@ -559,24 +563,30 @@ class CatalogState:
             views.pending.clear()
         return views.index
 
-    def _build_index(self, catalog: Catalog) -> SearchIndex:
+    def _build_index(self, catalog: Catalog, *, stored: bool = False) -> SearchIndex:
+        """An index of ``catalog``; ``stored`` for the full catalog's, which is kept on disk
+        between processes (a caller's view is a subset, and would replace it)."""
         from pi_mcp_adapter.catalog._search import SearchIndex
         from pi_mcp_adapter.catalog._search_semantic import search_vector_cache_path
+        from pi_mcp_adapter.catalog._search_store import search_index_store_path
 
         ranking = self._ranking
         if ranking == "default":
             ranking = self._settings().search_ranking or "default"
+        store = search_index_store_path(self._agent_dir) if stored else None
         if len(catalog) < LONG_LIVED_FROM_TOOLS:
             return SearchIndex(
                 catalog.tools(),
                 ranking=ranking,
                 vector_cache=search_vector_cache_path(self._agent_dir),
+                index_store=store,
             )
         with _collector_paused():
             index = SearchIndex(
                 catalog.tools(),
                 ranking=ranking,
                 vector_cache=search_vector_cache_path(self._agent_dir),
+                index_store=store,
             )
             gc.freeze()
         return index
