@@ -10,24 +10,23 @@ add any), with a real fixture server connected beside cached ones.
 from __future__ import annotations
 
 import dataclasses
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 import anyio
 import pytest
 
+from _large_catalog import (  # tests/ is on sys.path
+    TOOLS_PER_SERVER,
+    counted_calls,
+    server_metadata,
+    write_large_workspace,
+)
 from pi_mcp_adapter.catalog import MetadataCache, ServerMetadata
 from pi_mcp_adapter.config import ServerEntry, Settings
 from pi_mcp_adapter.engine import McpAdapter
 from pi_mcp_adapter.hosts import ExportHost
 from pi_mcp_adapter.surface import register_surfaces
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "mcp_fixture.py"
-TOOLS_PER_SERVER = 5
 COST_RATIO_LIMIT = 1.5
 """A relisting at ten times the catalog may make at most this many times the calls."""
 CONNECT_TIMEOUT_S = 60.0
@@ -38,58 +37,13 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@contextmanager
-def counted_calls() -> Iterator[list[int]]:
-    """Count every Python function call made in this thread inside the block."""
-    count = [0]
-
-    def profile(_frame: FrameType, event: str, _arg: object) -> None:
-        if event == "call":
-            count[0] += 1
-
-    sys.setprofile(profile)
-    try:
-        yield count
-    finally:
-        sys.setprofile(None)
-
-
 def cached_metadata(server: str, version: int = 0) -> ServerMetadata:
-    return ServerMetadata(
-        tools=tuple(
-            {
-                "name": f"tool_{t}",
-                "description": f"Tool {t} of {server}, version {version}.",
-                "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
-            }
-            for t in range(TOOLS_PER_SERVER)
-        ),
-        prompts=({"name": f"prompt_v{version}"},),
-    )
+    # With a prompt named after the version: the listing signature sees a relisting.
+    return server_metadata(server, version, prompts=True)
 
 
 def write_workspace(root: Path, servers: int) -> None:
-    """``servers`` lazy servers known from the metadata cache, and the real fixture server
-    (eager, ``echo`` as a direct tool)."""
-    import json
-
-    agent_dir = root / "agent"
-    agent_dir.mkdir(parents=True)
-    config: dict[str, Any] = {
-        "fixture": {
-            "command": sys.executable,
-            "args": [str(FIXTURE)],
-            "lifecycle": "eager",
-            "directTools": ["echo"],
-        }
-    }
-    cache = MetadataCache(agent_dir / "mcp-cache.json")
-    for s in range(servers):
-        name = f"server-{s:05d}"
-        config[name] = {"command": "/bin/false", "args": [name]}
-        cache.store(name, ServerEntry(command="/bin/false", args=(name,)), cached_metadata(name))
-    cache.flush()
-    (root / "mcp.json").write_text(json.dumps({"mcpServers": config}), encoding="utf-8")
+    write_large_workspace(root, servers, metadata=cached_metadata)
 
 
 async def relisting_cost(root: Path, servers: int) -> int:
