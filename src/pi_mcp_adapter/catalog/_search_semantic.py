@@ -28,6 +28,7 @@ import importlib.metadata
 import importlib.util
 import json
 import logging
+import marshal
 import mmap
 import os
 import string
@@ -400,16 +401,26 @@ class ToolVectors:
 
         self._embedder = embedder
         model_id = embedder.model_id
-        keys = [_definition_key(model_id, t) for t in tools]
+        catalog = _catalog_digest(model_id, tools)
         cached_rows: dict[str, int] = {}
         cached_vectors: FloatMatrix | None = None
         word_ids: dict[str, tuple[int, ...]] | None = None
+        same_catalog: list[int] | None = None
         if cache_path is not None:
-            cached_rows, cached_vectors, word_ids = _read_vectors(cache_path, model_id)
+            cached_rows, cached_vectors, word_ids, same_catalog = _read_vectors(
+                cache_path, model_id, catalog, len(tools)
+            )
         remembers = isinstance(embedder, _LazyWordLlama)
         if isinstance(embedder, _LazyWordLlama) and word_ids is not None:
             embedder.remember_words(word_ids)
-        source = [cached_rows.get(key, -1) for key in keys]
+        keys: list[str] = []
+        if same_catalog is not None:
+            # The file was written for exactly these tools: its rows in their order, with no
+            # key worked out per tool.
+            source = same_catalog
+        else:
+            keys = [_definition_key(model_id, t) for t in tools]
+            source = [cached_rows.get(key, -1) for key in keys]
         missing = [i for i, row in enumerate(source) if row < 0]
         # Only the tools not in the file are read as text: making every tool's text is most
         # of a warm start's cost at 100,000 tools.
@@ -437,11 +448,14 @@ class ToolVectors:
         # The file keeps the token ids of every word of the catalog's tools (written with the
         # vectors, so they cover exactly its tools): queries in those words need no tokenizer.
         # A file without them gets them once.
-        rewrite = missing or len(cached_rows) != len(set(keys)) or (remembers and word_ids is None)
+        # A file written for another catalog is rewritten for this one, once: then it holds
+        # exactly these tools' vectors, in their order.
+        rewrite = missing or same_catalog is None or (remembers and word_ids is None)
         if cache_path is not None and rewrite:
             texts = [embedding_text(t) for t in tools]
             words = embedder.word_ids(texts) if isinstance(embedder, _LazyWordLlama) else {}
-            _write_vectors(cache_path, model_id, keys, matrix, words)
+            keys = keys or [_definition_key(model_id, t) for t in tools]
+            _write_vectors(cache_path, model_id, keys, matrix, words, catalog)
 
     def __len__(self) -> int:
         return self._rows
@@ -549,19 +563,33 @@ class EmbeddedTexts:
         return float(self._vectors[text] @ self._mean)
 
 
+def _catalog_digest(model_id: str, tools: Sequence[ToolInfo]) -> str:
+    """A hash of what the model reads of every tool, in order (one C call for the lot)."""
+    digest = hashlib.blake2b(digest_size=20)
+    digest.update(model_id.encode())
+    # Version 2: later versions write shared and interned strings as such, so the same
+    # tools could give different bytes.
+    digest.update(marshal.dumps([(t.original_name, t.description, t.keywords) for t in tools], 2))
+    return digest.hexdigest()
+
+
 def _read_vectors(
-    path: Path, model_id: str
-) -> tuple[dict[str, int], FloatMatrix | None, dict[str, tuple[int, ...]] | None]:
-    """Each definition key's row, the vectors (one float32 matrix), and the word memory (None
-    when the file has none); nothing for a missing, damaged or foreign file."""
+    path: Path, model_id: str, catalog: str, tools: int
+) -> tuple[dict[str, int], FloatMatrix | None, dict[str, tuple[int, ...]] | None, list[int] | None]:
+    """Each definition key's row, the vectors (one float32 matrix), the word memory (None
+    when the file has none), and, when the file was written for the catalog ``catalog``,
+    the row of each of its ``tools`` tools (then the keys are not read: None otherwise);
+    nothing for a missing, damaged or foreign file."""
     import numpy as np
 
-    nothing: tuple[dict[str, int], None, None] = ({}, None, None)
+    nothing: tuple[dict[str, int], None, None, None] = ({}, None, None, None)
     try:
         with np.load(path, allow_pickle=False) as data:
             if str(data["version"]) != _VECTOR_FILE_VERSION or str(data["model"]) != model_id:
                 return nothing
-            keys = data["keys"]
+            same = "catalog" in data.files and str(data["catalog"]) == catalog
+            order = data["order"].tolist() if same else None
+            keys = data["keys"] if not same else None
             vectors = data["vectors"]
             words = None
             if "words" in data.files:
@@ -572,7 +600,9 @@ def _read_vectors(
         # A damaged or foreign file only costs embedding the catalog again.
         logger.info("ignoring the search vector cache %s: %s", path, exc)
         return nothing
-    if vectors.ndim != 2 or len(keys) != vectors.shape[0]:
+    if vectors.ndim != 2 or (keys is not None and len(keys) != vectors.shape[0]):
+        return nothing
+    if order is not None and (len(order) != tools or max(order, default=-1) >= len(vectors)):
         return nothing
     word_ids = None
     if words is not None:
@@ -585,7 +615,8 @@ def _read_vectors(
                 str(w): tuple(flat[b:e])
                 for w, b, e in zip(names.tolist(), starts, ends, strict=True)
             }
-    return {k: i for i, k in enumerate(keys.tolist())}, vectors, word_ids
+    rows = {k: i for i, k in enumerate(keys.tolist())} if keys is not None else {}
+    return rows, vectors, word_ids, order
 
 
 # The similarity given to a removed tool's row: below any cosine similarity.
@@ -611,6 +642,7 @@ def _write_vectors(
     keys: Sequence[str],
     matrix: FloatMatrix,
     word_ids: Mapping[str, Sequence[int]],
+    catalog: str,
 ) -> None:
     import numpy as np
 
@@ -618,6 +650,7 @@ def _write_vectors(
     for i, key in enumerate(keys):
         unique.setdefault(key, i)
     rows = list(unique.values())
+    position = {key: n for n, key in enumerate(unique)}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         _remove_stale_temporaries(path)
@@ -633,6 +666,8 @@ def _write_vectors(
                 model=np.array(model_id),
                 keys=np.array(list(unique), dtype="<U32"),
                 vectors=matrix[rows],
+                catalog=np.array(catalog),
+                order=np.fromiter((position[k] for k in keys), dtype=np.int32, count=len(keys)),
                 **_word_arrays(word_ids),
             )
             out.flush()
