@@ -10,8 +10,9 @@ the metadata cache, written once before timing) plus the fixture server
 Per size, in a fresh process each (so memory is that size's own):
 
 - API start to first search: ``McpAdapter`` opened on the agent dir until ``adapter.search``
-  answered;
-- RSS after the first search (the process's resident memory);
+  answered, in the first process ever (it builds the search index, embeds every tool and
+  stores both) and in the next one (which opens what the first stored);
+- RSS after the first search (the process's resident memory), in both;
 - gateway ``tools/list`` and proxy call p50: a real SDK client to ``McpGateway`` in-process,
   ``CALLS`` of each after a warm-up;
 - relisting one server, longest stall of another client: while the client calls ``echo`` in a
@@ -103,6 +104,27 @@ def write_workspace(root: Path, copies: int) -> int:
     cache.flush()
     (root / "mcp.json").write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
     return tools
+
+
+async def first_start(root: Path) -> dict[str, float]:
+    """API start to first search in the first process ever to open the workspace: nothing of
+    the search index is stored yet (it builds the index, embeds every tool and stores both),
+    and its resident memory then."""
+    from pi_mcp_adapter.engine import McpAdapter
+
+    started = time.perf_counter()
+    async with McpAdapter(
+        agent_dir=root / "agent",
+        project_dir=root,
+        config_path=root / "mcp.json",
+        background_listing=True,
+        use_pool=False,
+    ) as adapter:
+        adapter.search(QUERY)
+        return {
+            "first_start_to_search_s": time.perf_counter() - started,
+            "first_rss_mb": psutil.Process().memory_info().rss / 2**20,
+        }
 
 
 async def measure_process(root: Path, calls: int) -> dict[str, float]:
@@ -208,6 +230,13 @@ def cli_seconds(root: Path, *args: str) -> float:
 
 
 def measure(root: Path, calls: int) -> dict[str, float]:
+    first = subprocess.run(
+        [sys.executable, __file__, "--first-start", str(root)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     done = subprocess.run(
         [sys.executable, __file__, "--measure", str(root), "--calls", str(calls)],
         check=True,
@@ -216,6 +245,7 @@ def measure(root: Path, calls: int) -> dict[str, float]:
         timeout=3600,
     )
     figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    figures.update(json.loads(first.stdout.strip().splitlines()[-1]))
     figures["cli_search_s"] = cli_seconds(root, "search", QUERY)
     figures["cli_status_s"] = cli_seconds(root, "status")
     return figures
@@ -225,6 +255,8 @@ ROWS = [
     ("gateway tools/list p50", "list_p50_ms", "ms"),
     ("gateway proxy call p50", "call_p50_ms", "ms"),
     ("relisting one server: longest stall of another client", "stall_ms", "ms"),
+    ("API start to first search, first start (nothing stored)", "first_start_to_search_s", "s"),
+    ("RSS after the first search, first start", "first_rss_mb", "MB"),
     ("API start to first search", "start_to_search_s", "s"),
     ("RSS after the first search", "rss_mb", "MB"),
     ("metadata cache load", "cache_load_s", "s"),
@@ -239,7 +271,11 @@ def main() -> None:
     parser.add_argument("--copies", default="1,10,40", help="catalog copies, comma-separated")
     parser.add_argument("--calls", type=int, default=30, help="list and call requests per size")
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--first-start", type=Path, help=argparse.SUPPRESS)
     options = parser.parse_args()
+    if options.first_start is not None:
+        print(json.dumps(anyio.run(first_start, options.first_start)))
+        return
     if options.measure is not None:
         print(json.dumps(anyio.run(measure_process, options.measure, options.calls)))
         return
