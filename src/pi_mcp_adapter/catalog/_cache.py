@@ -724,7 +724,8 @@ class MetadataCache:
         every server once), ``"set-aside"`` when an unreadable file was moved away, else
         ``"loaded"``.
         """
-        self.flush()  # what this process stored must not vanish from the view
+        # What this process stored must not vanish from the view.
+        self._write_pending(export=False)
         with self._write_lock:
             result: LoadResult = "loaded"
             rows: list[SummaryRow]
@@ -935,20 +936,27 @@ class MetadataCache:
 
         Failures are warnings, as for every write: the view keeps the stores.
         """
+        self._write_pending(export=True)
+
+    # ------------------------------------------------------------------------ internals
+
+    def _write_pending(self, *, export: bool) -> None:
+        """Write the pending stores; with ``export``, bring the file up to date now too
+        (otherwise a large file waits for its coalesced background export)."""
         with self._write_lock:
             with self._state_lock:
                 updates, self._pending = self._pending, []
                 timer, self._write_timer = self._write_timer, None
-                export_timer, self._export_timer = self._export_timer, None
-            for pending_timer in (timer, export_timer):
-                if pending_timer is not None:
-                    pending_timer.cancel()
+            if timer is not None:
+                timer.cancel()
             if updates:
                 self._write(updates)
-            if self._export_due and self._store is not None:
+            if export and self._export_due and self._store is not None:
+                with self._state_lock:
+                    export_timer, self._export_timer = self._export_timer, None
+                if export_timer is not None:
+                    export_timer.cancel()
                 self._export(self._store)
-
-    # ------------------------------------------------------------------------ internals
 
     @property
     def _lock(self) -> filelock.FileLock:
@@ -1118,12 +1126,14 @@ class MetadataCache:
                 # quiet spell.
                 write_now = wait_s <= 0 and not _on_event_loop()
                 if not write_now:
-                    self._write_timer = threading.Timer(max(0.0, wait_s), self.flush)
+                    self._write_timer = threading.Timer(
+                        max(0.0, wait_s), self._write_pending, kwargs={"export": False}
+                    )
                     self._write_timer.daemon = True
                     self._write_timer.start()
                     _CACHES_WITH_PENDING_WRITES.add(self)
         if write_now:
-            self.flush()
+            self._write_pending(export=False)
         return result
 
     def _write(self, updates: list[tuple[str, _Update[Any]]]) -> None:
@@ -1167,6 +1177,11 @@ class MetadataCache:
         self._export_due = True
         if self._last_export_bytes <= SYNC_EXPORT_BYTES:
             self._export(store)
+            # A write and its export together: stores closer than four times that coalesce.
+            self._last_write_end = time.monotonic()
+            self._write_interval_s = max(
+                MIN_WRITE_INTERVAL_S, WRITE_COST_FACTOR * (self._last_write_end - started)
+            )
         else:
             self._schedule_export()
 
@@ -1278,7 +1293,7 @@ class MetadataCache:
     def _export_locked(self, store: CatalogStore) -> None:
         # Another program's file is merged first, so that nothing it added is lost.
         self._import_locked(store)
-        gen, parts = store.export_parts()
+        gen, size = store.export_size()
         identity = self._json_identity()
         if (
             identity is not None
@@ -1286,9 +1301,6 @@ class MetadataCache:
             and store.meta("json_gen") == str(gen)
         ):
             return  # another process exported this generation already
-        # Comprehensions and C joins only: no per-server Python call (a relisting's cost).
-        body = ",".join([f"{key}:{entry}" for key, entry in parts])
-        size = len(body)
         self._last_export_bytes = size
         if size > JSON_EXPORT_LIMIT_BYTES:
             if not self._export_over_limit_warned:
@@ -1298,6 +1310,9 @@ class MetadataCache:
                     f"{JSON_EXPORT_LIMIT_BYTES:,}-byte limit ({self.store_path.name} has it all)"
                 )
             return
+        gen, parts = store.export_parts()
+        # Comprehensions and C joins only: no per-server Python call (a relisting's cost).
+        body = ",".join([f"{key}:{entry}" for key, entry in parts])
         data = f'{{"version":{CACHE_VERSION},"servers":{{{body}}}}}'.encode()
         self._remove_orphaned_temp_files()
         write_atomically(self.path, data, temp_prefix=self._temp_prefix())

@@ -248,6 +248,24 @@ class CatalogStore:
                 raise _translate(exc) from exc
         return gen, [(str(k), str(e)) for k, e in rows]
 
+    def export_size(self) -> tuple[int, int]:
+        """``(gen, bytes)``: the UTF-8 size of what :meth:`export_parts` would join, counted
+        by SQLite without reading the rows into Python."""
+        with self._connection() as connection:
+            try:
+                connection.execute("BEGIN")
+                try:
+                    gen, _removals = self._counters(connection)
+                    row = connection.execute(
+                        "SELECT coalesce(sum(length(CAST(key AS BLOB))"
+                        " + length(CAST(entry AS BLOB)) + 2), 0) FROM servers"
+                    ).fetchone()
+                finally:
+                    connection.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+        return gen, int(row[0])
+
     def meta(self, key: str) -> str | None:
         with self._connection() as connection:
             try:
