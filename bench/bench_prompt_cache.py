@@ -27,38 +27,15 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The scripted session is the one the prompt-cache tests drive through every host.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.hosts._cache_session import BEFORE, CHANGING, RELIST_BEFORE_RUN, RUNS, dumps, relist
+
 from _summary import record
 from pi_mcp_adapter import McpAdapter
 from pi_mcp_adapter.engine import ToolDefinition
 from pi_mcp_adapter.hosts import ExportHost
 from pi_mcp_adapter.surface._exposure import count_cache_breaks
-
-CHANGING = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "changing_server.py"
-
-
-def _tool(name: str, description: str, *properties: str) -> dict[str, Any]:
-    schema = {"type": "object", "properties": {p: {"type": "string"} for p in properties}}
-    return {"name": name, "description": description, "inputSchema": schema}
-
-
-BEFORE = [_tool(f"t{i}", f"Tool {i}: does task number {i}.", "text") for i in range(8)]
-AFTER = [
-    _tool("t0", "Tool 0, rewritten: now does something else entirely.", "text", "extra"),
-    *(t for t in BEFORE[1:] if t["name"] != "t3"),
-    _tool("t8", "Tool 8: arrived with the relisting.", "text"),
-]
-RUNS: list[list[tuple[str, dict[str, Any]] | str]] = [
-    [("ToolSearch", {"query": "select:changing_t0"}), ("changing_t0", {"text": "a"}), "ok"],
-    [("ToolSearch", {"query": "select:changing_t3"}), ("changing_t3", {"text": "b"}), "ok"],
-    [("ToolSearch", {"query": "select:changing_t5"}), ("changing_t0", {"text": "c"}), "ok"],
-    [
-        ("ToolSearch", {"query": "select:changing_t1"}),
-        ("ToolSearch", {"query": "select:changing_t8"}),
-        ("changing_t8", {"text": "d"}),
-        "ok",
-    ],
-]
-RELIST_BEFORE_RUN = 2
 
 
 class RegistrationOrderHost(ExportHost):
@@ -74,10 +51,6 @@ class RegistrationOrderHost(ExportHost):
 
     def active_definitions(self) -> list[ToolDefinition]:
         return [d for name, d in self.tools.items() if name in self.active]
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=repr)
 
 
 async def session(root: Path, host: ExportHost, format: str, defer: Any) -> Sequence[Any]:
@@ -100,11 +73,7 @@ async def session(root: Path, host: ExportHost, format: str, defer: Any) -> Sequ
         await adapter.ready()
         for index, run in enumerate(RUNS):
             if index == RELIST_BEFORE_RUN:
-                definitions.write_text(json.dumps(AFTER))
-                await adapter.reconnect("changing")
-                async with asyncio.timeout(60):
-                    while "t8" not in {t.original_name for t in adapter.tools("changing")}:
-                        await asyncio.sleep(0.05)
+                await relist(adapter, definitions)
             conversation.append({"role": "user", "content": f"turn {index}"})
             for n, step in enumerate(run):
                 tools = host.tool_definitions(format, defer=defer)  # type: ignore[arg-type]

@@ -4,6 +4,9 @@ The ``changing`` fixture server lists ``t0``…``t7``; after the first half of t
 definitions change (``t0``'s description and schema are rewritten, ``t3`` disappears, ``t8``
 appears) and the adapter relists it. Every host drives the same script through its real
 runtime with a scripted model and records each request's tool definitions and messages.
+
+``bench/bench_prompt_cache.py`` drives the same session to count cache breaks, so this module
+imports nothing of the test suite at run time (``Workspace`` is a type only).
 """
 
 from __future__ import annotations
@@ -11,13 +14,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from pi_mcp_adapter import McpAdapter
 
-from .conftest import Workspace
+if TYPE_CHECKING:
+    from .conftest import Workspace
 
 CHANGING = Path(__file__).resolve().parents[1] / "fixtures" / "changing_server.py"
 
