@@ -16,9 +16,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar, TypeVar
 
 import psutil
 
@@ -139,16 +140,69 @@ def redis_server(
 
 
 @dataclass
-class Nginx:
-    """nginx balancing ``/`` over gateway replicas; :meth:`set_upstreams` reloads it."""
+class Balancer:
+    """A load balancer process on ``port`` in front of gateway replicas, its files under
+    ``prefix``: each kind writes its configuration and names its command; starting, stopping
+    and the stderr file are the same for all."""
 
     prefix: Path
     port: int
     process: subprocess.Popen[bytes] | None = None
+    kind: ClassVar[str]
+    conf_name: ClassVar[str]
+    stop_signal: ClassVar[signal.Signals]
+    """The signal that ends it gracefully (requests in flight are answered)."""
 
     @property
     def conf(self) -> Path:
-        return self.prefix / "nginx.conf"
+        return self.prefix / self.conf_name
+
+    def write_conf(self, upstreams: Sequence[int]) -> None:
+        raise NotImplementedError
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def start(self, upstreams: Sequence[int]) -> None:
+        self.write_conf(upstreams)
+        self.process = subprocess.Popen(
+            self.command(),
+            stdout=subprocess.DEVNULL,
+            stderr=(self.prefix / f"{self.kind}.stderr").open("wb"),
+        )
+        wait_for_port(self.port)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(self.stop_signal)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+_B = TypeVar("_B", bound=Balancer)
+
+
+@contextmanager
+def _balancing(kind: type[_B], prefix: Path, upstreams: Sequence[int]) -> Iterator[_B]:
+    prefix.mkdir(parents=True, exist_ok=True)
+    balancer = kind(prefix, free_port())
+    balancer.start(upstreams)
+    try:
+        yield balancer
+    finally:
+        balancer.stop()
+
+
+@dataclass
+class Nginx(Balancer):
+    """nginx balancing ``/`` over gateway replicas; :meth:`set_upstreams` reloads it."""
+
+    kind: ClassVar[str] = "nginx"
+    conf_name: ClassVar[str] = "nginx.conf"
+    stop_signal: ClassVar[signal.Signals] = signal.SIGQUIT
 
     def write_conf(self, upstreams: Sequence[int]) -> None:
         servers = "\n".join(
@@ -195,16 +249,10 @@ http {{
 """
         )
 
-    def start(self, upstreams: Sequence[int]) -> None:
+    def command(self) -> list[str]:
         binary = nginx_binary()
         assert binary is not None
-        self.write_conf(upstreams)
-        self.process = subprocess.Popen(
-            [binary, "-p", str(self.prefix), "-c", str(self.conf), "-e", "stderr"],
-            stdout=subprocess.DEVNULL,
-            stderr=(self.prefix / "nginx.stderr").open("wb"),
-        )
-        wait_for_port(self.port)
+        return [binary, "-p", str(self.prefix), "-c", str(self.conf), "-e", "stderr"]
 
     def set_upstreams(self, upstreams: Sequence[int]) -> None:
         assert self.process is not None
@@ -212,39 +260,19 @@ http {{
         self.process.send_signal(signal.SIGHUP)
         time.sleep(0.3)  # the new workers take over
 
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGQUIT)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
 
-
-@contextmanager
-def nginx(prefix: Path, upstreams: Sequence[int]) -> Iterator[Nginx]:
-    prefix.mkdir(parents=True, exist_ok=True)
-    balancer = Nginx(prefix, free_port())
-    balancer.start(upstreams)
-    try:
-        yield balancer
-    finally:
-        balancer.stop()
+def nginx(prefix: Path, upstreams: Sequence[int]) -> AbstractContextManager[Nginx]:
+    return _balancing(Nginx, prefix, upstreams)
 
 
 @dataclass
-class HAProxy:
+class HAProxy(Balancer):
     """haproxy balancing over gateway replicas with the retry settings of
     ``examples/team-gateway/haproxy.cfg``."""
 
-    prefix: Path
-    port: int
-    process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def conf(self) -> Path:
-        return self.prefix / "haproxy.cfg"
+    kind: ClassVar[str] = "haproxy"
+    conf_name: ClassVar[str] = "haproxy.cfg"
+    stop_signal: ClassVar[signal.Signals] = signal.SIGTERM
 
     def write_conf(self, upstreams: Sequence[int]) -> None:
         servers = "\n".join(
@@ -279,36 +307,14 @@ backend replicas
 """
         )
 
-    def start(self, upstreams: Sequence[int]) -> None:
+    def command(self) -> list[str]:
         binary = haproxy_binary()
         assert binary is not None
-        self.write_conf(upstreams)
-        self.process = subprocess.Popen(
-            [binary, "-db", "-f", str(self.conf)],
-            stdout=subprocess.DEVNULL,
-            stderr=(self.prefix / "haproxy.stderr").open("wb"),
-        )
-        wait_for_port(self.port)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        return [binary, "-db", "-f", str(self.conf)]
 
 
-@contextmanager
-def haproxy(prefix: Path, upstreams: Sequence[int]) -> Iterator[HAProxy]:
-    prefix.mkdir(parents=True, exist_ok=True)
-    balancer = HAProxy(prefix, free_port())
-    balancer.start(upstreams)
-    try:
-        yield balancer
-    finally:
-        balancer.stop()
+def haproxy(prefix: Path, upstreams: Sequence[int]) -> AbstractContextManager[HAProxy]:
+    return _balancing(HAProxy, prefix, upstreams)
 
 
 @dataclass
@@ -321,6 +327,8 @@ class GatewayReplica:
     port: int
     process: subprocess.Popen[bytes]
     stderr_path: Path
+    started_at: float
+    """``time.monotonic()`` just before the process was started."""
 
     @property
     def url(self) -> str:
@@ -366,6 +374,7 @@ class GatewayReplicas:
         stderr_path = self.root / f"{name}.stderr"
         args = ["--config", str(self.config), "--agent-dir", str(agent_dir)]
         args += ["--project", str(self.root), "serve", "--transport", "http", "--stateless"]
+        started_at = time.monotonic()
         process = subprocess.Popen(
             [str(PI_MCP), *args, "--port", str(port)],
             stdout=subprocess.DEVNULL,
@@ -375,7 +384,7 @@ class GatewayReplicas:
             start_new_session=True,
         )
         wait_for_port(port, timeout_s=30)
-        replica = GatewayReplica(name, agent_dir, port, process, stderr_path)
+        replica = GatewayReplica(name, agent_dir, port, process, stderr_path, started_at)
         self.replicas.append(replica)
         return replica
 

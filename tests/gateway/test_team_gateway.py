@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -20,19 +19,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
-import psutil
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from ._team_services import (
-    free_port,
+    GatewayReplica,
+    GatewayReplicas,
+    gateway_replicas,
     missing_packages,
     nginx,
     redis_server,
     tools_a_joining_replica_knows,
-    wait_for_port,
 )
 from .conftest import PI_MCP, fixture_entry, text_of
 
@@ -52,68 +51,8 @@ CI_TOKEN = "ci-team-token-3b9e"
 ADMIN_TOKEN = "admin-team-token-c41d"
 
 
-@dataclass
-class Replica:
-    agent_dir: Path
-    port: int
-    process: subprocess.Popen[bytes]
-    started_at: float
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
-
-    def kill(self) -> None:
-        """As a crashed machine: SIGKILL, no goodbye to anyone."""
-        processes = psutil.Process(self.process.pid).children(recursive=True)
-        self.process.kill()
-        self.process.wait()
-        for child in processes:
-            try:
-                child.kill()
-            except psutil.NoSuchProcess:
-                continue
-
-
-@dataclass
-class Team:
-    root: Path
-    config: Path
-    redis_url: str
-    replicas: list[Replica] = field(default_factory=list)
-
-    def start_replica(self, name: str) -> Replica:
-        agent_dir = self.root / name
-        agent_dir.mkdir()
-        port = free_port()
-        args = ["--config", str(self.config), "--agent-dir", str(agent_dir)]
-        args += ["--project", str(self.root), "serve", "--transport", "http", "--stateless"]
-        started_at = time.monotonic()
-        process = subprocess.Popen(
-            [str(PI_MCP), *args, "--port", str(port)],
-            stdout=subprocess.DEVNULL,
-            stderr=(self.root / f"{name}.stderr").open("wb"),
-            cwd=self.root,
-            start_new_session=True,
-        )
-        wait_for_port(port, timeout_s=30)
-        replica = Replica(agent_dir, port, process, started_at)
-        self.replicas.append(replica)
-        return replica
-
-    def stop_all(self) -> None:
-        for replica in self.replicas:
-            if replica.process.poll() is None:
-                replica.process.send_signal(signal.SIGTERM)
-        for replica in self.replicas:
-            try:
-                replica.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                replica.kill()
-
-
 @contextmanager
-def team(tmp_path: Path, redis_url: str) -> Iterator[Team]:
+def team(tmp_path: Path, redis_url: str) -> Iterator[GatewayReplicas]:
     config = tmp_path / "mcp.json"
     settings = {
         "sharedState": redis_url,
@@ -128,11 +67,8 @@ def team(tmp_path: Path, redis_url: str) -> Iterator[Team]:
     }
     servers = {"fixture": fixture_entry(directTools=True, lifecycle="eager")}
     config.write_text(json.dumps({"mcpServers": servers, "settings": settings}))
-    crew = Team(tmp_path, config, redis_url)
-    try:
+    with gateway_replicas(tmp_path, config) as crew:
         yield crew
-    finally:
-        crew.stop_all()
 
 
 def client(url: str, token: str) -> Client:
@@ -148,7 +84,7 @@ class Load:
     errors: list[str] = field(default_factory=list)
 
 
-async def run_clients(url: str, *, kill: Replica | None = None) -> tuple[Load, float]:
+async def run_clients(url: str, *, kill: GatewayReplica | None = None) -> tuple[Load, float]:
     """32 clients (half ``ci``, half ``admin``) making :data:`CALLS` calls each through
     ``url``; ``kill`` is killed once a third of the calls are done. Returns the load and the
     seconds it took."""
@@ -191,9 +127,9 @@ async def test_replicas_behind_nginx_share_state_survive_a_kill_and_join_warm(
 ) -> None:
     figures: dict[str, object] = {}
     with redis_server(tmp_path / "redis") as redis, team(tmp_path, redis.url) as crew:
-        first = crew.start_replica("replica-1")
-        second = crew.start_replica("replica-2")
-        third = crew.start_replica("replica-3")
+        first = crew.start("replica-1")
+        second = crew.start("replica-2")
+        third = crew.start("replica-3")
         with nginx(tmp_path / "nginx", [first.port]) as balancer:
             url = f"http://127.0.0.1:{balancer.port}/mcp"
             phases = ((1, [first]), (2, [first, second]), (3, [first, second, third]))
@@ -228,7 +164,7 @@ async def test_replicas_behind_nginx_share_state_survive_a_kill_and_join_warm(
             report = json.loads(status.stdout)
             assert report["sharedState"]["reachable"] is True
             assert tools_a_joining_replica_knows(crew.config, tmp_path / "joining", "fixture") > 0
-            fourth = crew.start_replica("replica-4")
+            fourth = crew.start("replica-4")
             async with client(fourth.url, ADMIN_TOKEN) as session:
                 result = await session.call_tool("fixture_echo", {"message": "joined"})
             figures["new replica: start to first call (s)"] = round(
