@@ -136,7 +136,7 @@ def test_a_signature_marks_optional_keys_and_renders_json_types() -> None:
         '    mode: Literal["read", "write"]',
         "    tags: NotRequired[list[str]]",
         "    filter: NotRequired[dict[str, Any] | None]",
-        "    'odd key': NotRequired[float | bool]",
+        '    "odd key": NotRequired[float | bool]',  # quoted, control characters escaped
         "# await call('db_query', {...}) -> str | dict | list",
     ]
 
