@@ -293,3 +293,22 @@ def test_a_damaged_stored_index_is_built_again_silently(
     assert [h.tool.name for h in index.search("email").hits] == expected
     reopened = stored_index(catalog.tools(), path)
     assert [h.tool.name for h in reopened.search("email").hits] == expected
+
+
+def test_a_damaged_entry_of_a_stored_index_reads_as_absent(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "mcp-search-index.sqlite"
+    catalog = catalog_of(10)
+    stored_index(catalog.tools(), path)
+    with sqlite3.connect(path) as connection:
+        # Wrong sizes and document ids past the catalog, as a torn write or bad disk leaves.
+        connection.execute("UPDATE entries SET value = x'0102030405' WHERE tab = 0")
+        connection.execute("UPDATE entries SET value = x'ffffff7f' WHERE tab = 1")
+    connection.close()
+
+    index = stored_index(catalog.tools(), path)
+
+    page = index.search("send an email", limit=3)  # no error: the query goes on without them
+    assert page.total == 0 or all(h.tool.name in catalog for h in page.hits)
+    assert index.search("server-00001_calendar_tool_2", limit=1).hits  # exact names still work

@@ -15,8 +15,8 @@ import bisect
 import hashlib
 import heapq
 import itertools
+import json
 import logging
-import marshal
 import math
 import re
 import sqlite3
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol, get_args
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, get_args
 
 from ._metadata import ToolInfo
 from ._search_semantic import EmbeddedTexts, TextEmbedder, ToolVectors, load_default_embedder
@@ -107,6 +107,8 @@ class Ranking(Protocol):
 RankingFactory = Callable[[Sequence[ToolInfo]], Ranking]
 
 logger = logging.getLogger(__name__)
+
+V = TypeVar("V")
 
 
 # --------------------------------------------------------------------------------------------
@@ -542,8 +544,18 @@ class FieldRanking:
     # -- the stored index ------------------------------------------------------------------
 
     def _store(self, path: Path, key: str) -> None:
-        """Write this freshly built index to ``path`` for ``key``."""
-        postings = self._postings
+        """Write this freshly built index to ``path`` for ``key``.
+
+        Entries are flat arrays and joined words, the per-tool lists JSON: nothing in the
+        file is read back with a decoder that could build objects of its choosing."""
+        state = {
+            "server_of": self._server_of,
+            "name_terms": self._name_terms,
+            "server_docs": self._server_docs,
+            "server_words": self._server_words,
+            "avg_len": self._avg_len,
+            "built": self._built_docs,
+        }
         write_index(
             path,
             key,
@@ -551,44 +563,38 @@ class FieldRanking:
                 (
                     _POSTINGS,
                     (
-                        (t, marshal.dumps((p.docs.tobytes(), p.frequencies.tobytes())))
-                        for t, p in postings.items()
+                        (t, p.docs.tobytes() + p.frequencies.tobytes())
+                        for t, p in self._postings.items()
                     ),
                 ),
                 (_NAME_POSTINGS, ((t, d.tobytes()) for t, d in self._name_postings.items())),
                 (_PHRASES, ((f"{a}\0{b}", d.tobytes()) for (a, b), d in self._phrases.items())),
-                (_EXACT, ((k, marshal.dumps(d)) for k, d in self._exact.items())),
-                (_BY_ORIGINAL, ((k, marshal.dumps(d)) for k, d in self._by_original.items())),
-                (_BY_PREFIX, ((k, marshal.dumps(w)) for k, w in self._by_prefix.items())),
+                (_EXACT, ((k, array("i", d).tobytes()) for k, d in self._exact.items())),
+                (
+                    _BY_ORIGINAL,
+                    ((k, array("i", d).tobytes()) for k, d in self._by_original.items()),
+                ),
+                (_BY_PREFIX, ((k, "\0".join(w).encode()) for k, w in self._by_prefix.items())),
                 (
                     _ACCEPTS,
                     ((k, array("i", sorted(d)).tobytes()) for k, d in self._accepts.items()),
                 ),
             ],
-            [
-                (
-                    "state",
-                    marshal.dumps(
-                        (
-                            self._server_of,
-                            self._name_terms,
-                            self._server_docs,
-                            self._server_words,
-                            self._avg_len,
-                            self._built_docs,
-                        )
-                    ),
-                )
-            ],
+            [("state", json.dumps(state, ensure_ascii=False, separators=(",", ":")).encode())],
         )
 
     def _open_stored(self, stored: StoredIndex, n_tools: int) -> bool:
         """Take the stored index: the per-tool lists now, every table entry when a query
         first reads it. False (nothing changed) when the file cannot be read."""
         try:
-            state = marshal.loads(stored.blob("state"))
-            server_of, name_terms, server_docs, server_words, avg_len, built = state
-        except (KeyError, ValueError, TypeError, EOFError, sqlite3.Error) as exc:
+            state = json.loads(stored.blob("state"))
+            server_of = state["server_of"]
+            name_terms = [tuple(names) for names in state["name_terms"]]
+            server_docs = {str(s): list(d) for s, d in state["server_docs"].items()}
+            server_words = {str(s): list(w) for s, w in state["server_words"].items()}
+            avg_len = {f: float(state["avg_len"][f]) for f in _FIELDS}
+            built = int(state["built"])
+        except (KeyError, ValueError, TypeError, AttributeError, sqlite3.Error) as exc:
             logger.info("ignoring the stored search index: %s", exc)
             return False
         if len(server_of) != n_tools or len(name_terms) != n_tools:
@@ -604,43 +610,58 @@ class FieldRanking:
         self._built_docs = built
         entry = stored.entry
 
-        def posting(term: str) -> _Posting | None:
-            data = entry(_POSTINGS, term)
-            return None if data is None else _Posting.from_bytes(*marshal.loads(data))
+        def decoded(table: int, key: str, decode: Callable[[bytes], V]) -> V | None:
+            data = entry(table, key)
+            if data is None:
+                return None
+            try:
+                return decode(data)
+            except (ValueError, UnicodeDecodeError) as exc:
+                # A damaged entry reads as absent: the query goes on without it.
+                logger.warning("ignoring a damaged entry of the stored search index: %s", exc)
+                return None
 
-        def docs_of(table: int) -> Callable[[str], array[int] | None]:
-            def read(key: str) -> array[int] | None:
-                data = entry(table, key)
-                if data is None:
-                    return None
-                docs = array("i")
-                docs.frombytes(data)
-                return docs
+        def doc_ids(data: bytes) -> array[int]:
+            docs = array("i")
+            docs.frombytes(data)
+            if docs and (min(docs) < 0 or max(docs) >= n_tools):
+                raise ValueError("a document id out of range")
+            return docs
 
-            return read
+        def posting(data: bytes) -> _Posting:
+            count, rest = divmod(len(data), 12)  # a 4-byte id and an 8-byte frequency each
+            if rest:
+                raise ValueError("a posting list of the wrong size")
+            found = _Posting()
+            found.docs = doc_ids(data[: 4 * count])
+            found.frequencies.frombytes(data[4 * count :])
+            return found
 
-        def listed(table: int) -> Callable[[str], list[Any] | None]:
-            def read(key: str) -> list[Any] | None:
-                data = entry(table, key)
-                return None if data is None else list(marshal.loads(data))
+        def word_list(data: bytes) -> list[str]:
+            return data.decode().split("\0")
 
-            return read
+        def id_list(data: bytes) -> list[int]:
+            return list(doc_ids(data))
+
+        def id_set(data: bytes) -> set[int]:
+            return set(doc_ids(data))
+
+        def table(number: int, decode: Callable[[bytes], V]) -> LazyTable[str, V]:
+            return LazyTable(lambda key: decoded(number, key, decode))
 
         def phrase(pair: tuple[str, str]) -> array[int] | None:
-            return docs_of(_PHRASES)(f"{pair[0]}\0{pair[1]}")
+            return decoded(_PHRASES, f"{pair[0]}\0{pair[1]}", doc_ids)
 
-        def accepting(kind: str) -> set[int] | None:
-            docs = docs_of(_ACCEPTS)(kind)
-            return None if docs is None else set(docs)
-
-        self._postings = LazyTable(posting)  # type: ignore[assignment]
+        # Each table is read an entry at a time (see LazyTable); the plain dicts a build
+        # makes and these behave alike for every use the index makes of them.
+        self._postings = table(_POSTINGS, posting)  # type: ignore[assignment]
         self._idf = _IdfTable(self._postings, lambda: self._n_docs)
-        self._name_postings = LazyTable(docs_of(_NAME_POSTINGS))  # type: ignore[assignment]
+        self._name_postings = table(_NAME_POSTINGS, doc_ids)  # type: ignore[assignment]
         self._phrases = LazyTable(phrase)  # type: ignore[assignment]
-        self._exact = LazyTable(listed(_EXACT))  # type: ignore[assignment]
-        self._by_original = LazyTable(listed(_BY_ORIGINAL))  # type: ignore[assignment]
-        self._by_prefix = LazyTable(listed(_BY_PREFIX))  # type: ignore[assignment]
-        self._accepts = LazyTable(accepting)  # type: ignore[assignment]
+        self._exact = table(_EXACT, id_list)  # type: ignore[assignment]
+        self._by_original = table(_BY_ORIGINAL, id_list)  # type: ignore[assignment]
+        self._by_prefix = table(_BY_PREFIX, word_list)  # type: ignore[assignment]
+        self._accepts = table(_ACCEPTS, id_set)  # type: ignore[assignment]
         self._stored = stored
         return True
 
@@ -919,7 +940,9 @@ class FieldRanking:
         return [
             t
             for t in self._by_prefix.get(word[: self.relative_prefix], ())
+            # A stored index whose postings of a word were damaged no longer has the word.
             if _shared_start(t, word) >= self.relative_share * min(len(t), len(word))
+            and t in self._idf
         ]
 
     def _named_server_tools(self, text: str) -> set[int]:
