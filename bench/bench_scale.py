@@ -18,7 +18,8 @@ Per size, in a fresh process each (so memory is that size's own):
 - relisting one server, longest stall of another client: while the client calls ``echo`` in a
   loop, one cached server's listing is published three times (as a relisting does); the
   client's slowest call;
-- metadata cache load, and storing one server until it is on disk (``store`` + ``flush``);
+- metadata store: opening it, storing one server until its row is durable, and the
+  ``mcp-cache.json`` export after it (see ``cache_figures``);
 - CLI ``pi-mcp search`` and ``pi-mcp status`` (``--json``), a fresh process each, wall time.
 
 Ratios are against the 2,375-tool row of the same run (the issue's targets: list and call
@@ -131,7 +132,6 @@ async def measure_process(root: Path, calls: int) -> dict[str, float]:
     """Every in-process figure for the workspace at ``root`` (run in a fresh process)."""
     from mcp import Client
 
-    from pi_mcp_adapter.catalog import MetadataCache
     from pi_mcp_adapter.engine import McpAdapter
     from pi_mcp_adapter.hosts._gateway import McpGateway
 
@@ -164,19 +164,32 @@ async def measure_process(root: Path, calls: int) -> dict[str, float]:
             figures["list_p50_ms"] = 1000 * statistics.median(listed)
             figures["call_p50_ms"] = 1000 * statistics.median(called)
             figures["stall_ms"] = 1000 * await relisting_stall(adapter, client)
+    figures.update(await anyio.to_thread.run_sync(cache_figures, root))
+    return figures
+
+
+def cache_figures(root: Path) -> dict[str, float]:
+    """The metadata store's rows, off the event loop as a CLI command runs them: opening it
+    (names and summaries), storing one server until its row is durable in ``mcp-cache.db``
+    (a store after a quiet spell commits before it returns), and the ``mcp-cache.json``
+    export that follows (``flush``: written at once up to 8 MiB, by a background thread
+    above, skipped above 32 MiB)."""
+    from pi_mcp_adapter.catalog import MetadataCache, ServerMetadata
+    from pi_mcp_adapter.config import ServerEntry
+
+    figures: dict[str, float] = {}
     cache = MetadataCache(root / "agent" / "mcp-cache.json")
     mark = time.perf_counter()
     cache.load()
     figures["cache_load_s"] = time.perf_counter() - mark
-    from pi_mcp_adapter.catalog import ServerMetadata
-    from pi_mcp_adapter.config import ServerEntry
-
     name = next(s for s in cache.servers if s != "fixture")
     entry = ServerEntry(command="/bin/false", args=(name,))
     mark = time.perf_counter()
     cache.store(name, entry, ServerMetadata(tools=({"name": "fresh", "inputSchema": {}},)))
+    figures["store_one_ms"] = 1000 * (time.perf_counter() - mark)
+    mark = time.perf_counter()
     cache.flush()
-    figures["store_one_s"] = time.perf_counter() - mark
+    figures["json_export_s"] = time.perf_counter() - mark
     return figures
 
 
@@ -260,7 +273,8 @@ ROWS = [
     ("API start to first search", "start_to_search_s", "s"),
     ("RSS after the first search", "rss_mb", "MB"),
     ("metadata cache load", "cache_load_s", "s"),
-    ("store one server and flush", "store_one_s", "s"),
+    ("store one server, durable in mcp-cache.db", "store_one_ms", "ms"),
+    ("mcp-cache.json export after it (none above 32 MiB)", "json_export_s", "s"),
     ("`pi-mcp search`, fresh process", "cli_search_s", "s"),
     ("`pi-mcp status`, fresh process", "cli_status_s", "s"),
 ]
