@@ -15,7 +15,9 @@ in a process of its own (it answers and discards):
 The machine is shared (2 cores, other work running): "on" and "off" take turns in rounds of
 ``--calls`` calls (on-off, then off-on, so neither always goes first), and the result is the
 median over rounds of each round's p50 ratio, which a load change during one round moves
-little. The pooled p50s are printed beside it.
+little. The pooled p50s are printed beside it, and the CPU time per call of the process that
+served the calls (all its threads, the exporter's included): telemetry finishes a span after
+the caller has its answer, so latency is not the whole of its cost.
 
 Usage: .venv/bin/python bench/bench_telemetry.py [--rounds R] [--calls N]
        [--only adapter|gateway]
@@ -36,7 +38,10 @@ from contextlib import AsyncExitStack, ExitStack, contextmanager
 from pathlib import Path
 
 import anyio
+import psutil
 from mcp import Client
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
 
 from pi_mcp_adapter.config import Settings
 from pi_mcp_adapter.engine import McpAdapter, _telemetry
@@ -73,14 +78,16 @@ def percentile(samples: list[float], fraction: float) -> float:
 
 
 @contextmanager
-def _process(command: list[str], env: dict[str, str] | None = None) -> Iterator[str]:
-    """Run ``command``; its first line of output is handed back."""
+def _process(
+    command: list[str], env: dict[str, str] | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """Run ``command``; it and its first line of output are handed back."""
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env or dict(os.environ)
     )
     assert process.stdout is not None
     try:
-        yield process.stdout.readline().decode().strip()
+        yield process, process.stdout.readline().decode().strip()
     finally:
         process.terminate()
         try:
@@ -92,7 +99,7 @@ def _process(command: list[str], env: dict[str, str] | None = None) -> Iterator[
 
 @contextmanager
 def otlp_receiver() -> Iterator[str]:
-    with _process([sys.executable, "-c", RECEIVER]) as port:
+    with _process([sys.executable, "-c", RECEIVER]) as (_, port):
         if not port.isdigit():
             raise SystemExit(f"the OTLP receiver did not start: {port!r}")
         yield f"http://127.0.0.1:{port}"
@@ -103,10 +110,12 @@ def otel_environment(endpoint: str) -> dict[str, str]:
 
 
 class Rounds:
-    """Per-call latencies of "on" and "off", kept per round."""
+    """Per-call latencies of "on" and "off", kept per round, and the CPU time each mode's
+    calls cost the process that served them (all its threads: the exporter's too)."""
 
     def __init__(self) -> None:
         self.rounds: list[dict[str, list[float]]] = []
+        self.cpu_ms_per_call: dict[str, float] = {}
 
     async def run(
         self,
@@ -114,6 +123,7 @@ class Rounds:
         calls: int,
         call: dict[str, Callable[[], Awaitable[object]]],
         before: Callable[[str], None] = lambda _mode: None,
+        after: Callable[[str], None] = lambda _mode: None,
     ) -> None:
         for index in range(rounds):
             order = ("off", "on") if index % 2 == 0 else ("on", "off")
@@ -124,6 +134,7 @@ class Rounds:
                     started = time.perf_counter()
                     await call[mode]()
                     samples[mode].append((time.perf_counter() - started) * 1000)
+                after(mode)
             self.rounds.append(samples)
 
     def pooled(self, mode: str) -> list[float]:
@@ -157,11 +168,27 @@ async def adapter_rounds(rounds: int, calls: int, endpoint: str) -> Rounds:
                     raise SystemExit(f"fx_echo failed: {outcome.message}")
                 return outcome
 
+            cpu_s = {"off": 0.0, "on": 0.0}
+            block_started = [0.0]
+
             def switch(mode: str) -> None:
                 _telemetry.install(telemetry if mode == "on" else None)
+                block_started[0] = time.process_time()
 
-            await measured.run(rounds, calls, {"off": echo, "on": echo}, switch)
+            def account(mode: str) -> None:
+                if mode == "on":  # its spans' export is its cost, not the next block's
+                    trace.get_tracer_provider().force_flush()  # type: ignore[attr-defined]
+                cpu_s[mode] += time.process_time() - block_started[0]
+
+            await measured.run(rounds, calls, {"off": echo, "on": echo}, switch, account)
+            total = rounds * calls
+            measured.cpu_ms_per_call = {m: cpu_s[m] / total * 1000 for m in cpu_s}
         _telemetry.install(None)
+    # Flushed while the receiver still listens.
+    telemetry.shutdown()
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, TracerProvider):
+        provider.shutdown()
     return measured
 
 
@@ -178,12 +205,14 @@ async def gateway_rounds(rounds: int, calls: int, endpoint: str) -> Rounds:
             "on": {**os.environ, **otel_environment(endpoint)},
         }
         urls: dict[str, str] = {}
+        gateways: dict[str, psutil.Process] = {}
         with ExitStack() as stack:
             for mode, env in environments.items():
                 agent = directory / f"agent-{mode}"
                 command = [str(PI_MCP), "--config", str(config), "--agent-dir", str(agent)]
                 command += ["serve", "--transport", "http", "--port", "0"]
-                line = stack.enter_context(_process(command, env))
+                process, line = stack.enter_context(_process(command, env))
+                gateways[mode] = psutil.Process(process.pid)
                 if "listening on " not in line:
                     raise SystemExit(f"pi-mcp serve ({mode}) did not start: {line!r}")
                 urls[mode] = line.split("listening on ", 1)[1].strip()
@@ -207,8 +236,20 @@ async def gateway_rounds(rounds: int, calls: int, endpoint: str) -> Rounds:
 
                 measured = Rounds()
                 calls_by_mode = {mode: echo(session) for mode, session in sessions.items()}
+                # Each gateway serves only its own mode: its CPU over the run is that mode's.
+                cpu_before = {m: _cpu_s(p) for m, p in gateways.items()}
                 await measured.run(rounds, calls, calls_by_mode)
+                await anyio.sleep(6)  # the "on" gateway's batch processor exports every 5 s
+                measured.cpu_ms_per_call = {
+                    m: (_cpu_s(p) - cpu_before[m]) / (rounds * calls) * 1000
+                    for m, p in gateways.items()
+                }
     return measured
+
+
+def _cpu_s(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
 
 
 def report(title: str, metric: str, measured: Rounds) -> float:
@@ -220,6 +261,12 @@ def report(title: str, metric: str, measured: Rounds) -> float:
         print(
             f"{mode:<12}{percentile(values, 0.5):>10.3f}"
             f"{percentile(values, 0.99):>10.3f}{statistics.fmean(values):>10.3f}"
+        )
+    cpu = measured.cpu_ms_per_call
+    if cpu:
+        print(
+            f"CPU per call of the process serving it: off {cpu['off']:.3f} ms, "
+            f"on {cpu['on']:.3f} ms (+{cpu['on'] - cpu['off']:.3f} ms)"
         )
     verdict = "within" if ratio <= TARGET_RATIO else "OVER"
     print(f"median of per-round p50 ratios on/off: {ratio:.3f} ({verdict} target {TARGET_RATIO})")

@@ -47,6 +47,7 @@ class ObservedGateway:
         return self.url.rsplit("/", 1)[0]
 
     def finished(self) -> list[ReadableSpan]:
+        _telemetry.flush_pending()  # calls answered a moment ago end their spans now
         return list(self.spans.get_finished_spans())
 
 

@@ -27,7 +27,9 @@ MCP calls. ``OTEL_SDK_DISABLED=true`` keeps it off.
 
 from __future__ import annotations
 
+import atexit
 import json
+import logging
 import os
 import threading
 import time
@@ -65,6 +67,7 @@ __all__ = [
     "configure_telemetry",
     "create_telemetry",
     "create_tracer_provider",
+    "flush_pending",
     "install",
     "script_span",
     "search_span",
@@ -85,6 +88,8 @@ _OTLP_VARIABLES = (
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
     "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
 )
+
+logger = logging.getLogger(__name__)
 
 _active: Telemetry | None = None
 _configure_lock = threading.Lock()
@@ -961,19 +966,48 @@ class _UpstreamCallSpan:
         )
 
 
+_FINISH_DELAY_S = 0.005
+"""How long after its answer a call's span is ended and its duration recorded (its times are
+taken at the answer): by then a caller's next request is usually on the wire and the loop idle,
+waiting for the reply, and the calls answered meanwhile are finished together."""
+
+_pending: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
+_flush_scheduled_on: list[Any] = []
+"""The event loop a flush of ``_pending`` is scheduled on (none, or one)."""
+
+
 def _after_answer(finish: Callable[..., None], *args: Any) -> None:
-    """Run ``finish`` (end a span, record its duration) on the event loop's next turn, after
-    the caller has its answer: the times are taken already, and the loop is usually idle
-    then, waiting for the next request's reply, so the answer does not wait for telemetry.
-    Without a running asyncio loop (trio, or no loop), at once."""
+    """Run ``finish`` (end a span, record its duration) shortly after the caller has its
+    answer, so the answer does not wait for telemetry (see ``_FINISH_DELAY_S``). Without a
+    running asyncio loop (trio, or none), at once."""
     import asyncio
 
+    _pending.append((finish, args))
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
-        finish(*args)
+        flush_pending()
         return
-    loop.call_soon(finish, *args)
+    if _flush_scheduled_on and _flush_scheduled_on[0] is loop:
+        return
+    # A loop that closed with a flush scheduled never ran it: this one takes over.
+    _flush_scheduled_on[:] = [loop]
+    loop.call_later(_FINISH_DELAY_S, flush_pending)
+
+
+def flush_pending() -> None:
+    """End the spans and record the durations of calls answered but not finished yet (an
+    exporter or test that reads spans right after a call calls this first)."""
+    _flush_scheduled_on.clear()
+    while _pending:
+        finish, args = _pending.popleft()
+        try:
+            finish(*args)
+        except Exception:  # one span's failure must not lose the others'
+            logger.debug("finishing a span failed", exc_info=True)
+
+
+atexit.register(flush_pending)  # the last calls of a process whose loop is gone
 
 
 def _extract(meta: Mapping[str, Any] | None) -> Any:

@@ -30,7 +30,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from pi_mcp_adapter._errors import UsageError
 from pi_mcp_adapter._secrets import redact
 from pi_mcp_adapter.engine import McpAdapter
-from pi_mcp_adapter.engine._telemetry import Telemetry, active
+from pi_mcp_adapter.engine._telemetry import Telemetry, active, flush_pending
 
 __all__ = [
     "METRICS_PATH",
@@ -145,6 +145,7 @@ class ObservabilityRoutes:
                 authenticate=True,
             )
             return
+        flush_pending()  # calls answered a moment ago are counted and listed
         if path == METRICS_PATH:
             body = self._telemetry.prometheus_text()
             await _respond(send, 200, body, b"text/plain; version=0.0.4; charset=utf-8")
