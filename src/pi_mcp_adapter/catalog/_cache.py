@@ -763,19 +763,37 @@ class MetadataCache:
 
     def entry_state(self, server: str, entry: ServerEntry) -> EntryState:
         """Whether ``server``'s entry can be used for ``entry`` as configured now."""
+        return self._state_and_entry(server, entry, parse=False)[0]
+
+    def get(self, server: str, entry: ServerEntry) -> ServerMetadata | None:
+        """``server``'s cached metadata, only if its entry is valid for ``entry``."""
+        state, raw = self._state_and_entry(server, entry, parse=True)
+        return _metadata_from_entry(raw) if state == "valid" else None
+
+    def _state_and_entry(
+        self, server: str, entry: ServerEntry, *, parse: bool
+    ) -> tuple[EntryState, Any]:
+        """The entry's state, judged from its summary unless it is parsed already; with
+        ``parse``, a valid entry is parsed and judged again (the store may hold a newer one
+        than the summary read at load)."""
         self._ensure_loaded()
+        digest = config_hash(entry, environ=self._environ)
         with self._state_lock:
             if server in self._entries:
                 raw = self._entries[server]
-            else:
-                text = self._summaries.get(server)
-                raw = None if text is None else json.loads(text)
-        return self._state_of(raw, entry)
+                return self._state_of(raw, digest), raw
+            text = self._summaries.get(server)
+        state = self._state_of(None if text is None else json.loads(text), digest)
+        if state != "valid" or not parse:
+            return state, None
+        with self._state_lock:
+            raw = self._view_entry(server)
+        return self._state_of(raw, digest), raw
 
-    def _state_of(self, raw: Any, entry: ServerEntry) -> EntryState:
+    def _state_of(self, raw: Any, digest: str) -> EntryState:
         if not isinstance(raw, Mapping):
             return "missing"
-        if raw.get("configHash") != config_hash(entry, environ=self._environ):
+        if raw.get("configHash") != digest:
             return "config-changed"
         listed_under = _capabilities_of(raw)
         if (
@@ -791,17 +809,6 @@ class MetadataCache:
             max_age_ms=self._max_age_ms,
         )
         return "valid" if fresh else "stale"
-
-    def get(self, server: str, entry: ServerEntry) -> ServerMetadata | None:
-        """``server``'s cached metadata, only if its entry is valid for ``entry``."""
-        if self.entry_state(server, entry) != "valid":
-            return None
-        with self._state_lock:
-            raw = self._view_entry(server)
-        # Parsed now, perhaps newer than the summary the state was read from: checked again.
-        if self._state_of(raw, entry) != "valid":
-            return None
-        return _metadata_from_entry(raw)
 
     def definition_changes(self, server: str) -> DefinitionChanges:
         """Unacknowledged tool-definition changes recorded for ``server`` (empty if none)."""
