@@ -6,8 +6,10 @@
 - ``_filters``   ``includeTools`` / ``excludeTools``.
 - ``_catalog``   :class:`Catalog`: every server's tools under unique names, and lookup.
 - ``_prompts``   :class:`PromptCatalog`: upstream prompts named and resolved like tools.
-- ``_cache``     :class:`MetadataCache`: the process-safe ``mcp-cache.json`` and
-                 tool-definition change records (with the trusted baseline).
+- ``_cache``     :class:`MetadataCache`: the process-safe metadata cache (its store and the
+                 reference's ``mcp-cache.json``) and tool-definition change records (with
+                 the trusted baseline).
+- ``_store``     ``mcp-cache.db``: one SQLite row per server, WAL, read a server at a time.
 - ``_definition_diff``  :func:`diff_definitions`: how a changed tool differs, in short.
 - ``_schema``    :func:`render_parameters` and :func:`render_shape` for input schemas.
 - ``_signatures``  :func:`render_call_line`: a tool as ``name(params) -> result``.

@@ -1,6 +1,8 @@
 """The on-disk metadata cache: what each server offered when it was last connected.
 
-File ``<agent dir>/mcp-cache.json``, format version 1, shared with the TypeScript reference::
+Two files in the agent dir: the store ``mcp-cache.db`` (SQLite, see ``_store``: one row per
+server, the one this cache reads and writes) and its export ``mcp-cache.json``, format version
+1, shared with the TypeScript reference::
 
     {"version": 1,
      "servers": {"<name>": {"configHash": "<sha256 hex>", "cachedAt": <ms since epoch>,
@@ -8,6 +10,8 @@ File ``<agent dir>/mcp-cache.json``, format version 1, shared with the TypeScrip
                             "instructions": "...", "definitionChanges": {...},
                             "clientCapabilities": ["elicitation", "sampling"],
                             "observedResults": {"<tool>": "<result shape>"}}}}
+
+A store row holds exactly the entry text the export writes for that server.
 
 Client capabilities: a server may offer some tools only to clients that can sample or elicit
 (server-everything's ``trigger-sampling-request``), so an entry records the capabilities it was
@@ -21,36 +25,46 @@ An entry is used only while it is *valid*: its ``configHash`` matches the server
 configuration, ``cachedAt`` is present, and it is at most ``max_age_s`` old (and within the
 ``ttlMs`` the reference may have written). ``configHash`` covers every field that changes what
 a server exposes, secrets included, but only as one SHA-256 digest: no token, header value or
-environment value is ever written to the file.
+environment value is ever written to either file.
 
-Concurrency: several adapter processes may share the file. Every write is a read-merge-write
-of the whole file under an exclusive lock (``mcp-cache.json.lock``), written to a temporary
-file in the same directory and moved into place with ``os.replace``; readers need no lock, as
-they see either the old file or the new one. A process killed mid-write leaves the previous
-file intact (and an orphaned temporary file, which the next writer removes).
+Reading: :meth:`MetadataCache.load` reads each server's name and summary (hash, timestamps,
+capabilities, tool count); an entry is parsed when it is first asked for (:meth:`get`), so
+``status`` counts and one server's lookup do not parse the catalog.
 
-Writes are coalesced, so that listing many servers costs a few writes rather than one
-rewrite of the whole file per server: a store after a quiet spell is written at once (by a
-background thread when the caller runs an event loop, so a loop that stores a listing is never
-held up by the file); stores that follow within :data:`MIN_WRITE_INTERVAL_S` (or four times the
-last write's duration, whichever is longer) update the snapshot at once and reach the file
-together, in one background write, a moment later.
+Writing: a store, acknowledgement or removal changes this process's view at once and is
+written as a transaction on that server's row only, replayed onto the row as the store holds
+it then (so another process's newer record of definition changes is the base). Several
+processes share the store safely: SQLite's WAL journal lets readers read while one writer
+commits, writers wait for each other (``busy_timeout``), a commit is on disk when it returns,
+and a process killed mid-write leaves the last commit intact. Writes are coalesced: a store
+after a quiet spell is committed at once (by a background thread when the caller runs an event
+loop, so a loop is never held up by the disk); stores that follow within
+:data:`MIN_WRITE_INTERVAL_S` (or four times the last write's duration) are committed together
+a moment later. Each write then catches up with what other processes committed since (the
+rows of newer generations, not the catalog).
 
-Cost of a write: each server's entry is serialised (and redacted) once and kept with the entry
-it came from, so a write serialises only the entries that changed and joins the rest; the file
-is parsed again under the lock only when another process replaced it since this process last
-read or wrote it (its inode, size or modification time differ).
+The export: after a write, ``mcp-cache.json`` is rewritten from the store under the lock
+``mcp-cache.json.lock`` (temporary file, ``os.replace``: readers see the old file or the new
+one), joining the stored texts without serialising anything. Up to
+:data:`SYNC_EXPORT_BYTES` it is written right after the write; above, by a background thread,
+coalesced (at most every :data:`MIN_EXPORT_INTERVAL_S`); above :data:`JSON_EXPORT_LIMIT_BYTES`
+it is no longer written (one warning; the file is left as it was). The store records which
+file it last wrote or read (inode, size, modification time): a file some other program wrote
+since (the TypeScript adapter, a first run after it) is imported before the store is read or
+exported, an entry replacing the store's when the store has none or the file's was listed
+later (``cachedAt``).
 
-:meth:`MetadataCache.flush` writes what is pending now; the adapter calls it when it stops,
-and every cache with pending stores is flushed when the interpreter exits. Each pending store
-is replayed onto the file as it is under the lock, so entries other processes wrote meanwhile
-are kept. A process killed before its pending stores
-are written loses only those (its servers are listed again next time), never the file.
+:meth:`MetadataCache.flush` commits what is pending and writes the export now; the adapter
+calls it when it stops, and every cache with pending stores is flushed when the interpreter
+exits. A process killed before its pending stores are committed loses only those (its servers
+are listed again next time), never a file.
 
-A file that cannot be parsed, or has another format version, is set aside as
-``mcp-cache.json.corrupt-<UTC timestamp>`` with a warning and rebuilt from the entries this
-process last read (so a long-running process puts back every server it knew, not only its own);
-it never stops the adapter. Failures to write are warnings too: the cache only saves connections.
+A ``mcp-cache.json`` that cannot be parsed, or has another format version, is set aside as
+``mcp-cache.json.corrupt-<UTC timestamp>`` with a warning and rebuilt from the store. A store
+that is not an SQLite database is set aside the same way (``mcp-cache.db.corrupt-<stamp>``)
+and rebuilt from ``mcp-cache.json``; one that cannot be used at all (a link, a pipe, no
+permission, held locked) leaves this process with a private in-memory store and the JSON
+file. None of this stops the adapter: the cache only saves connections.
 """
 
 from __future__ import annotations
