@@ -813,6 +813,19 @@ class FieldRanking:
             raise ValueError(f"a replacement is one server's tools, got {sorted(servers)}")
         removed_docs = self._doc_terms(old_tools, self._field_terms(old_tools))
         added_docs = self._doc_terms(new_tools, self._field_terms(new_tools))
+        if self._stored is not None:
+            # Read the entries the update will change now, in this thread: from a stored
+            # index each is a read of the file, which the event loop should not wait for.
+            for entry in (*removed_docs, *added_docs):
+                for t in entry.pseudo_tf:
+                    self._postings.get(t)
+                for t in entry.names:
+                    self._name_postings.get(t)
+                for pair in entry.pairs:
+                    self._phrases.get(pair)
+                for key in (*entry.exact_keys, entry.original_key):
+                    self._exact.get(key)
+                    self._by_original.get(key)
         vectors = (
             self._vectors.prepare(new_tools) if self._vectors is not None and new_tools else None
         )
