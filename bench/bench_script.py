@@ -3,7 +3,7 @@
 One catalog of real servers for every task: mcp-server-git (a repository made for the run),
 mcp-server-time, ``@modelcontextprotocol/server-memory``, ``server-filesystem`` (a folder of
 notes and the repository), ``server-everything`` (tests/npm), an offline fetch-like fixture
-(tests/fixtures/fetch_like_server.py) and the test fixture server, 60-odd tools. Each task is
+(tests/fixtures/fetch_like_server.py) and the test fixture server, 69 tools. Each task is
 done by a scripted model three ways, each way with its own adapter and memory file:
 
 - **one call per turn**: the model calls ``mcp({tool, args})``, reads the result, decides the
@@ -70,6 +70,11 @@ MEMORY_JS = NPM / "server-memory/dist/index.js"
 FILESYSTEM_JS = NPM / "server-filesystem/dist/index.js"
 EVERYTHING_JS = NPM / "server-everything/dist/index.js"
 TOKYO = "Asia/Tokyo"
+WEATHER_CITIES = {  # server-everything's weather cities, and their time zones
+    "New York": "America/New_York",
+    "Chicago": "America/Chicago",
+    "Los Angeles": "America/Los_Angeles",
+}
 PAGES = ["mcp-overview", "tool-search", "sandbox-limits", "gateway-setup"]
 CITIES = ["Europe/London", "America/New_York", "Asia/Tokyo", "Australia/Sydney", "Asia/Kolkata",
           "America/Los_Angeles"]  # fmt: skip
@@ -204,6 +209,7 @@ REMEMBER = "create entities in the knowledge graph"
 RELATE = "create relations between entities"
 READ_GRAPH = "read the entire knowledge graph"
 FIND_NODES = "search nodes in the knowledge graph"
+WEATHER = "weather in a city"
 
 
 def found(names: str, *queries: str) -> str:
@@ -461,6 +467,26 @@ for f in sorted({{l[6:] for l in shown.splitlines() if l.startswith("+++ b/")}})
 answer
 """
 
+    async def warmest_city(m: Model) -> Any:
+        weather, now = await m.find(WEATHER, NOW)
+        reports = await m.calls([(weather, {"location": city}) for city in WEATHER_CITIES])
+        temperatures = {
+            city: json.loads(text)["temperature"]
+            for city, text in zip(WEATHER_CITIES, reports, strict=True)
+        }
+        warmest = max(temperatures, key=lambda city: temperatures[city])
+        local = json.loads(await m.call(now, {"timezone": WEATHER_CITIES[warmest]}))
+        return [warmest, temperatures[warmest], local["datetime"][-6:]]
+
+    warmest_script = f"""
+{found("weather, now", WEATHER, NOW)}
+zones = {WEATHER_CITIES!r}
+temperatures = {{c: (await call(weather, {{"location": c}}))["temperature"] for c in zones}}
+warmest = max(temperatures, key=lambda c: temperatures[c])
+local = await call(now, {{"timezone": zones[warmest]}})
+[warmest, temperatures[warmest], local["datetime"][-6:]]
+"""
+
     return [
         Task("readme-commits-tokyo", "The three most recent commits that touched README.md, "
              f"with their commit times converted to Tokyo time. The repository: {repo}",
@@ -485,6 +511,8 @@ answer
         Task("latest-commit-lines", f"How many lines does each file that the latest commit of "
              f"{repo} changed have now?", latest_commit_lines, lines_script,
              [["CHANGELOG.md", 12], ["src/module_12.py", 42]]),
+        Task("warmest-city", "Which of New York, Chicago and Los Angeles is warmest now, how "
+             "warm, and what is its UTC offset?", warmest_city, warmest_script),
     ]  # fmt: skip
 
 
