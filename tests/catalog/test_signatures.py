@@ -126,6 +126,7 @@ def test_a_parameter_of_objects_shows_the_keys_each_object_needs() -> None:
         pytest.param("a94a8fe", id="short-hash"),
         pytest.param("e4f1c2a0-1b2c-4d5e-8f90-123456789abc", id="uuid"),
         pytest.param("user12345", id="user-id"),
+        pytest.param("sk_live_4eC39HqLyjWDarjtT1zdp7dc", id="api-key"),
         pytest.param("y2026", id="year"),
         pytest.param("2026-11-27", id="date"),
         pytest.param("42", id="number"),

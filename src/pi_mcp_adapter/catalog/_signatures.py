@@ -252,9 +252,10 @@ def value_shape(value: Any, depth: int = 0) -> str:
 
 _FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,39}")
 """A key that reads as a field name; any other key in an object makes it a map of data."""
-_ID_LIKE = re.compile(r"\d{4}|^(?=.*\d)[0-9A-Fa-f-]{7,}$")
+_ID_LIKE = re.compile(r"\d{4}|\d\D+\d|^(?=.*\d)[0-9A-Fa-f-]{7,}$")
 """Identifier-shaped keys that are still data: a run of four digits (years, phone numbers,
-``user12345``) or hexadecimal with a digit (commit hashes, UUIDs: ``a1b2c3d``)."""
+``user12345``), digits in two places (generated ids and tokens: ``sk_live_4eC39Hq...``) or
+hexadecimal with a digit (commit hashes, UUIDs: ``a1b2c3d``)."""
 
 
 def is_field_name(key: str) -> bool:
