@@ -547,6 +547,16 @@ def warm_process_of(root: Path) -> psutil.Process:
     return psutil.Process(int(status["pid"]))
 
 
+def spawned_warm_process(root: Path) -> psutil.Process:
+    """The warm process started for ``root``'s agent dir, found by its command line."""
+    pool_dir = str(root / "agent" / "pool")
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = process.info.get("cmdline") or []
+        if pool_dir in cmdline and any("serve_warm_on_first_use" in part for part in cmdline):
+            return process
+    raise AssertionError(f"no warm process was started for {pool_dir}")
+
+
 @contextmanager
 def ended_after(process: psutil.Process) -> Iterator[psutil.Process]:
     """``process`` for the block, killed after it if it still runs: a failing test must not
@@ -609,9 +619,11 @@ def test_the_warm_process_exits_when_idle_or_when_the_package_changed(
 ) -> None:
     write_config(tmp_path / "mcp.json", {"fx": fixture_entry()})
     (tmp_path / "agent").mkdir()
-    monkeypatch.setenv("PI_MCP_WARM_IDLE_S", "1")
+    monkeypatch.setenv("PI_MCP_WARM_IDLE_S", "3")
     assert pi_mcp(tmp_path, "tools").returncode == 0
-    idle = warm_process_of(tmp_path)
+    # Found by its command line, not by asking it: on a busy machine another command could
+    # start after the idle time has already ended the process.
+    idle = spawned_warm_process(tmp_path)
     wait_until_gone(idle)
     assert not (tmp_path / "agent" / "pool" / "cli.sock").exists()
     monkeypatch.setenv("PI_MCP_WARM_IDLE_S", "600")
