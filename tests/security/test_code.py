@@ -94,9 +94,13 @@ async def test_a_result_keyed_by_hashes_ids_and_years_is_recorded_without_its_ke
     assert shown.endswith('-> dict[str, {"author": str, "message": str, "token": str}'
                           ' | {"author": str, "message": str}] (observed)')  # fmt: skip
     adapter.cache.flush()
-    cache_text = (workspace.agent_dir / "mcp-cache.json").read_text()
+    # Every file of the metadata cache, whatever its form (the JSON file, a database beside it).
+    stored = b"".join(
+        path.read_bytes() for path in workspace.agent_dir.glob("mcp-cache*") if path.is_file()
+    )
+    assert b'dict[str, {\\"author\\": str' in stored or b'dict[str, {"author": str' in stored
     for leaked in (*DATA_KEYS, SECRET_VALUE, "alice@example.org"):
-        assert leaked not in cache_text
+        assert leaked.encode() not in stored
         assert leaked not in shown
 
 
