@@ -32,6 +32,9 @@ The overhead row compares a script that makes N sequential calls of the fixture'
 (less the same script with no calls, the sandbox's fixed start) against N direct engine calls
 (``McpAdapter.call``) on the same server, same run.
 
+Exits 1 when answers differ, a known answer is wrong, or a task of four or more calls takes
+less than 5x fewer context tokens as a script than one call per turn (the target).
+
 Usage: .venv/bin/python bench/bench_script.py [--calls N] [--rounds R]
 """
 
@@ -608,6 +611,8 @@ class Way:
 
 
 WAYS = ("per turn", "parallel", "script")
+TARGET_RATIO = 5
+TARGET_MIN_CALLS = 4
 
 
 async def run_model(adapter: McpAdapter, task: Task, definitions: int, *, parallel: bool) -> Way:
@@ -739,6 +744,16 @@ def report(
     ]
     if mismatched:
         sys.exit(f"answers differ: {', '.join(mismatched)}")
+    # The target of code mode: a task of four or more calls the other way costs at least 5x
+    # fewer context tokens as a script, discovery included.
+    missed = [
+        f"{name} ({done['per turn'].tokens / done['script'].tokens:.2f}x)"
+        for name, done in ways.items()
+        if done["per turn"].calls >= TARGET_MIN_CALLS
+        and done["per turn"].tokens < TARGET_RATIO * done["script"].tokens
+    ]
+    if missed:
+        sys.exit(f"under {TARGET_RATIO}x fewer tokens than one call per turn: {', '.join(missed)}")
 
 
 if __name__ == "__main__":
