@@ -338,3 +338,22 @@ def test_a_locked_store_is_reported_and_the_json_is_kept(agent_dir: Path) -> Non
     cache.flush()
     assert "server-00005" in rows(path.with_suffix(".db"))
     assert "server-00005" in json.loads(path.read_bytes())["servers"]
+
+
+def test_a_store_is_durable_before_a_large_json_is_exported_in_the_background(
+    agent_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = agent_dir / "mcp-cache.json"
+    filled(path, 20)
+    monkeypatch.setattr(_cache, "SYNC_EXPORT_BYTES", path.stat().st_size // 2)
+    exported = path.read_bytes()
+
+    cache = MetadataCache(path)  # a new process: it knows the file's size from the store
+    cache.load()
+    cache.store("server-00003", entry_of("server-00003"), metadata_of("server-00003", 1))
+
+    assert "version 1" in rows(path.with_suffix(".db"))["server-00003"][0]  # committed
+    assert path.read_bytes() == exported  # the export is left to a background thread
+    cache.flush()
+    written = json.loads(path.read_bytes())["servers"]["server-00003"]
+    assert written["instructions"] == "version 1"

@@ -1196,6 +1196,10 @@ class MetadataCache:
                 MIN_WRITE_INTERVAL_S, WRITE_COST_FACTOR * (self._last_write_end - started)
             )
         self._export_due = True
+        if not self._last_export_bytes:
+            # A process's first write: the size the last export of any process recorded.
+            with contextlib.suppress(StoreLockedError, StoreUnreadableError, OSError, ValueError):
+                self._last_export_bytes = int(store.meta("json_bytes") or 0)
         if self._last_export_bytes <= SYNC_EXPORT_BYTES:
             self._export(store)
             # A write and its export together: stores closer than four times that coalesce.
@@ -1322,8 +1326,12 @@ class MetadataCache:
             and store.meta("json_gen") == str(gen)
         ):
             return  # another process exported this generation already
+        recorded_bytes = store.meta("json_bytes")
         self._last_export_bytes = size
         if size > JSON_EXPORT_LIMIT_BYTES:
+            if recorded_bytes != str(size):
+                with store.transaction() as txn:
+                    txn.set_meta("json_bytes", str(size))
             if not self._export_over_limit_warned:
                 self._export_over_limit_warned = True
                 self._warn(
@@ -1341,6 +1349,7 @@ class MetadataCache:
         with store.transaction() as txn:
             txn.set_meta("json_identity", identity or "")
             txn.set_meta("json_gen", str(gen))
+            txn.set_meta("json_bytes", str(size))
 
     def _read(self) -> dict[str, Any]:
         """The ``servers`` map of the file.
