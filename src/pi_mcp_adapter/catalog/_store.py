@@ -140,6 +140,7 @@ class CatalogStore:
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self._local = threading.local()
+        self._inherited: list[threading.local] = []
         self._memory: sqlite3.Connection | None = None
         self._memory_lock = threading.RLock()
         if path is None:
@@ -153,7 +154,10 @@ class CatalogStore:
         return self.path is None
 
     def reset_after_fork(self) -> None:
-        # A connection must not cross a fork: the child opens its own on first use.
+        # A connection must not cross a fork: the child opens its own on first use. The
+        # parent's are kept referenced, never closed here: closing one in the child could
+        # checkpoint or unlock on the parent's behalf.
+        self._inherited.append(self._local)
         self._local = threading.local()
         self._memory_lock = threading.RLock()
 
