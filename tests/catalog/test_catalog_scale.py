@@ -114,6 +114,39 @@ def test_a_contested_name_is_left_to_a_full_build() -> None:
     assert before.replacing_server("beta", wants_taken_name, servers=list(entries)) is None
 
 
+def test_a_catalog_derived_through_many_relistings_is_the_one_a_full_build_gives() -> None:
+    # Each derived catalog keeps its changes on top of a base it shares with earlier ones, and
+    # folds them into a new base once they grow: hundreds of relistings cross that point.
+    entries = {f"server-{s:02d}": entry() for s in range(30)}
+    metadata = {name: server_metadata(name) for name in entries}
+    catalog = Catalog.build(metadata, entries, Settings())
+    snapshots = [catalog]
+    for step in range(400):
+        server = f"server-{step * 7 % 30:02d}"
+        tools = tuple(
+            {"name": f"tool_{t}_{step % 3}", "description": f"step {step}"} for t in range(step % 4)
+        )
+        metadata[server] = ServerMetadata(tools=tools)
+        named = Catalog.build({server: metadata[server]}, entries, Settings()).tools()
+        derived = catalog.replacing_server(server, named, servers=list(entries))
+        assert derived is not None
+        catalog = derived
+        if step % 97 == 0:
+            snapshots.append(catalog)
+    expected = Catalog.build(metadata, entries, Settings())
+
+    assert [t.name for t in catalog.tools()] == [t.name for t in expected.tools()]
+    assert len(catalog) == len(expected)
+    for tool in expected.tools():
+        assert catalog.lookup(tool.name) == tool
+        assert catalog.lookup(tool.name.upper().replace("_", "-")) == tool
+    assert catalog.get("server-00_tool_0_9") is None
+    # An earlier snapshot still answers as it did.
+    first = snapshots[0]
+    assert len(first) == 30 * TOOLS_PER_SERVER
+    assert first.lookup("server-07_tool_3").server == "server-07"
+
+
 @pytest.mark.slow
 def test_a_relisting_costs_the_same_at_ten_times_the_catalog(tmp_path: Path) -> None:
     costs: list[int] = []

@@ -15,7 +15,8 @@ import difflib
 import hashlib
 import itertools
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from typing import Any, TypeVar
 
 from pi_mcp_adapter._errors import AmbiguousToolError, ToolNotFoundError
 from pi_mcp_adapter.config import ServerEntry, Settings
@@ -88,6 +89,89 @@ def _unique_name(wanted: str, tool: ToolInfo, taken: Mapping[str, ToolInfo]) -> 
 
 KeyFn = Callable[[str], str]
 
+K = TypeVar("K")
+V = TypeVar("V")
+_UNSET: Any = object()
+_GONE: Any = object()
+"""A key a derived mapping removed from its base."""
+_FLATTEN_FROM = 256
+
+
+class _Layered(MutableMapping[K, V]):
+    """A mapping that the next catalog snapshot derives from this one in time proportional to
+    what changed: a base dict shared by the snapshots, and this snapshot's changes on top.
+
+    Copying every index of a catalog of 100,000 tools (a C-level copy each, but eight of them)
+    took 40-70 ms on the event loop per relisting, and left eight large new dicts for the
+    garbage collector to walk. The changes are folded into a new base once they reach an
+    eighth of it, so lookups stay two dict reads.
+    """
+
+    __slots__ = ("_base", "_changes", "_size")
+
+    def __init__(self, base: dict[K, V]) -> None:
+        self._base = base
+        self._changes: dict[K, V] = {}
+        self._size = len(base)
+
+    def derived(self) -> _Layered[K, V]:
+        """A copy to change, sharing this one's base (never changed once shared)."""
+        copy: _Layered[K, V] = _Layered.__new__(_Layered)
+        if len(self._changes) > _FLATTEN_FROM + len(self._base) // 8:
+            base = dict(self._base)
+            for key, value in self._changes.items():
+                if value is _GONE:
+                    base.pop(key, None)
+                else:
+                    base[key] = value
+            copy._base, copy._changes = base, {}
+        else:
+            copy._base, copy._changes = self._base, dict(self._changes)
+        copy._size = self._size
+        return copy
+
+    def __getitem__(self, key: K) -> V:
+        value: V = self._changes.get(key, _UNSET)
+        if value is _UNSET:
+            return self._base[key]
+        if value is _GONE:
+            raise KeyError(key)
+        return value
+
+    def get(self, key: K, default: Any = None) -> Any:
+        value = self._changes.get(key, _UNSET)
+        if value is _UNSET:
+            return self._base.get(key, default)
+        return default if value is _GONE else value
+
+    def __contains__(self, key: object) -> bool:
+        value = self._changes.get(key, _UNSET)  # type: ignore[arg-type]
+        return key in self._base if value is _UNSET else value is not _GONE
+
+    def __setitem__(self, key: K, value: V) -> None:
+        if key not in self:
+            self._size += 1
+        self._changes[key] = value
+
+    def __delitem__(self, key: K) -> None:
+        if key not in self:
+            raise KeyError(key)
+        self._size -= 1
+        self._changes[key] = _GONE
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __iter__(self) -> Iterator[K]:
+        changes = self._changes
+        yield from (k for k in self._base if k not in changes)
+        yield from (k for k, v in changes.items() if v is not _GONE)
+
+
+def _derived(mapping: MutableMapping[K, V]) -> MutableMapping[K, V]:
+    """A copy of ``mapping`` to change, at the cost of its changes when it is layered."""
+    return mapping.derived() if isinstance(mapping, _Layered) else dict(mapping)
+
 
 class _Index:
     """Tools by a normalised form (``key``) of their prefixed name and of their original name."""
@@ -96,9 +180,15 @@ class _Index:
 
     def __init__(self, key: KeyFn) -> None:
         self.key = key
-        self.by_name: dict[str, list[ToolInfo]] = {}
-        self.by_original: dict[str, list[ToolInfo]] = {}
-        self.server_by_prefix: dict[str, set[str]] = {}
+        self.by_name: MutableMapping[str, list[ToolInfo]] = {}
+        self.by_original: MutableMapping[str, list[ToolInfo]] = {}
+        self.server_by_prefix: MutableMapping[str, set[str]] = {}
+
+    def seal(self) -> None:
+        """Built: later snapshots derive their indexes from these (see :meth:`copy`)."""
+        self.by_name = _Layered(dict(self.by_name))
+        self.by_original = _Layered(dict(self.by_original))
+        self.server_by_prefix = _Layered(dict(self.server_by_prefix))
 
     def add(self, tool: ToolInfo, name_key: str, original_key: str) -> None:
         """Index ``tool`` under keys the caller computed with :attr:`key`."""
@@ -108,9 +198,9 @@ class _Index:
     def copy(self) -> _Index:
         """A copy sharing the lists: the caller replaces (never edits) each list it changes."""
         index = _Index(self.key)
-        index.by_name = dict(self.by_name)
-        index.by_original = dict(self.by_original)
-        index.server_by_prefix = dict(self.server_by_prefix)
+        index.by_name = _derived(self.by_name)
+        index.by_original = _derived(self.by_original)
+        index.server_by_prefix = _derived(self.server_by_prefix)
         return index
 
     def discard(self, tool: ToolInfo, name_key: str, original_key: str) -> None:
@@ -130,7 +220,12 @@ class _Index:
     def add_server(self, server: str) -> None:
         for prefix in {server, server_prefix(server, "server"), server_prefix(server, "short")}:
             key = self.key(prefix)
-            if key:
+            if not key:
+                continue
+            if isinstance(self.server_by_prefix, _Layered):
+                # A new set: an earlier snapshot may share the one there.
+                self.server_by_prefix[key] = {*self.server_by_prefix.get(key, ()), server}
+            else:
                 self.server_by_prefix.setdefault(key, set()).add(server)
 
     def split_prefix(self, key: str) -> Iterator[tuple[str, str]]:
@@ -163,8 +258,8 @@ class Catalog:
 
     _tools: tuple[ToolInfo, ...] | None
     _by_server: dict[str, tuple[ToolInfo, ...]]
-    _by_name: dict[str, ToolInfo]
-    _by_original: dict[str, list[ToolInfo]]
+    _by_name: MutableMapping[str, ToolInfo]
+    _by_original: MutableMapping[str, list[ToolInfo]]
     _suggest_index: _SuggestIndex | None
     _collisions: tuple[NameCollision, ...]
     _exact: _Index
@@ -193,13 +288,14 @@ class Catalog:
                 tool = dataclasses.replace(tool, name=assigned)
             by_name[tool.name] = tool
             by_server.setdefault(tool.server, []).append(tool)
-        self._by_name = by_name
+        self._by_name = _Layered(by_name)
         self._tools = every_tool = tuple(by_name.values())
         self._by_server = {s: tuple(ts) for s, ts in by_server.items()}
         self._collisions = tuple(collisions)
-        self._by_original = {}
+        by_original: dict[str, list[ToolInfo]] = {}
         for tool in every_tool:
-            self._by_original.setdefault(tool.original_name, []).append(tool)
+            by_original.setdefault(tool.original_name, []).append(tool)
+        self._by_original = _Layered(by_original)
         self._suggest_index = None
         self._exact = _Index(_canonical)
         self._folded = _Index(_folded)
@@ -211,6 +307,7 @@ class Catalog:
         for index in (self._exact, self._folded):
             for server in self._by_server:
                 index.add_server(server)
+            index.seal()
 
     def replacing_server(
         self, server: str, tools: Sequence[ToolInfo], *, servers: Sequence[str]
@@ -226,7 +323,7 @@ class Catalog:
         old = self._by_server.get(server, ())
         if any(c.server == server or c.kept_by == server for c in self._collisions):
             return None
-        by_name = dict(self._by_name)
+        by_name = _derived(self._by_name)
         for tool in old:
             by_name.pop(tool.name, None)
         for tool in tools:
@@ -245,7 +342,7 @@ class Catalog:
             if s in known or s == server
         }
         catalog._collisions = self._collisions
-        catalog._by_original = dict(self._by_original)
+        catalog._by_original = _derived(self._by_original)
         for tool in old:
             kept = [t for t in catalog._by_original.get(tool.original_name, ()) if t is not tool]
             if kept:
@@ -270,7 +367,6 @@ class Catalog:
             catalog._folded.add_copying(tool, name_key.casefold(), original_key.casefold())
         if server not in known:
             for index in (catalog._exact, catalog._folded):
-                index.server_by_prefix = {k: set(v) for k, v in index.server_by_prefix.items()}
                 index.add_server(server)
         return catalog
 
