@@ -19,6 +19,9 @@ little. The pooled p50s are printed beside it, and the CPU time per call of the 
 served the calls (all its threads, the exporter's included): telemetry finishes a span after
 the caller has its answer, so latency is not the whole of its cost.
 
+A third measurement isolates what the upstream server pays for trace continuation: the same
+echo from a bare SDK client with and without a ``traceparent`` in ``params._meta``.
+
 Usage: .venv/bin/python bench/bench_telemetry.py [--rounds R] [--calls N]
        [--only adapter|gateway]
 """
@@ -39,7 +42,7 @@ from pathlib import Path
 
 import anyio
 import psutil
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
@@ -247,6 +250,29 @@ async def gateway_rounds(rounds: int, calls: int, endpoint: str) -> Rounds:
     return measured
 
 
+async def upstream_share_rounds(rounds: int, calls: int) -> Rounds:
+    """The upstream server's own part: the fixture's echo from a bare SDK client (no
+    telemetry), with and without a ``traceparent`` in ``params._meta``. A server on the MCP
+    SDK reads it and continues the trace; that costs it time whatever the caller does."""
+    traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    params = StdioServerParameters(command=sys.executable, args=[str(FIXTURE)])
+    async with Client(params, mode="legacy", cache=None) as session:
+        for _ in range(WARMUP_CALLS):
+            await session.call_tool("echo", {"message": "warm"})
+
+        async def plain() -> object:
+            return await session.call_tool("echo", {"message": "x"})
+
+        async def carrying() -> object:
+            return await session.call_tool(
+                "echo", {"message": "x"}, meta={"traceparent": traceparent}
+            )
+
+        measured = Rounds()
+        await measured.run(rounds, calls, {"off": plain, "on": carrying})
+    return measured
+
+
 def _cpu_s(process: psutil.Process) -> float:
     times = process.cpu_times()
     return float(times.user + times.system)
@@ -300,6 +326,12 @@ async def main() -> None:
             report(
                 "echo through McpAdapter.call",
                 "echo p50 through McpAdapter.call, telemetry on",
+                measured,
+            )
+            measured = await upstream_share_rounds(options.rounds, options.calls)
+            report(
+                "of which the upstream's: a bare SDK client's echo, 'on' = with a traceparent",
+                "echo p50 from a bare SDK client, traceparent in _meta",
                 measured,
             )
 
