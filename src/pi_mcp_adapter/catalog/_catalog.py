@@ -250,8 +250,7 @@ class Catalog:
         "_by_original",
         "_by_server",
         "_collisions",
-        "_exact",
-        "_folded",
+        "_name_indexes",
         "_suggest_index",
         "_tools",
     )
@@ -262,8 +261,7 @@ class Catalog:
     _by_original: MutableMapping[str, list[ToolInfo]]
     _suggest_index: _SuggestIndex | None
     _collisions: tuple[NameCollision, ...]
-    _exact: _Index
-    _folded: _Index
+    _name_indexes: tuple[_Index, _Index] | None
 
     def __init__(self, tools: Iterable[ToolInfo] = (), *, servers: Iterable[str] = ()) -> None:
         """Index ``tools`` (renaming any whose name is taken) and the names of ``servers``.
@@ -297,17 +295,25 @@ class Catalog:
             by_original.setdefault(tool.original_name, []).append(tool)
         self._by_original = _Layered(by_original)
         self._suggest_index = None
-        self._exact = _Index(_canonical)
-        self._folded = _Index(_folded)
-        for tool in every_tool:
-            name_key, original_key = _canonical(tool.name), _canonical(tool.original_name)
-            self._exact.add(tool, name_key, original_key)
-            # Folding the canonical form equals _folded() of the raw name, at half the cost.
-            self._folded.add(tool, name_key.casefold(), original_key.casefold())
-        for index in (self._exact, self._folded):
-            for server in self._by_server:
-                index.add_server(server)
-            index.seal()
+        # The indexes of names as typed loosely are built when a name is first missed: most
+        # lookups are exact, and building them is a third of a large catalog's build.
+        self._name_indexes = None
+
+    def _loose_names(self) -> tuple[_Index, _Index]:
+        """The indexes of canonical and case-folded names (built on first use)."""
+        if self._name_indexes is None:
+            exact, folded = _Index(_canonical), _Index(_folded)
+            for tool in self.tools():
+                name_key, original_key = _canonical(tool.name), _canonical(tool.original_name)
+                exact.add(tool, name_key, original_key)
+                # Folding the canonical form equals _folded() of the raw name, at half the cost.
+                folded.add(tool, name_key.casefold(), original_key.casefold())
+            for index in (exact, folded):
+                for server in self._by_server:
+                    index.add_server(server)
+                index.seal()
+            self._name_indexes = (exact, folded)
+        return self._name_indexes
 
     def replacing_server(
         self, server: str, tools: Sequence[ToolInfo], *, servers: Sequence[str]
@@ -355,19 +361,22 @@ class Catalog:
                 tool,
             ]
         catalog._suggest_index = None
-        catalog._exact = self._exact.copy()
-        catalog._folded = self._folded.copy()
+        catalog._name_indexes = None
+        if self._name_indexes is None:
+            return catalog  # built from the derived catalog's own tools if ever needed
+        exact, folded = (index.copy() for index in self._name_indexes)
         for tool in old:
             name_key, original_key = _canonical(tool.name), _canonical(tool.original_name)
-            catalog._exact.discard(tool, name_key, original_key)
-            catalog._folded.discard(tool, name_key.casefold(), original_key.casefold())
+            exact.discard(tool, name_key, original_key)
+            folded.discard(tool, name_key.casefold(), original_key.casefold())
         for tool in tools:
             name_key, original_key = _canonical(tool.name), _canonical(tool.original_name)
-            catalog._exact.add_copying(tool, name_key, original_key)
-            catalog._folded.add_copying(tool, name_key.casefold(), original_key.casefold())
+            exact.add_copying(tool, name_key, original_key)
+            folded.add_copying(tool, name_key.casefold(), original_key.casefold())
         if server not in known:
-            for index in (catalog._exact, catalog._folded):
+            for index in (exact, folded):
                 index.add_server(server)
+        catalog._name_indexes = (exact, folded)
         return catalog
 
     @classmethod
@@ -471,7 +480,7 @@ class Catalog:
         found = self._resolve(name, [t for t in self._by_original.get(name, ()) if allowed(t)])
         if found is not None:
             return found
-        for index in (self._exact, self._folded):
+        for index in self._loose_names():
             key = index.key(name)
             for group in (index.by_name.get(key, ()), index.by_original.get(key, ())):
                 found = self._resolve(name, [t for t in group if allowed(t)])
@@ -526,8 +535,9 @@ class Catalog:
         ``serch_code``. Similarity is word overlap plus character similarity of the tools' own
         names; ties go to the shorter, then alphabetically first name.
         """
-        key = self._folded.key(name)
-        for _server, rest in self._folded.split_prefix(key):
+        folded = self._loose_names()[1]
+        key = folded.key(name)
+        for _server, rest in folded.split_prefix(key):
             if rest:
                 key = rest
                 break
