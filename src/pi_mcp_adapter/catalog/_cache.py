@@ -769,6 +769,7 @@ class MetadataCache:
                     result = "loaded"
             with self._state_lock:
                 self._summaries, self._entries = summaries, entries
+                self._unsettled = set()
                 self._seen_gen, self._seen_removals = gen, removals
                 for server, update in self._pending:  # stored by another thread meanwhile
                     self._set_view(server, update(self._view_entry(server))[0])

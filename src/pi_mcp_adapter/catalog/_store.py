@@ -88,11 +88,12 @@ def _translate(exc: sqlite3.Error) -> Exception:
     text = str(exc)
     if "locked" in text or "busy" in text:
         return StoreLockedError(text)
-    if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+    # SQLite's NOTADB and CORRUPT codes arrive as DatabaseError itself (its subclasses are
+    # other trouble: a closed connection is no reason to set a database aside).
+    if type(exc) is sqlite3.DatabaseError or "malformed" in text or "not a database" in text:
         return StoreUnreadableError(text)
-    if "malformed" in text or "not a database" in text:
-        return StoreUnreadableError(text)
-    return exc
+    # Anything else (a file SQLite cannot open or create, a full disk) is the file system's.
+    return OSError(text)
 
 
 class Transaction:
