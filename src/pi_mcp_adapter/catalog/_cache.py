@@ -123,16 +123,17 @@ CACHE_FILE_NAME = "mcp-cache.json"
 CACHE_VERSION = 1
 DEFAULT_MAX_AGE_S = 7 * 86400.0
 LOCK_TIMEOUT_S = 10.0
-"""A writer holds the lock for one read-merge-write (milliseconds); ten seconds means stuck."""
+"""A writer of ``mcp-cache.json`` holds its lock for one export or import (well under a
+second at the size limit); ten seconds means stuck."""
 LOCK_POLL_INTERVAL_S = 0.01
 """Waiting writers retry this often; filelock's 50 ms default idles the lock between writers."""
 MIN_WRITE_INTERVAL_S = 0.1
-_SHARED_TABLE = "cache"
 """Stores closer together than this are written together: a listing pass over hundreds of
-servers becomes a handful of writes, and a lone store is still on disk at once."""
+servers becomes a handful of commits, and a lone store is still on disk at once."""
 WRITE_COST_FACTOR = 4.0
-"""The interval is at least this many times the last write's duration, so that rewriting a
-large file takes at most a fifth of the time while servers keep arriving."""
+"""The interval is at least this many times the last write's duration (its export included),
+so that writing takes at most a fifth of the time while servers keep arriving."""
+_SHARED_TABLE = "cache"
 
 MIN_EXPORT_INTERVAL_S = 1.0
 """A large ``mcp-cache.json`` is exported at most this often (and at most every four export
@@ -142,7 +143,7 @@ SYNC_EXPORT_BYTES = 8 * 1024 * 1024
 milliseconds); a larger one is exported by a background thread, coalesced."""
 JSON_EXPORT_LIMIT_BYTES = 32 * 1024 * 1024
 """Above this, ``mcp-cache.json`` is no longer written (the store has everything): about
-45,000 typical tools. The TypeScript adapter parses the whole file at every start, and a file
+48,000 tools like the development catalog's. The TypeScript adapter parses the whole file at every start, and a file
 this size already costs it seconds; it lists servers itself for what it lacks."""
 
 _COMPARED_TOOL_FIELDS = ("title", "description", "inputSchema", "outputSchema", "annotations")
