@@ -143,8 +143,9 @@ SYNC_EXPORT_BYTES = 8 * 1024 * 1024
 milliseconds); a larger one is exported by a background thread, coalesced."""
 JSON_EXPORT_LIMIT_BYTES = 32 * 1024 * 1024
 """Above this, ``mcp-cache.json`` is no longer written (the store has everything): about
-48,000 tools like the development catalog's. The TypeScript adapter parses the whole file at every start, and a file
-this size already costs it seconds; it lists servers itself for what it lacks."""
+48,000 tools like the development catalog's. The TypeScript adapter parses the whole file at
+every start, and a file this size already costs it seconds; it lists servers itself for what
+it lacks."""
 
 _COMPARED_TOOL_FIELDS = ("title", "description", "inputSchema", "outputSchema", "annotations")
 
