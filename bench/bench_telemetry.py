@@ -179,7 +179,8 @@ async def adapter_rounds(rounds: int, calls: int, endpoint: str) -> Rounds:
                 block_started[0] = time.process_time()
 
             def account(mode: str) -> None:
-                if mode == "on":  # its spans' export is its cost, not the next block's
+                if mode == "on":  # its spans' ends and export are its cost, not the next block's
+                    _telemetry.flush_pending()
                     trace.get_tracer_provider().force_flush()  # type: ignore[attr-defined]
                 cpu_s[mode] += time.process_time() - block_started[0]
 

@@ -114,8 +114,9 @@ def install(telemetry: Telemetry | None) -> Telemetry | None:
     """Make ``telemetry`` the process's (``None`` turns it off); returns the previous one.
 
     For tests and embedders that build their own providers; :func:`configure_telemetry`
-    is the ordinary way in."""
+    is the ordinary way in. Calls the previous one answered are finished first."""
     global _active
+    flush_pending()
     previous, _active = _active, telemetry
     return previous
 
@@ -725,6 +726,7 @@ class Telemetry:
     def shutdown(self) -> None:
         """Flush and stop the metric readers (spans are the tracer provider's owner's, and an
         application's meter provider is the application's)."""
+        flush_pending()  # the calls answered last are counted before the readers stop
         if self._owns_meter_provider:
             self.meter_provider.shutdown()
 
