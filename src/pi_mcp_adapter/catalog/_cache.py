@@ -83,6 +83,7 @@ import time
 import weakref
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -168,7 +169,10 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 def _js_string(value: str) -> str:
     # JSON.stringify escapes a lone surrogate as \udXXX; every other character is kept.
-    text = json.dumps(value, ensure_ascii=False)
+    # What json.dumps(value, ensure_ascii=False) returns, without building an encoder per call.
+    text: str = encode_basestring(value)
+    if text.isascii():
+        return text
     return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
@@ -185,18 +189,20 @@ def _stable_text(value: Any) -> str:
     compute the same ``configHash`` and can share one cache file without invalidating each
     other's entries.
     """
-    if value is _UNSET:
-        return "undefined"
-    if isinstance(value, Mapping):
-        members = (
-            f"{_js_string(str(k))}:{_stable_text(v)}"
-            for k, v in sorted(value.items(), key=lambda item: _utf16_order(item[0]))
-        )
-        return "{" + ",".join(members) + "}"
-    if isinstance(value, list | tuple):
-        return "[" + ",".join(_stable_text(v) for v in value) + "]"
+    # Strings first and the Mapping ABC last: ``isinstance`` against an ABC is slow, and a
+    # status hashes every configured server (tens of thousands).
     if isinstance(value, str):
         return _js_string(value)
+    if value is _UNSET:
+        return "undefined"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join([_stable_text(v) for v in value]) + "]"
+    if isinstance(value, dict | Mapping):
+        members = [
+            f"{_js_string(str(k))}:{_stable_text(v)}"
+            for k, v in sorted(value.items(), key=lambda item: _utf16_order(item[0]))
+        ]
+        return "{" + ",".join(members) + "}"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))  # JavaScript writes 5.0 as 5
     try:
@@ -781,6 +787,20 @@ class MetadataCache:
     def entry_state(self, server: str, entry: ServerEntry) -> EntryState:
         """Whether ``server``'s entry can be used for ``entry`` as configured now."""
         return self._state_and_entry(server, entry, parse=False)[0]
+
+    def summary(self, server: str, entry: ServerEntry) -> tuple[EntryState, Mapping[str, Any]]:
+        """The entry's state for ``entry`` and its summary (``configHash``, ``named`` tool and
+        resource counts, ``changes``: see ``summary_of``), without parsing the entry: what
+        ``status`` reads of each server. Empty for an absent entry; a summary written before
+        a key existed lacks it."""
+        self._ensure_loaded()
+        digest = config_hash(entry, environ=self._environ)
+        with self._state_lock:
+            raw = self._entries.get(server, _ABSENT)
+            text = summary_of(raw)[0] if raw is not _ABSENT else self._summaries.get(server)
+        summary = None if text is None else json.loads(text)
+        state = self._state_of(summary, digest)
+        return state, summary if isinstance(summary, Mapping) else {}
 
     def get(self, server: str, entry: ServerEntry) -> ServerMetadata | None:
         """``server``'s cached metadata, only if its entry is valid for ``entry``."""

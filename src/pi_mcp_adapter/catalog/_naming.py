@@ -164,6 +164,36 @@ def _resource_info(server: str, resource: JsonObject, prefix: str, separator: st
     )
 
 
+def _named(item: Any, *keys: str) -> bool:
+    return isinstance(item, dict) and all(isinstance(item.get(k), str) and item[k] for k in keys)
+
+
+def named_counts(entry: Mapping[str, Any]) -> list[int]:
+    """How many of a cached entry's tools and resources :func:`build_tool_infos` would name
+    (the rest it skips), without building anything: kept in the store's summary."""
+    tools, resources = entry.get("tools"), entry.get("resources")
+    return [
+        sum(1 for t in tools if _named(t, "name")) if isinstance(tools, list) else 0,
+        sum(1 for r in resources if _named(r, "uri", "name")) if isinstance(resources, list) else 0,
+    ]
+
+
+def shown_tool_count(named: Any, entry: ServerEntry) -> int | None:
+    """How many tools :func:`build_tool_infos` gives a server whose listing has ``named``
+    (:func:`named_counts`) under ``entry``, when the counts alone decide it; ``None`` when a
+    filter or an override decides tool by tool (or ``named`` is not such a count)."""
+    if not (
+        isinstance(named, list)
+        and len(named) == 2
+        and all(type(n) is int and n >= 0 for n in named)
+    ):
+        return None
+    if entry.tool_overrides or not ToolFilter.for_entry(entry).is_empty:
+        return None
+    tools, resources = int(named[0]), int(named[1])
+    return tools + resources if entry.expose_resources else tools
+
+
 def build_tool_infos(
     server: str,
     metadata: ServerMetadata,

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ._naming import named_counts
+
 __all__ = [
     "BUSY_TIMEOUT_S",
     "STORE_FILE_NAME",
@@ -336,8 +338,12 @@ def summary_of(raw: Any) -> tuple[str, int]:
     """The summary column's text and the tool count of an entry (see :class:`SummaryRow`)."""
     if not isinstance(raw, dict):
         return "null", 0
-    summary = {
+    summary: dict[str, Any] = {
         k: raw[k] for k in ("configHash", "cachedAt", "ttlMs", "clientCapabilities") if k in raw
     }
     tools = raw.get("tools")
+    # What ``status`` shows without parsing the entry: the tools and resources the catalog
+    # would name (see ``named_counts``) and whether definition changes await review.
+    summary["named"] = named_counts(raw)
+    summary["changes"] = bool(raw.get("definitionChanges"))
     return json.dumps(summary, ensure_ascii=False), len(tools) if isinstance(tools, list) else 0

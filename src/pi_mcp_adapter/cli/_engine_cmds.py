@@ -43,7 +43,7 @@ from ._terminal import inert_on_terminal, write_control
 from ._wording import cli_wording, to_camel_keys
 
 if TYPE_CHECKING:
-    from pi_mcp_adapter.engine import McpAdapter, ToolResult
+    from pi_mcp_adapter.engine import McpAdapter, StatusReport, ToolResult
     from pi_mcp_adapter.surface._arguments import ArgumentPairs
 
 T = TypeVar("T")
@@ -342,7 +342,7 @@ def _shared_state_json(adapter: McpAdapter) -> dict[str, object]:
 def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Each server's state and tool count (from the cache; connects nothing)."""
 
-    def body(adapter: McpAdapter) -> None:
+    def body(adapter: McpAdapter, view: StatusReport) -> None:
         from pi_mcp_adapter.surface._render import render_status
 
         from ._pool_cmds import (
@@ -355,7 +355,6 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
         )
         from ._project_trust import trust_json
 
-        view = adapter.status()
         pool = current_pool(adapter.agent_dir)
         # Calls made through the pool run their tasks there; this process shows them too.
         view = replace(view, running_tasks=view.running_tasks + pool_tasks(pool))
@@ -400,9 +399,9 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
             get_context(ctx), connect_missing=False, quiet=as_json, ask_trust=False
         )
         if not _failed_recently(adapter):
-            # The common case answers from the cache alone: no event loop, no manager.
-            adapter.load_cached()
-            body(adapter)
+            # The common case answers from the cache alone: no event loop, no manager, and
+            # no catalog (each server's count is in the cache's summary of it).
+            body(adapter, adapter.cached_status())
             _report_warnings(adapter, set())
             return
     except UsageError as exc:
@@ -411,7 +410,7 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
         raise fail(cli_wording(str(exc))) from None
 
     async def in_loop(started: McpAdapter) -> None:
-        body(started)
+        body(started, started.status())
 
     # A failed server's backoff and last error live in a started manager.
     run(ctx, in_loop, quiet=as_json, prepared=(adapter, progress))

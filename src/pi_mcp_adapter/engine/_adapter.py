@@ -783,6 +783,14 @@ class McpAdapter:
         """Every configured server's state, invalid ones included, and the config errors."""
         return self._statuses.report()
 
+    def cached_status(self) -> StatusReport:
+        """:meth:`status` as the metadata cache tells it, for a one-shot status with nothing
+        started: each server's tool count comes from the cache's summary of its entry, so no
+        entry is parsed and no catalog or search index is built (at 95,000 tools these took
+        seconds). Reads the cache; connects nothing."""
+        self.cache.load()
+        return self._statuses.report(from_cache=True)
+
     def search(
         self,
         query: str,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from pi_mcp_adapter._errors import ServerNotConfiguredError
 from pi_mcp_adapter.catalog import ToolDefinitionDiff, carries_prefix_of, diff_definitions
+from pi_mcp_adapter.catalog._naming import build_tool_infos, shown_tool_count
 from pi_mcp_adapter.config import LoadedConfig, ServerEntry, Settings
 
 from ._caller import current_caller
@@ -21,6 +22,9 @@ from ._values import ServerStatus, StatusReport
 
 if TYPE_CHECKING:
     from pi_mcp_adapter.servers import OAuthProviders, ServerManager
+
+_Known = tuple[bool, int, tuple[str, ...], tuple[ToolDefinitionDiff, ...]]
+"""Of one server: whether its tools are known, how many, changed tools and their diffs."""
 
 
 class ServerStatuses:
@@ -47,27 +51,22 @@ class ServerStatuses:
     def _settings(self) -> Settings:
         return self._config().settings
 
-    def of(self, name: str) -> ServerStatus:
-        """One server's state; connects nothing."""
+    def of(self, name: str, *, from_cache: bool = False) -> ServerStatus:
+        """One server's state; connects nothing. With ``from_cache``, what is known of it is
+        read from the metadata cache's summary rather than the catalog (see
+        :meth:`_known_from_cache`)."""
         entry = self._servers.get(name)
         invalid = self._config().invalid_servers.get(name)
         if invalid is not None:
             return ServerStatus(name, "invalid", 0, error=invalid.message)
         if entry is None:
             raise ServerNotConfiguredError(name, self.unknown_server_message(name))
-        # Counts and changed tools are the current caller's (see ``_caller``).
-        tools = self._state.tools(name) if entry.is_enabled else ()
-        tool_count = len(tools)
-        record = self._state.changes(name)
-        changed = record.names()
-        diffs: tuple[ToolDefinitionDiff, ...] = ()
-        if record:
-            meta = self._state.metadata(name)
-            diffs = diff_definitions(record, meta.tools if meta is not None else ())
-        if current_caller() is not None:
-            visible = {t.original_name for t in tools}
-            changed = tuple(n for n in changed if n in visible)
-            diffs = tuple(d for d in diffs if d.tool in visible)
+        if from_cache:
+            known, tool_count, changed, diffs = (
+                self._known_from_cache(name, entry) if entry.is_enabled else (False, 0, (), ())
+            )
+        else:
+            known, tool_count, changed, diffs = self._known_from_catalog(name, entry)
         if entry.untrusted is not None and entry.enabled and not entry.disabled:
             return ServerStatus(
                 name, "untrusted", 0, lifecycle=entry.lifecycle, error=entry.untrusted.message
@@ -77,7 +76,7 @@ class ServerStatuses:
         manager = self._manager()
         state = manager.state(name) if manager is not None else None
         if manager is None or state is None or state.status in ("closed", "idle", "new"):
-            status = "cached" if self._state.is_known(name) else "not-cached"
+            status = "cached" if known else "not-cached"
             if self._state.is_listing(name):
                 status = "connecting"
             elif entry.oauth_mode == "explicit" and self._oauth().needs_auth(name):
@@ -105,14 +104,52 @@ class ServerStatuses:
             definition_changes=diffs,
         )
 
-    def report(self) -> StatusReport:
-        """Every configured server's state, invalid ones included, and the config errors."""
+    def _known_from_catalog(self, name: str, entry: ServerEntry) -> _Known:
+        # Counts and changed tools are the current caller's (see ``_caller``).
+        tools = self._state.tools(name) if entry.is_enabled else ()
+        record = self._state.changes(name)
+        changed = record.names()
+        diffs: tuple[ToolDefinitionDiff, ...] = ()
+        if record:
+            meta = self._state.metadata(name)
+            diffs = diff_definitions(record, meta.tools if meta is not None else ())
+        if current_caller() is not None:
+            visible = {t.original_name for t in tools}
+            changed = tuple(n for n in changed if n in visible)
+            diffs = tuple(d for d in diffs if d.tool in visible)
+        return self._state.is_known(name), len(tools), changed, diffs
+
+    def _known_from_cache(self, name: str, entry: ServerEntry) -> _Known:
+        """What the catalog would say of ``name`` (known, tool count, changes), from the
+        cache's summary of its entry: no entry is parsed and no catalog is built, so a status
+        of 20,000 servers costs their config and summaries only. The one entry is parsed when
+        the summary cannot tell the count (``includeTools``, ``excludeTools``,
+        ``toolOverrides``, a summary written before it held counts) or changes await review."""
+        cache = self._state.cache
+        state, summary = cache.summary(name, entry)
+        if state != "valid":
+            return False, 0, (), ()
+        count = shown_tool_count(summary.get("named"), entry)
+        if count is not None and summary.get("changes") is False:
+            return True, count, (), ()
+        meta = cache.get(name, entry)
+        if meta is None:
+            return False, 0, (), ()
+        tools = build_tool_infos(name, meta, entry=entry, settings=self._settings)
+        record = cache.definition_changes(name)
+        diffs = diff_definitions(record, meta.tools) if record else ()
+        return True, len(tools), record.names(), diffs
+
+    def report(self, *, from_cache: bool = False) -> StatusReport:
+        """Every configured server's state, invalid ones included, and the config errors;
+        ``from_cache``: as the metadata cache tells it, without the catalog (see
+        :meth:`_known_from_cache`)."""
         manager = self._manager()
         names = list(self._servers) + [
             n for n in self._config().invalid_servers if n not in self._servers
         ]
         return StatusReport(
-            servers=tuple(self.of(n) for n in names),
+            servers=tuple(self.of(n, from_cache=from_cache) for n in names),
             config_errors=tuple(str(e) for e in self._config().errors),
             running_tasks=manager.running_tasks() if manager is not None else (),
         )

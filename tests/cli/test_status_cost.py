@@ -1,0 +1,75 @@
+"""``pi-mcp status`` answers from the metadata store's summaries: at any catalog size it parses
+no server's entry and builds no catalog or search index (counted, not timed: see
+``tests/_large_catalog.py``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from _large_catalog import TOOLS_PER_SERVER, write_large_workspace
+
+# Counts the calls of the functions that read entries or build the catalog, in a real CLI run.
+PROBE = """
+import atexit, json, sys
+from pi_mcp_adapter.catalog import Catalog
+from pi_mcp_adapter.catalog import _cache, _naming
+from pi_mcp_adapter.catalog._search import SearchIndex
+watched = {
+    _cache._metadata_from_entry.__code__: "entry parsed",
+    _cache.MetadataCache._view_entry.__code__: "entry read",
+    Catalog.build.__func__.__code__: "catalog built",
+    _naming.build_tool_infos.__code__: "tools named",
+    SearchIndex.__init__.__code__: "search index built",
+}
+counts = dict.fromkeys(watched.values(), 0)
+def profile(frame, event, arg):
+    if event == "call" and frame.f_code in watched:
+        counts[watched[frame.f_code]] += 1
+atexit.register(lambda: sys.stderr.write("COUNTS " + json.dumps(counts) + "\\n"))
+sys.setprofile(profile)
+from pi_mcp_adapter.cli import main
+main(sys.argv[1:])
+"""
+
+SERVERS = 400
+
+
+def status_with_counts(root: Path, *args: str) -> tuple[str, dict[str, int]]:
+    env = {**os.environ, "HOME": str(root), "PI_MCP_WARM": "0"}
+    command = [sys.executable, "-c", PROBE, "--config", str(root / "mcp.json")]
+    command += ["--agent-dir", str(root / "agent"), "--project", str(root), "status", *args]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stderr.splitlines() if x.startswith("COUNTS "))
+    counts: dict[str, int] = json.loads(line.removeprefix("COUNTS "))
+    return done.stdout, counts
+
+
+@pytest.mark.slow
+def test_status_of_a_large_catalog_reads_no_entry_and_builds_no_catalog(tmp_path: Path) -> None:
+    write_large_workspace(tmp_path, SERVERS)
+    shown, counts = status_with_counts(tmp_path)
+    assert counts == dict.fromkeys(counts, 0)
+    assert shown.startswith(
+        f"MCP: 0/{SERVERS + 1} servers connected, {SERVERS * TOOLS_PER_SERVER} tools\n"
+    )
+    assert f"○ server-00399 ({TOOLS_PER_SERVER} tools, cached; connects on first call)" in shown
+
+
+@pytest.mark.slow
+def test_status_json_of_a_large_catalog_reads_no_entry_either(tmp_path: Path) -> None:
+    write_large_workspace(tmp_path, SERVERS)
+    shown, counts = status_with_counts(tmp_path, "--json")
+    assert counts == dict.fromkeys(counts, 0)
+    report = json.loads(shown)
+    assert report["tools"] == SERVERS * TOOLS_PER_SERVER
+    rows = {row["name"]: row for row in report["servers"]}
+    assert rows["server-00000"]["toolCount"] == TOOLS_PER_SERVER
+    assert rows["server-00000"]["status"] == "cached"
+    assert rows["fixture"]["status"] == "not-cached"
