@@ -312,3 +312,26 @@ def test_a_damaged_entry_of_a_stored_index_reads_as_absent(tmp_path: Path) -> No
     page = index.search("send an email", limit=3)  # no error: the query goes on without them
     assert page.total == 0 or all(h.tool.name in catalog for h in page.hits)
     assert index.search("server-00001_calendar_tool_2", limit=1).hits  # exact names still work
+
+
+def test_a_stored_index_whose_tools_do_not_add_up_is_built_again(tmp_path: Path) -> None:
+    import json
+    import sqlite3
+
+    path = tmp_path / "mcp-search-index.sqlite"
+    catalog = catalog_of(10)
+    expected = [h.tool.name for h in stored_index(catalog.tools(), path).search("email").hits]
+    with sqlite3.connect(path) as connection:
+        (blob,) = connection.execute("SELECT value FROM blobs WHERE name = 'state'").fetchone()
+        state = json.loads(blob)
+        first = next(iter(state["server_docs"]))
+        state["server_docs"][first] = [0, 0, 10_000]  # a tool twice, one past the catalog
+        connection.execute(
+            "UPDATE blobs SET value = ? WHERE name = 'state'", (json.dumps(state).encode(),)
+        )
+    connection.close()
+
+    index = stored_index(catalog.tools(), path)
+
+    assert [h.tool.name for h in index.search("email").hits] == expected
+    assert index.search("", server=first).total == 5

@@ -599,6 +599,14 @@ class FieldRanking:
             return False
         if len(server_of) != n_tools or len(name_terms) != n_tools:
             return False
+        # Every tool once, under its own server: a file that says otherwise is not used (a
+        # query would read past the catalog).
+        listed = sorted(d for docs in server_docs.values() for d in docs)
+        if listed != list(range(n_tools)) or any(
+            server_of[d] != server for server, docs in server_docs.items() for d in docs
+        ):
+            logger.info("ignoring the stored search index: its tools do not add up")
+            return False
         self._server_of = server_of
         self._name_terms = name_terms
         self._server_docs = server_docs
