@@ -44,6 +44,7 @@ from ._naming import (
     format_tool_name,
     resource_tool_name,
     server_prefix,
+    shown_tool_count,
 )
 from ._prompts import PromptArgument, PromptCatalog, PromptInfo
 from ._schema import render_parameters, render_shape
@@ -126,6 +127,7 @@ __all__ = [
     "resource_tool_name",
     "server_prefix",
     "shape_is_observed",
+    "shown_tool_count",
     "split_history",
     "value_shape",
     "write_rankings",

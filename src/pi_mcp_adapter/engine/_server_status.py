@@ -12,8 +12,13 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from pi_mcp_adapter._errors import ServerNotConfiguredError
-from pi_mcp_adapter.catalog import ToolDefinitionDiff, carries_prefix_of, diff_definitions
-from pi_mcp_adapter.catalog._naming import build_tool_infos, shown_tool_count
+from pi_mcp_adapter.catalog import (
+    ToolDefinitionDiff,
+    build_tool_infos,
+    carries_prefix_of,
+    diff_definitions,
+    shown_tool_count,
+)
 from pi_mcp_adapter.config import LoadedConfig, ServerEntry, Settings
 
 from ._caller import current_caller
