@@ -1126,12 +1126,7 @@ class MetadataCache:
         return CatalogStore(None)
 
     def _set_aside_store(self, reason: str) -> None:
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self._clock()))
-        target = self.store_path.with_name(f"{self.store_path.name}.corrupt-{stamp}")
-        suffix = 1
-        while target.exists():
-            target = self.store_path.with_name(f"{self.store_path.name}.corrupt-{stamp}-{suffix}")
-            suffix += 1
+        target = self._aside_name(self.store_path)
         try:
             os.replace(self.store_path, target)
             for journal in ("-wal", "-shm"):
@@ -1397,13 +1392,19 @@ class MetadataCache:
             raise _Unreadable('no "servers" object')
         return servers
 
-    def _set_aside(self, reason: str) -> None:
+    def _aside_name(self, path: Path) -> Path:
+        """Where an unreadable ``path`` is moved: ``<name>.corrupt-<UTC time>``, numbered when
+        another was set aside in the same second."""
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self._clock()))
-        target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        target = path.with_name(f"{path.name}.corrupt-{stamp}")
         suffix = 1
         while target.exists():
-            target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{suffix}")
+            target = path.with_name(f"{path.name}.corrupt-{stamp}-{suffix}")
             suffix += 1
+        return target
+
+    def _set_aside(self, reason: str) -> None:
+        target = self._aside_name(self.path)
         try:
             os.replace(self.path, target)
         except OSError as exc:
