@@ -418,37 +418,31 @@ def create_telemetry(
     except ImportError as exc:
         raise TelemetryUnavailableError() from exc
     registry = CollectorRegistry(auto_describe=True)
-    if meter_provider is not None:
-        return Telemetry(
-            tracer=tracer_provider.get_tracer(INSTRUMENTATION_NAME),
-            meter_provider=meter_provider,
-            prometheus_registry=registry,
-            record_arguments=record_arguments,
-            record_results=record_results,
-            metrics_token=metrics_token,
-            owns_meter_provider=False,
+    owns_meter_provider = meter_provider is None
+    if meter_provider is None:
+        meter_provider = SdkMeterProvider(
+            metric_readers=[*metric_readers, PrometheusMetricReader(registry=registry)],
+            # No exemplars: Prometheus' text format drops them, and sampling one for every
+            # duration recorded inside a span is a large part of a call's telemetry cost.
+            exemplar_filter=AlwaysOffExemplarFilter(),
+            resource=Resource.create(
+                dict(resource_attributes or {"service.name": "pi-mcp-adapter"})
+            ),
+            views=[
+                View(
+                    instrument_name="*duration",
+                    aggregation=ExplicitBucketHistogramAggregation(_DURATION_BUCKETS_S),
+                )
+            ],
         )
-    readers = [*metric_readers, PrometheusMetricReader(registry=registry)]
-    own_meter_provider = SdkMeterProvider(
-        metric_readers=readers,
-        # No exemplars: Prometheus' text format drops them, and sampling one for every
-        # duration recorded inside a span is a large part of a call's telemetry cost.
-        exemplar_filter=AlwaysOffExemplarFilter(),
-        resource=Resource.create(dict(resource_attributes or {"service.name": "pi-mcp-adapter"})),
-        views=[
-            View(
-                instrument_name="*duration",
-                aggregation=ExplicitBucketHistogramAggregation(_DURATION_BUCKETS_S),
-            )
-        ],
-    )
     return Telemetry(
         tracer=tracer_provider.get_tracer(INSTRUMENTATION_NAME),
-        meter_provider=own_meter_provider,
+        meter_provider=meter_provider,
         prometheus_registry=registry,
         record_arguments=record_arguments,
         record_results=record_results,
         metrics_token=metrics_token,
+        owns_meter_provider=owns_meter_provider,
     )
 
 
