@@ -213,20 +213,10 @@ class CatalogStore:
     def summaries(self, *, since_gen: int = -1) -> tuple[int, int, list[SummaryRow]]:
         """``(gen, removals, rows)``: the rows changed after ``since_gen`` (all by default),
         in the order servers were first stored, with the generation they were read at."""
-        with self._connection() as connection:
-            try:
-                connection.execute("BEGIN")
-                try:
-                    gen, removals = self._counters(connection)
-                    rows = connection.execute(
-                        "SELECT name, summary, tools, gen FROM servers WHERE gen > ?"
-                        " ORDER BY rowid",
-                        (since_gen,),
-                    ).fetchall()
-                finally:
-                    connection.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise _translate(exc) from exc
+        gen, removals, rows = self._read_counted(
+            "SELECT name, summary, tools, gen FROM servers WHERE gen > ? ORDER BY rowid",
+            (since_gen,),
+        )
         return gen, removals, [SummaryRow(str(n), str(s), int(t), int(g)) for n, s, t, g in rows]
 
     def entry_text(self, name: str) -> str | None:
@@ -241,37 +231,34 @@ class CatalogStore:
 
     def export_parts(self) -> tuple[int, list[tuple[str, str]]]:
         """``(gen, [(key, entry), ...])`` of every server, read in one transaction."""
-        with self._connection() as connection:
-            try:
-                connection.execute("BEGIN")
-                try:
-                    gen, _removals = self._counters(connection)
-                    rows = connection.execute(
-                        "SELECT key, entry FROM servers ORDER BY rowid"
-                    ).fetchall()
-                finally:
-                    connection.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise _translate(exc) from exc
+        gen, _removals, rows = self._read_counted("SELECT key, entry FROM servers ORDER BY rowid")
         return gen, [(str(k), str(e)) for k, e in rows]
 
     def export_size(self) -> tuple[int, int]:
         """``(gen, bytes)``: the UTF-8 size of what :meth:`export_parts` would join, counted
         by SQLite without reading the rows into Python."""
+        gen, _removals, rows = self._read_counted(
+            "SELECT coalesce(sum(length(CAST(key AS BLOB))"
+            " + length(CAST(entry AS BLOB)) + 2), 0) FROM servers"
+        )
+        return gen, int(rows[0][0])
+
+    def _read_counted(
+        self, query: str, parameters: tuple[Any, ...] = ()
+    ) -> tuple[int, int, list[Any]]:
+        """``(gen, removals, rows)``: the store's counters and ``query``'s rows, read in one
+        transaction so the rows are those of that generation."""
         with self._connection() as connection:
             try:
                 connection.execute("BEGIN")
                 try:
-                    gen, _removals = self._counters(connection)
-                    row = connection.execute(
-                        "SELECT coalesce(sum(length(CAST(key AS BLOB))"
-                        " + length(CAST(entry AS BLOB)) + 2), 0) FROM servers"
-                    ).fetchone()
+                    gen, removals = self._counters(connection)
+                    rows = connection.execute(query, parameters).fetchall()
                 finally:
                     connection.execute("COMMIT")
             except sqlite3.Error as exc:
                 raise _translate(exc) from exc
-        return gen, int(row[0])
+        return gen, removals, rows
 
     def meta(self, key: str) -> str | None:
         with self._connection() as connection:
