@@ -139,6 +139,27 @@ def redis_server(
         server.stop()
 
 
+@contextmanager
+def team_redis(directory: Path, *, activate: bool = True) -> Iterator[RedisServer]:
+    """A real ``redis-server`` for a test's shared state (made this process's team state with
+    ``activate``; the shared state is let go after, either way); the test skips, naming the
+    package, where ``redis-server`` is not installed."""
+    import pytest
+
+    from pi_mcp_adapter import _shared_state as shared_state
+
+    if missing_packages():
+        names = ", ".join(missing_packages())
+        pytest.skip(f"needs the Debian package(s) {names} (.ci/run installs them)")
+    with redis_server(directory) as server:
+        if activate:
+            shared_state.activate(server.url, environ={})
+        try:
+            yield server
+        finally:
+            shared_state.deactivate()
+
+
 @dataclass
 class Balancer:
     """A load balancer process on ``port`` in front of gateway replicas, its files under

@@ -9,26 +9,18 @@ from typing import Any
 
 import pytest
 
-from pi_mcp_adapter import _shared_state as shared_state
 from pi_mcp_adapter.catalog import MetadataCache, ServerMetadata
 from pi_mcp_adapter.config import ServerEntry
 
-from ._team_services import RedisServer, missing_packages, redis_server
+from ._team_services import RedisServer, team_redis
 
 SERVERS = 300
 
 
 @pytest.fixture
 def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    if missing_packages():
-        names = ", ".join(missing_packages())
-        pytest.skip(f"needs the Debian package(s) {names} (.ci/run installs them)")
-    with redis_server(tmp_path / "redis") as server:
-        shared_state.activate(server.url, environ={})
-        try:
-            yield server
-        finally:
-            shared_state.deactivate()
+    with team_redis(tmp_path / "redis") as server:
+        yield server
 
 
 def metadata_of(name: str, version: int = 0) -> ServerMetadata:

@@ -17,7 +17,7 @@ from pi_mcp_adapter.config._trust import TrustStore
 from pi_mcp_adapter.engine._approval import ToolApprovals
 from pi_mcp_adapter.servers._failures import FailureMemory
 
-from ._team_services import RedisServer, missing_packages, redis_server
+from ._team_services import RedisServer, team_redis
 from .conftest import PI_MCP
 
 ENTRY = ServerEntry(command=sys.executable, args=("server.py",))
@@ -25,15 +25,8 @@ ENTRY = ServerEntry(command=sys.executable, args=("server.py",))
 
 @pytest.fixture
 def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    if missing_packages():
-        names = ", ".join(missing_packages())
-        pytest.skip(f"needs the Debian package(s) {names} (.ci/run installs them)")
-    with redis_server(tmp_path / "redis") as server:
-        shared_state.activate(server.url, environ={})
-        try:
-            yield server
-        finally:
-            shared_state.deactivate()
+    with team_redis(tmp_path / "redis") as server:
+        yield server
 
 
 def test_replicas_share_failures_cache_approvals_and_trust(

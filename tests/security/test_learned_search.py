@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from gateway._team_services import RedisServer, missing_packages, redis_server
+from gateway._team_services import RedisServer, team_redis
 from pi_mcp_adapter import _shared_state as shared_state
 from pi_mcp_adapter._secrets import register_secret
 from pi_mcp_adapter.hosts import ExportHost
@@ -34,14 +34,8 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    if missing_packages():
-        names = ", ".join(missing_packages())
-        pytest.skip(f"needs the Debian package(s) {names} (.ci/run installs them)")
-    with redis_server(tmp_path / "redis") as server:
-        try:
-            yield server
-        finally:
-            shared_state.deactivate()
+    with team_redis(tmp_path / "redis", activate=False) as server:
+        yield server
 
 
 def engine_workspace(root: Path, redis_url: str) -> Workspace:
