@@ -353,10 +353,18 @@ class _Run:
     last_success: dict[str, float] = field(default_factory=dict)
     last_success_wall: dict[str, float] = field(default_factory=dict)
     """The same in seconds since the epoch, comparable with a process's start time."""
+    last_error: dict[str, str] = field(default_factory=dict)
+    """The last error each target answered: what a violation quotes."""
     call_number: int = 0
 
     def now(self) -> float:
         return time.monotonic() - self.started
+
+    def calling(self) -> bool:
+        """Whether callers go on: until the end, and after it while a fault's recovery is
+        still watched (a kill just before the faults stop must still see its next call; on a
+        loaded machine that call may come after the run's nominal end)."""
+        return time.monotonic() < self.ends_at or bool(self.busy)
 
     def owner_pid(self, target: str) -> int:
         via_gateway, _server = _split(target)
@@ -380,7 +388,7 @@ class _Run:
 
 
 async def _caller(run: _Run, name: str, servers: list[str]) -> None:
-    while time.monotonic() < run.ends_at:
+    while run.calling():
         choices = [s for s in servers if s not in run.quiet]
         server = run.rng.choice(choices)
         workload = WORKLOADS[server]
@@ -403,6 +411,8 @@ async def _caller(run: _Run, name: str, servers: list[str]) -> None:
             _check_outcome(run, server, number, outcome, kind)
         if kind == "ok":
             run.last_success[server] = time.monotonic()
+        else:
+            run.last_error[server] = f"{kind}: {message[:200]}"
         run.report.calls.append(
             CallRecord(server, name, started - run.started, latency, kind, message)
         )
@@ -415,7 +425,7 @@ async def _gateway_caller(run: _Run, name: str, servers: list[str]) -> None:
     """Like :func:`_caller`, through the gateway's ``mcp`` tool over HTTP, in its own session."""
     assert run.gateway is not None
     async with Client(run.gateway.url) as client:
-        while time.monotonic() < run.ends_at:
+        while run.calling():
             choices = [s for s in servers if GATEWAY_PREFIX + s not in run.quiet]
             server = run.rng.choice(choices)
             target = GATEWAY_PREFIX + server
@@ -440,6 +450,8 @@ async def _gateway_caller(run: _Run, name: str, servers: list[str]) -> None:
             if kind == "ok":
                 run.last_success[target] = time.monotonic()
                 run.last_success_wall[target] = time.time()
+            else:
+                run.last_error[target] = f"{kind}: {text[:200]}"
             run.report.calls.append(
                 CallRecord(target, name, started - run.started, latency, kind, text[:200])
             )
@@ -556,7 +568,11 @@ async def _kill(run: _Run, target: str) -> None:
     recovered = time.monotonic() - killed_at if back else None
     if not back:
         how = "the health check" if keep_alive else "the next call"
-        run.report.violations.append(f"{server}: not back after SIGKILL through {how}")
+        last_error = run.last_error.get(server, "none")
+        run.report.violations.append(
+            f"{server}: not back after SIGKILL through {how} "
+            f"(killed at {killed_at - run.started:.1f} s; last error: {last_error})"
+        )
     run.report.faults.append(FaultRecord(server, "kill", started, run.now(), recovered))
 
 
