@@ -79,8 +79,13 @@ def base_catalog() -> dict[str, list[dict[str, Any]]]:
 
 
 def write_workspace(root: Path, copies: int) -> int:
-    """The agent dir and config for ``copies`` copies of the catalog; returns the tool count."""
-    from pi_mcp_adapter.catalog import MetadataCache, ServerMetadata
+    """The agent dir and config for ``copies`` copies of the catalog; returns the tool count.
+
+    The cache is written as one ``mcp-cache.json`` (the TypeScript reference's format) and
+    imported into the store in one transaction, as a first run after the reference does:
+    storing server by server would export the file after every write, which at 40 copies
+    takes longer than the whole measurement."""
+    from pi_mcp_adapter.catalog import MetadataCache, config_hash
     from pi_mcp_adapter.config import ServerEntry
 
     agent_dir = root / "agent"
@@ -93,16 +98,26 @@ def write_workspace(root: Path, copies: int) -> int:
             "directTools": ["echo"],
         }
     }
-    cache = MetadataCache(agent_dir / "mcp-cache.json")
+    cached: dict[str, Any] = {}
+    now_ms = int(time.time() * 1000)
     tools = 0
+    catalog = base_catalog()
     for copy in range(copies):
-        for server, listed in base_catalog().items():
+        for server, listed in catalog.items():
             name = server if copy == 0 else f"{server}-c{copy}"
             servers[name] = {"command": "/bin/false", "args": [name]}
             entry = ServerEntry(command="/bin/false", args=(name,))
-            cache.store(name, entry, ServerMetadata(tools=tuple(listed)))
+            cached[name] = {
+                "configHash": config_hash(entry),
+                "tools": listed,
+                "resources": [],
+                "prompts": [],
+                "cachedAt": now_ms,
+            }
             tools += len(listed)
-    cache.flush()
+    document = {"version": 1, "servers": cached}
+    (agent_dir / "mcp-cache.json").write_text(json.dumps(document), encoding="utf-8")
+    MetadataCache(agent_dir / "mcp-cache.json").load()  # imports the file into the store
     (root / "mcp.json").write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
     return tools
 

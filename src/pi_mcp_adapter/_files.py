@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 CONFIG_FILE_LIMIT_BYTES = 8 * 1024 * 1024
@@ -60,12 +61,26 @@ def write_atomically(path: Path, data: bytes, *, temp_prefix: str | None = None)
     Raises:
         OSError: the directory is not writable (the old file, if any, is untouched).
     """
+    write_atomically_in_chunks(path, (data,), temp_prefix=temp_prefix)
+
+
+def write_atomically_in_chunks(
+    path: Path, chunks: Iterable[bytes], *, temp_prefix: str | None = None
+) -> None:
+    """Replace ``path`` with the concatenation of ``chunks`` in one step, never holding the
+    whole file in memory (see the module docstring). An exception raised by ``chunks``
+    leaves the old file untouched and propagates.
+
+    Raises:
+        OSError: the directory is not writable (the old file, if any, is untouched).
+    """
     fd, temp_name = tempfile.mkstemp(
         prefix=temp_prefix or f".{path.name}.", suffix=".tmp", dir=path.parent
     )
     try:
         with os.fdopen(fd, "wb") as temp:
-            temp.write(data)
+            for chunk in chunks:
+                temp.write(chunk)
             temp.flush()
             # Without fsync a power loss after the rename can leave an empty file.
             os.fsync(temp.fileno())

@@ -21,6 +21,7 @@ from _large_catalog import (  # tests/ is on sys.path
     TOOLS_PER_SERVER,
     counted_calls,
     server_metadata,
+    server_name,
 )
 from pi_mcp_adapter.catalog import Catalog, MetadataCache, ServerMetadata
 from pi_mcp_adapter.config import ServerEntry, Settings
@@ -261,3 +262,43 @@ def test_a_store_made_on_an_event_loop_is_written_by_another_thread(tmp_path: Pa
     cache.store("beta", entry(), server_metadata("beta"))
     cache.flush()
     assert MetadataCache(path).servers == ("alpha", "beta")
+
+
+def test_the_json_export_is_written_a_piece_at_a_time_never_as_one_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Joining and encoding the whole file in one C call held the interpreter lock for as long
+    # as the file is large (60 ms at 16 MB): every other thread, the event loop included,
+    # stalled meanwhile. Pieces bounded by the chunk size (plus one entry) bound that hold.
+    from pi_mcp_adapter import _files
+    from pi_mcp_adapter.catalog import _cache
+
+    path = tmp_path / "mcp-cache.json"
+    cache = filled_cache(path, 2000)
+    pieces: list[int] = []
+    write = _files.write_atomically_in_chunks
+
+    def recording_write(target: Path, chunks: Any, **options: Any) -> None:
+        def recorded() -> Any:
+            for chunk in chunks:
+                pieces.append(len(chunk))
+                yield chunk
+
+        write(target, recorded(), **options)
+
+    monkeypatch.setattr(_cache, "write_atomically_in_chunks", recording_write)
+    name = server_name(1000)
+    cache.store(name, entry(args=(name,)), server_metadata(name, version=1))
+    cache.flush()
+
+    written = path.read_bytes()
+    largest_entry = max(
+        len(json.dumps(raw, ensure_ascii=False, separators=(",", ":")).encode())
+        for raw in json.loads(written)["servers"].values()
+    )
+    assert sum(pieces) == len(written)
+    assert len(pieces) >= len(written) // _cache.EXPORT_CHUNK_BYTES
+    assert max(pieces) <= _cache.EXPORT_CHUNK_BYTES + largest_entry + 64
+    assert written == json.dumps(
+        json.loads(written), ensure_ascii=False, separators=(",", ":")
+    ).encode("utf-8")
