@@ -315,19 +315,18 @@ def test_a_damaged_entry_of_a_stored_index_reads_as_absent(tmp_path: Path) -> No
 
 
 def test_a_stored_index_whose_tools_do_not_add_up_is_built_again(tmp_path: Path) -> None:
-    import json
     import sqlite3
+    from array import array
 
     path = tmp_path / "mcp-search-index.sqlite"
     catalog = catalog_of(10)
     expected = [h.tool.name for h in stored_index(catalog.tools(), path).search("email").hits]
     with sqlite3.connect(path) as connection:
-        (blob,) = connection.execute("SELECT value FROM blobs WHERE name = 'state'").fetchone()
-        state = json.loads(blob)
-        first = next(iter(state["server_docs"]))
-        state["server_docs"][first] = [0, 0, 10_000]  # a tool twice, one past the catalog
+        (first,) = connection.execute("SELECT server FROM servers ORDER BY position").fetchone()
+        # A tool twice, one past the catalog.
         connection.execute(
-            "UPDATE blobs SET value = ? WHERE name = 'state'", (json.dumps(state).encode(),)
+            "UPDATE servers SET docs = ?, names = '[[],[],[]]' WHERE server = ?",
+            (array("i", [0, 0, 10_000]).tobytes(), first),
         )
     connection.close()
 

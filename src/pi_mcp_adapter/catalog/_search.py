@@ -45,6 +45,7 @@ from ._search_rankings import (
 )
 from ._search_regex import MAX_REGEX_LENGTH, compile_regex, regex_matches
 from ._search_semantic import semantic_available
+from ._search_store import StoreActivity
 
 __all__ = [
     "MAX_REGEX_LENGTH",
@@ -192,7 +193,8 @@ class SearchIndex:
         index_store: Path | None = None,
     ) -> None:
         """``vector_cache`` keeps the tools' vectors between processes; ``index_store`` the
-        lexical index of exactly these tools (see :mod:`._search_store`)."""
+        lexical index, patched on open for the servers whose tools changed (see
+        :mod:`._search_store`)."""
         name = resolve_ranking(ranking)
         every_tool = tuple(tools)
         self._tools: tuple[ToolInfo, ...] | None = every_tool
@@ -209,7 +211,17 @@ class SearchIndex:
         self._by_name: dict[str, int] = {}
         self._by_server: dict[str, list[int]] = {}
         self._by_origin: dict[ToolKey, int] = {}
-        for position, tool in enumerate(every_tool):
+        doc_ids: Sequence[int] = range(len(every_tool))
+        if isinstance(self._ranking, FieldRanking) and index_store is not None:
+            # An index patched on open numbers a changed server's tools after the others
+            # (see _search_store): the tools take the ranking's document ids.
+            slots, server_docs = self._ranking.documents()
+            next_of = {server: iter(docs) for server, docs in server_docs.items()}
+            doc_ids = [next(next_of[tool.server]) for tool in every_tool]
+            self._doc_tools = [None] * slots
+            for doc, tool in zip(doc_ids, every_tool, strict=True):
+                self._doc_tools[doc] = tool
+        for position, tool in zip(doc_ids, every_tool, strict=True):
             self._by_name.setdefault(tool.name, position)
             self._by_origin.setdefault((tool.server, tool.original_name), position)
             self._by_server.setdefault(tool.server, []).append(position)
@@ -221,6 +233,12 @@ class SearchIndex:
         if self._tools is None:
             self._tools = tuple(self._tool(d) for d in self._in_catalog_order())
         return self._tools
+
+    @property
+    def store_activity(self) -> StoreActivity | None:
+        """What opening the stored index did; None for a ranking that stores none."""
+        ranking = self._ranking
+        return ranking.store_activity if isinstance(ranking, FieldRanking) else None
 
     @property
     def ranking(self) -> str:

@@ -15,11 +15,9 @@ import bisect
 import hashlib
 import heapq
 import itertools
-import json
 import logging
 import math
 import re
-import sqlite3
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -31,7 +29,14 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, get_args
 
 from ._metadata import ToolInfo
 from ._search_semantic import EmbeddedTexts, TextEmbedder, ToolVectors, load_default_embedder
-from ._search_store import LazyTable, StoredIndex, catalog_key, write_index
+from ._search_store import (
+    LazyTable,
+    ServerRow,
+    StoreActivity,
+    StoredIndex,
+    StoredLayout,
+    server_fingerprint,
+)
 from ._search_text import (
     ABBREVIATIONS,
     QUERY_STOPWORDS,
@@ -497,12 +502,37 @@ class FieldRanking:
         """
         if vectors is not None and len(vectors) != len(tools):
             raise ValueError(f"{len(vectors)} tool vectors for {len(tools)} tools")
-        self._vectors = vectors
+        if vectors is not None and store is not None:
+            # A stored index may number the tools otherwise than ``tools`` does.
+            raise ValueError("give a ranking its vectors or a stored index, not both")
         # Quoted text may be a title or a phrase; every other value locates or identifies data.
         self._value_weights: Mapping[str, float] = {
             kind: self.quoted_weight if kind == "quoted" else self.locator_weight
             for kind in get_args(ValueKind)
         }
+        self.store_activity = StoreActivity()
+        """What opening the stored index did (see :mod:`._search_store`)."""
+        self._vectors: ToolVectors | None = None
+        self._avg_len: dict[str, float] = {}
+        self._clear()
+        if store is not None and self._open_store(store, tools):
+            self._vectors = self._tool_vectors(self._tools_by_doc(tools))
+            return
+        self._vectors = vectors if vectors is not None else self._tool_vectors(tools)
+        field_terms = self._field_terms(tools)
+        n_docs = len(tools)
+        self._avg_len = {
+            f: max(1.0, sum(len(ft[f]) for ft in field_terms) / max(1, n_docs)) for f in _FIELDS
+        }
+        self._built_docs = n_docs
+        self._add(self._doc_terms(tools, field_terms))
+        self.store_activity.full_build = True
+        if store is not None:
+            self._store(store, tools)
+
+    def _clear(self) -> None:
+        """Empty structures, as before a build or an open."""
+        self._vectors = None
         # Every structure below is keyed by document id: a tool's position in the catalog at
         # the full build, then the next free id for each tool a relisting adds. A relisting
         # removes the server's documents and adds the new ones (see prepare and apply), so its
@@ -526,94 +556,183 @@ class FieldRanking:
         self._exact: dict[str, list[int]] = defaultdict(list)
         self._by_original: dict[str, list[int]] = defaultdict(list)
         self._removed = 0
+        self._avg_len = {}
+        self._built_docs = 0
         self._stored: StoredIndex | None = None
-        key = catalog_key(tools, _index_parameters()) if store is not None else None
-        stored = StoredIndex.open(store, key) if store is not None and key else None
-        if stored is not None and self._open_stored(stored, len(tools)):
-            return
-        field_terms = self._field_terms(tools)
-        n_docs = len(tools)
-        self._avg_len = {
-            f: max(1.0, sum(len(ft[f]) for ft in field_terms) / max(1, n_docs)) for f in _FIELDS
-        }
-        self._built_docs = n_docs
-        self._add(self._doc_terms(tools, field_terms))
-        if store is not None and key:
-            self._store(store, key)
+        self._touched: dict[int, set[Any]] = {}
+        """Table -> the keys of its entries the last patch on open changed."""
+
+    def _tool_vectors(self, tools: Sequence[ToolInfo | None]) -> ToolVectors | None:
+        """The vectors of the tools by document id (None: a removed document's row); the
+        lexical ranking has none."""
+        return None
+
+    def _tools_by_doc(self, tools: Sequence[ToolInfo]) -> list[ToolInfo | None]:
+        """``tools`` (the catalog) placed at their document ids."""
+        by_doc: list[ToolInfo | None] = [None] * len(self._server_of)
+        for server, group in _by_server(tools).items():
+            for doc, tool in zip(self._server_docs[server], group, strict=True):
+                by_doc[doc] = tool
+        return by_doc
+
+    def documents(self) -> tuple[int, Mapping[str, Sequence[int]]]:
+        """How many document ids are taken, and each server's, in the order of its tools."""
+        return len(self._server_of), self._server_docs
 
     # -- the stored index ------------------------------------------------------------------
 
-    def _store(self, path: Path, key: str) -> None:
-        """Write this freshly built index to ``path`` for ``key``.
+    def _store(self, path: Path, tools: Sequence[ToolInfo]) -> None:
+        """Write this freshly built index of ``tools`` to ``path``, whole.
 
-        Entries are flat arrays and joined words, the per-tool lists JSON: nothing in the
+        Entries are flat arrays and joined words, the per-server rows JSON: nothing in the
         file is read back with a decoder that could build objects of its choosing."""
-        state = {
-            "server_of": self._server_of,
-            "name_terms": self._name_terms,
-            "server_docs": self._server_docs,
-            "server_words": self._server_words,
-            "avg_len": self._avg_len,
-            "built": self._built_docs,
-        }
-        write_index(
-            path,
-            key,
-            [
-                (
-                    _POSTINGS,
+        groups = _by_server(tools)
+        prints = {server: server_fingerprint(group) for server, group in groups.items()}
+        if any(p is None for p in prints.values()):
+            return
+        stored = StoredIndex.open(path)
+        if stored is None:
+            return
+        try:
+            if not stored.begin_write():
+                return
+            stored.write_all(
+                _index_parameters(),
+                [
+                    (_POSTINGS, ((t, _posting_bytes(p)) for t, p in self._postings.items())),
+                    (_NAME_POSTINGS, ((t, d.tobytes()) for t, d in self._name_postings.items())),
                     (
-                        (t, p.docs.tobytes() + p.frequencies.tobytes())
-                        for t, p in self._postings.items()
+                        _PHRASES,
+                        ((_phrase_key(pair), d.tobytes()) for pair, d in self._phrases.items()),
                     ),
-                ),
-                (_NAME_POSTINGS, ((t, d.tobytes()) for t, d in self._name_postings.items())),
-                (_PHRASES, ((f"{a}\0{b}", d.tobytes()) for (a, b), d in self._phrases.items())),
-                (_EXACT, ((k, array("i", d).tobytes()) for k, d in self._exact.items())),
-                (
-                    _BY_ORIGINAL,
-                    ((k, array("i", d).tobytes()) for k, d in self._by_original.items()),
-                ),
-                (_BY_PREFIX, ((k, "\0".join(w).encode()) for k, w in self._by_prefix.items())),
-                (
-                    _ACCEPTS,
-                    ((k, array("i", sorted(d)).tobytes()) for k, d in self._accepts.items()),
-                ),
-            ],
-            [("state", json.dumps(state, ensure_ascii=False, separators=(",", ":")).encode())],
+                    (_EXACT, ((k, array("i", d).tobytes()) for k, d in self._exact.items())),
+                    (
+                        _BY_ORIGINAL,
+                        ((k, array("i", d).tobytes()) for k, d in self._by_original.items()),
+                    ),
+                    (_BY_PREFIX, ((k, "\0".join(w).encode()) for k, w in self._by_prefix.items())),
+                    (
+                        _ACCEPTS,
+                        ((k, array("i", sorted(d)).tobytes()) for k, d in self._accepts.items()),
+                    ),
+                ],
+                [
+                    self._server_row(server, prints[server] or "", group)
+                    for server, group in groups.items()
+                ],
+                self._meta(),
+            )
+            self.store_activity.rows_written += stored.rows_written
+        finally:
+            stored.close()
+
+    def _server_row(self, server: str, fingerprint: str, tools: Sequence[ToolInfo]) -> ServerRow:
+        docs = self._server_docs.get(server, [])
+        return ServerRow(
+            server=server,
+            fingerprint=fingerprint,
+            docs=docs,
+            words=self._server_words.get(server, []),
+            name_terms=[self._name_terms[d] for d in docs],
+            tools=tools,
         )
 
-    def _open_stored(self, stored: StoredIndex, n_tools: int) -> bool:
-        """Take the stored index: the per-tool lists now, every table entry when a query
-        first reads it. False (nothing changed) when the file cannot be read."""
+    def _meta(self) -> dict[str, Any]:
+        return {"avg_len": self._avg_len, "built": self._built_docs, "next": len(self._server_of)}
+
+    def _open_store(self, path: Path, tools: Sequence[ToolInfo]) -> bool:
+        """Take the index stored at ``path`` for ``tools``: as it is when it indexed exactly
+        these tools, or with the servers whose tools differ patched in (and written back).
+        False, with nothing taken, when there is no usable index there or it drifted too far
+        from its full build (see :attr:`rebuild_growth`): build it then."""
+        groups = _by_server(tools)
+        prints: dict[str, str] = {}
+        for server, group in groups.items():
+            fingerprint = server_fingerprint(group)
+            if fingerprint is None:
+                return False
+            prints[server] = fingerprint
+        stored = StoredIndex.open(path)
+        if stored is None:
+            return False
+        # A writer may commit between this process's write and its next read: the index is
+        # then opened again, at most this many times.
+        for _attempt in range(3):
+            self._clear()
+            self.store_activity = StoreActivity()
+            layout = stored.read_layout(_index_parameters())
+            if layout is None:
+                break
+            if not any(_differences(layout, prints)):
+                if self._adopt(stored, layout, len(tools)):
+                    return True
+                break
+            writing = stored.begin_write()
+            if not writing:
+                stored.begin_read()
+            # Read again under the write lock: another process may have patched the file.
+            layout = stored.read_layout(_index_parameters())
+            if layout is None or not self._adopt(stored, layout, None):
+                break
+            changed, gone = _differences(layout, prints)
+            if not self._patch(stored, changed, gone, groups):
+                break
+            self.store_activity.patched_servers = (*changed, *gone)
+            if not writing:
+                # The patch lives in this process only; the read transaction it was read
+                # in stays open for the entries queries read later.
+                return True
+            rows = [self._server_row(s, prints[s], groups[s]) for s in changed if s in groups]
+            meta = self._meta()
+            # Every changed entry is read before the write begins (a lazy read in the middle
+            # of the write would interleave with it).
+            entries = list(self._changed_entries())
+            if stored.write_patch(entries, rows, gone, meta, layout.generation + 1):
+                self.store_activity.rows_written = stored.rows_written
+                stored.begin_read()
+                again = stored.read_layout(_index_parameters())
+                # Unless another writer came in between, the snapshot now read is the one
+                # this process patched its index to.
+                if again is not None and again.generation == layout.generation + 1:
+                    self._touched = {}
+                    return True
+        self._clear()
+        stored.close()
+        return False
+
+    def _adopt(self, stored: StoredIndex, layout: StoredLayout, n_tools: int | None) -> bool:
+        """Take the stored layout: the per-document lists now, every table entry when a
+        query first reads it. ``n_tools`` given: the layout must number that many tools.
+        False when the file does not add up."""
         try:
-            state = json.loads(stored.blob("state"))
-            server_of = state["server_of"]
-            name_terms = [tuple(names) for names in state["name_terms"]]
-            server_docs = {str(s): list(d) for s, d in state["server_docs"].items()}
-            server_words = {str(s): list(w) for s, w in state["server_words"].items()}
-            avg_len = {f: float(state["avg_len"][f]) for f in _FIELDS}
-            built = int(state["built"])
-        except (KeyError, ValueError, TypeError, AttributeError, sqlite3.Error) as exc:
+            meta = layout.meta
+            avg_len = {f: float(meta["avg_len"][f]) for f in _FIELDS}
+            built = int(meta["built"])
+            slots = int(meta["next"])
+        except (KeyError, ValueError, TypeError) as exc:
             logger.info("ignoring the stored search index: %s", exc)
             return False
-        if len(server_of) != n_tools or len(name_terms) != n_tools:
-            return False
-        # Every tool once, under its own server: a file that says otherwise is not used (a
-        # query would read past the catalog).
-        listed = sorted(d for docs in server_docs.values() for d in docs)
-        if listed != list(range(n_tools)) or any(
-            server_of[d] != server for server, docs in server_docs.items() for d in docs
-        ):
-            logger.info("ignoring the stored search index: its tools do not add up")
+        server_of: list[str | None] = [None] * slots
+        name_terms: list[tuple[str, ...]] = [()] * slots
+        for server, row in layout.servers.items():
+            for doc, names in zip(row.docs, row.name_terms, strict=True):
+                # Every document once, under one server: a file that says otherwise is not
+                # used (a query would read past the catalog).
+                if not 0 <= doc < slots or server_of[doc] is not None:
+                    logger.info("ignoring the stored search index: its tools do not add up")
+                    return False
+                server_of[doc] = server
+                name_terms[doc] = names
+        if n_tools is not None and slots - server_of.count(None) != n_tools:
             return False
         self._server_of = server_of
         self._name_terms = name_terms
-        self._server_docs = server_docs
-        self._server_words = server_words
-        for server, words in server_words.items():
+        self._server_docs = {s: list(r.docs) for s, r in layout.servers.items()}
+        self._server_words = {s: list(r.words) for s, r in layout.servers.items()}
+        for server, words in self._server_words.items():
             for word in words:
                 self._servers_of_word[word].add(server)
+        self._removed = server_of.count(None)
         self._avg_len = avg_len
         self._built_docs = built
         entry = stored.entry
@@ -632,7 +751,7 @@ class FieldRanking:
         def doc_ids(data: bytes) -> array[int]:
             docs = array("i")
             docs.frombytes(data)
-            if docs and (min(docs) < 0 or max(docs) >= n_tools):
+            if docs and (min(docs) < 0 or max(docs) >= slots):
                 raise ValueError("a document id out of range")
             return docs
 
@@ -658,7 +777,7 @@ class FieldRanking:
             return LazyTable(lambda key: decoded(number, key, decode))
 
         def phrase(pair: tuple[str, str]) -> array[int] | None:
-            return decoded(_PHRASES, f"{pair[0]}\0{pair[1]}", doc_ids)
+            return decoded(_PHRASES, _phrase_key(pair), doc_ids)
 
         # Each table is read an entry at a time (see LazyTable); the plain dicts a build
         # makes and these behave alike for every use the index makes of them.
@@ -672,6 +791,64 @@ class FieldRanking:
         self._accepts = table(_ACCEPTS, id_set)  # type: ignore[assignment]
         self._stored = stored
         return True
+
+    def _patch(
+        self,
+        stored: StoredIndex,
+        changed: Sequence[str],
+        gone: Sequence[str],
+        groups: Mapping[str, Sequence[ToolInfo]],
+    ) -> bool:
+        """Replace the documents of the ``changed`` servers by their tools in ``groups``, and
+        take out those of the ``gone`` ones, as a relisting does; remember which entries
+        that changed (see :meth:`_changed_entries`). False when a server's stored tools
+        cannot be read or the index drifted too far from its full build."""
+        touched: dict[int, set[Any]] = defaultdict(set)
+        for server in (*changed, *gone):
+            new = groups.get(server, ())
+            old: list[ToolInfo] = []
+            if server in self._server_docs:
+                found = stored.server_tools(server)
+                if found is None or len(found) != len(self._server_docs[server]):
+                    return False
+                old = found
+            if not old and not new:
+                continue
+            prepared = self.prepare(old, new)
+            if prepared is None:
+                return False
+            prefix = self.relative_prefix
+            for entry in (*prepared.removed, *prepared.added):
+                touched[_POSTINGS].update(entry.pseudo_tf)
+                touched[_BY_PREFIX].update(
+                    t[:prefix] for t in entry.pseudo_tf if len(t) >= prefix and t.isalpha()
+                )
+                touched[_NAME_POSTINGS].update(entry.names)
+                touched[_PHRASES].update(entry.pairs)
+                touched[_ACCEPTS].update(entry.accepts)
+                touched[_EXACT].update(entry.exact_keys)
+                touched[_BY_ORIGINAL].add(entry.original_key)
+            self.apply(prepared)
+        self._touched = touched
+        return True
+
+    def _changed_entries(self) -> Iterator[tuple[int, str, bytes | None]]:
+        """The rows of the entries the last patch changed, as they are now (None: gone)."""
+        encoders: dict[int, tuple[Mapping[Any, Any], Callable[[Any], bytes]]] = {
+            _POSTINGS: (self._postings, _posting_bytes),
+            _NAME_POSTINGS: (self._name_postings, lambda d: d.tobytes()),
+            _PHRASES: (self._phrases, lambda d: d.tobytes()),
+            _EXACT: (self._exact, lambda d: array("i", d).tobytes()),
+            _BY_ORIGINAL: (self._by_original, lambda d: array("i", d).tobytes()),
+            _BY_PREFIX: (self._by_prefix, lambda w: "\0".join(w).encode()),
+            _ACCEPTS: (self._accepts, lambda d: array("i", sorted(d)).tobytes()),
+        }
+        for table, keys in self._touched.items():
+            mapping, encode = encoders[table]
+            for key in keys:
+                value = mapping.get(key)
+                row_key = _phrase_key(key) if table == _PHRASES else key
+                yield table, row_key, (encode(value) if value else None)
 
     @property
     def _n_docs(self) -> int:
@@ -1405,6 +1582,30 @@ def _adjacent_pairs(words: Sequence[str]) -> set[tuple[str, str]]:
     return {(a, b) for a, b in itertools.pairwise(words) if a != b}
 
 
+def _by_server(tools: Sequence[ToolInfo]) -> dict[str, list[ToolInfo]]:
+    """``tools`` by server, servers and tools in catalog order."""
+    groups: dict[str, list[ToolInfo]] = {}
+    for tool in tools:
+        groups.setdefault(tool.server, []).append(tool)
+    return groups
+
+
+def _posting_bytes(posting: _Posting) -> bytes:
+    return posting.docs.tobytes() + posting.frequencies.tobytes()
+
+
+def _phrase_key(pair: tuple[str, str]) -> str:
+    return f"{pair[0]}\0{pair[1]}"
+
+
+def _differences(layout: StoredLayout, prints: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """The servers whose tools differ from the stored index's (changed or new, in catalog
+    order), and the stored servers the catalog no longer has."""
+    stored = layout.servers
+    changed = [s for s, p in prints.items() if s not in stored or stored[s].fingerprint != p]
+    return changed, [s for s in stored if s not in prints]
+
+
 def _idf(n_docs: int, doc_freq: int) -> float:
     return math.log(1.0 + (n_docs - doc_freq + 0.5) / (doc_freq + 0.5))
 
@@ -1692,10 +1893,21 @@ class HybridRanking(FieldRanking):
         vector_cache: Path | None = None,
         store: Path | None = None,
     ) -> None:
-        model = embedder if embedder is not None else load_default_embedder()
+        self._model = embedder if embedder is not None else load_default_embedder()
+        self._vector_cache = vector_cache
+        super().__init__(tools, store=store)
+
+    def _tool_vectors(self, tools: Sequence[ToolInfo | None]) -> ToolVectors | None:
+        live = [t for t in tools if t is not None]
         # An empty catalog has nothing to compare with; it stays lexical.
-        vectors = ToolVectors(tools, model, cache_path=vector_cache) if model and tools else None
-        super().__init__(tools, vectors=vectors, store=store)
+        if self._model is None or not live:
+            return None
+        if len(live) == len(tools):
+            return ToolVectors(live, self._model, cache_path=self._vector_cache)
+        rows = [doc for doc, t in enumerate(tools) if t is not None]
+        return ToolVectors(
+            live, self._model, cache_path=self._vector_cache, rows=rows, n_rows=len(tools)
+        )
 
     @property
     def semantic(self) -> bool:

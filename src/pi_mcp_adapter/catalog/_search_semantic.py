@@ -396,9 +396,18 @@ class ToolVectors:
         embedder: TextEmbedder,
         *,
         cache_path: Path | None = None,
+        rows: Sequence[int] | None = None,
+        n_rows: int | None = None,
     ) -> None:
+        """With ``rows``, tool ``i`` is row ``rows[i]`` of ``n_rows`` (the others are removed
+        tools' rows, which never rank): the numbering of a search index patched on open (see
+        ``_search_store``). The file keeps the vectors in the order of ``tools``."""
         import numpy as np
 
+        if rows is not None and (
+            len(rows) != len(tools) or n_rows is None or any(not 0 <= r < n_rows for r in rows)
+        ):
+            raise ValueError(f"{len(tools)} tools placed at {len(rows)} rows of {n_rows}")
         self._embedder = embedder
         model_id = embedder.model_id
         catalog = _catalog_digest(model_id, tools)
@@ -437,12 +446,19 @@ class ToolVectors:
             matrix[found] = cached_vectors[[source[i] for i in found.tolist()]]
         if fresh is not None:
             matrix[missing] = fresh
-        self._matrix: FloatMatrix = matrix
-        self._rows = len(tools)
-        self._dead: set[int] = set()
-        self._dead_rows = np.zeros(0, dtype=np.int64)
         used = matrix[: len(tools)]
         self._mean: FloatMatrix = used.mean(axis=0) if len(used) else used.sum(axis=0)
+        self._dead: set[int] = set()
+        self._dead_rows = np.zeros(0, dtype=np.int64)
+        self._matrix: FloatMatrix = matrix
+        self._rows = len(tools)
+        if rows is not None and n_rows is not None:
+            placed = np.zeros((n_rows + n_rows // 8 + 64, dims), dtype=np.float32)
+            placed[np.asarray(rows, dtype=np.int64)] = used
+            self._matrix = placed
+            self._rows = n_rows
+            self._dead = set(range(n_rows)).difference(rows)
+            self._dead_rows = np.fromiter(sorted(self._dead), dtype=np.int64)
         self.embedded = len(missing)
         """How many tools this build had to embed (0 on a warm start)."""
         # The file keeps the token ids of every word of the catalog's tools (written with the

@@ -1,52 +1,70 @@
 """The lexical search index kept on disk, so that a process opens a large catalog's index
-without building it, and reads only the parts its queries ask for.
+without building it, reads only the parts its queries ask for, and patches in the servers
+whose tools changed since it was written.
 
 Building the inverted index of 100,000 tools takes tens of seconds of tokenising and holds
-hundreds of megabytes; a query reads a few dozen of its entries. So after a full build the
-index is written to ``<agent dir>/mcp-search-index.sqlite`` (SQLite, which Python ships), one
-row per entry (a term's postings, a phrase's tools, a name's tools), and a later process with
-the same catalog opens that file and reads each entry the first time a query needs it.
+hundreds of megabytes; a query reads a few dozen of its entries. So the index is kept in
+``<agent dir>/mcp-search-index.sqlite`` (SQLite, which Python ships):
 
-The file is keyed by a hash of everything the index reads of every tool (names, server,
-description, search keywords, input schema) and of the index's format and parameters: a file
-for any other catalog is never used, and is replaced by the next full build. A missing,
-damaged or foreign file is built again silently. The file is replaced whole (a temporary file
-in the same folder, renamed in one step), so several processes may share it: a reader keeps
-the file it opened until it closes it.
+- ``entries``: one row per entry of the index (a term's postings, a phrase's tools, a name's
+  tools), read the first time a query needs it;
+- ``servers``: one row per server, with the fingerprint of what the index read of its tools
+  (names, description, search keywords, input schema, in order), its document ids, and those
+  tools' indexed fields, so that its documents can be taken out again;
+- ``blobs``: the index's format and parameters (``key``) and its totals (``meta``: average
+  field lengths, the next free document id, a generation counted up by every write).
+
+A process opening the file compares each server's fingerprint with its catalog's: a server
+that changed, appeared or disappeared is patched in (its old documents out, its new ones in,
+exactly as a relisting updates the index in memory), and the rows that patch changed are
+written back in one transaction, so the next process opens the file as it is. A file of
+another format, other parameters or that cannot be read is written again whole, silently.
+
+Several processes share the file. It is in WAL mode: each reader keeps one read transaction
+open for as long as it uses the file, so the entries it reads later are those of the snapshot
+it opened, whatever other processes commit meanwhile; a writer changes the file only inside
+one transaction, so a reader never sees half a patch and a writer killed mid-write leaves the
+file as it was before that transaction. What this costs: while a reader stays open, the WAL
+cannot be folded back into the file and grows by what the patches write.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import marshal
-import os
 import sqlite3
-import tempfile
 import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ._metadata import ToolInfo
 
 __all__ = [
     "INDEX_STORE_NAME",
     "LazyTable",
+    "ServerRow",
+    "StoreActivity",
     "StoredIndex",
-    "catalog_key",
+    "StoredLayout",
+    "StoredServer",
     "search_index_store_path",
-    "write_index",
+    "server_fingerprint",
 ]
 
 logger = logging.getLogger(__name__)
 
 INDEX_STORE_NAME = "mcp-search-index.sqlite"
-_FORMAT = "1"
-# A temporary file older than this was left by a process that died while writing.
-_STALE_TEMPORARY_S = 600.0
+_FORMAT = "2"
+# How long a process waits for another one's write before it patches its own index in
+# memory only: a patch writes one server's rows in milliseconds, a first full write of
+# 100,000 tools a few seconds.
+_BUSY_TIMEOUT_S = 10.0
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -57,87 +75,231 @@ def search_index_store_path(agent_dir: Path) -> Path:
     return agent_dir / INDEX_STORE_NAME
 
 
-def catalog_key(tools: Sequence[ToolInfo], parameters: str) -> str | None:
-    """A hash of what the index reads of ``tools`` (in order) and of ``parameters`` (the
-    index's format and settings); None when a tool holds a value that cannot be hashed this
-    way (a schema that is not plain JSON data), and then nothing is stored.
+def _indexed_fields(tool: ToolInfo) -> tuple[Any, ...]:
+    """What the index reads of a tool (and all it needs to take the tool out again)."""
+    return (
+        tool.name,
+        tool.original_name,
+        tool.description,
+        tool.keywords,
+        tool.resource_uri,
+        tool.input_schema,
+    )
+
+
+def server_fingerprint(tools: Sequence[ToolInfo]) -> str | None:
+    """A hash of what the index reads of one server's ``tools`` (in order); None when a tool
+    holds a value that cannot be hashed this way (a schema that is not plain JSON data), and
+    then nothing is stored.
 
     ``marshal`` writes the fields in one C call (a tenth of a second for 100,000 tools):
-    a key that costs as much as the build would save nothing.
+    a fingerprint that costs as much as the build would save nothing.
     """
-    digest = hashlib.blake2b(digest_size=20)
-    digest.update(f"{_FORMAT}\0{parameters}\0".encode())
     try:
-        digest.update(
-            marshal.dumps(
-                [
-                    (
-                        t.name,
-                        t.original_name,
-                        t.server,
-                        t.description,
-                        t.keywords,
-                        t.resource_uri,
-                        t.input_schema,
-                    )
-                    for t in tools
-                ],
-                # Version 2: later versions write shared and interned strings as such, so
-                # the same tools could give different bytes.
-                2,
-            )
+        # Version 2: later versions write shared and interned strings as such, so the same
+        # tools could give different bytes. The fields are those of _indexed_fields, written
+        # out: a call per tool is a tenth of the cost of opening a stored index.
+        data = marshal.dumps(
+            [
+                (t.name, t.original_name, t.description, t.keywords, t.resource_uri, t.input_schema)
+                for t in tools
+            ],
+            2,
         )
     except ValueError:
         return None
-    return digest.hexdigest()
+    return hashlib.blake2b(data, digest_size=20).hexdigest()
+
+
+def _encode_tools(tools: Sequence[ToolInfo]) -> bytes:
+    fields = [list(_indexed_fields(t)) for t in tools]
+    return zlib.compress(json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+def _decode_tools(server: str, data: bytes) -> list[ToolInfo]:
+    """The tools a server row holds. JSON only: nothing in the file is read back with a
+    decoder that could build objects of its choosing.
+
+    Raises:
+        ValueError: the row is damaged.
+    """
+    try:
+        fields = json.loads(zlib.decompress(data))
+        return [
+            ToolInfo(
+                name=str(name),
+                original_name=str(original),
+                server=server,
+                description=str(description),
+                keywords=tuple(str(k) for k in keywords),
+                resource_uri=None if uri is None else str(uri),
+                input_schema=schema if isinstance(schema, dict) else {"type": "object"},
+            )
+            for name, original, description, keywords, uri, schema in fields
+        ]
+    except (zlib.error, TypeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"a damaged server row: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class StoredServer:
+    """One server as the stored index has it."""
+
+    fingerprint: str
+    docs: Sequence[int]
+    words: Sequence[str]
+    name_terms: Sequence[tuple[str, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredLayout:
+    """What a process reads of the stored index when it opens it: everything but the entries
+    and the servers' tools. ``servers`` is in the index's own order."""
+
+    generation: int
+    meta: Mapping[str, Any]
+    servers: Mapping[str, StoredServer]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerRow:
+    """One server's row, as written."""
+
+    server: str
+    fingerprint: str
+    docs: Sequence[int]
+    words: Sequence[str]
+    name_terms: Sequence[Sequence[str]]
+    tools: Sequence[ToolInfo]
+
+
+@dataclass(slots=True)
+class StoreActivity:
+    """What opening an index did with the stored file: for tests and diagnostics."""
+
+    full_build: bool = False
+    """The index was built from every tool (no usable file, or it drifted too far)."""
+    patched_servers: tuple[str, ...] = ()
+    """Servers whose documents were taken out and added again on open (re-tokenised)."""
+    rows_written: int = 0
+    """Rows (entries, servers, blobs) written to the file, deletions included."""
 
 
 class StoredIndex:
-    """An index file opened for reading: entries by table and key, and named blobs.
+    """The index file, opened: one connection, used under a lock (queries run on the event
+    loop while a worker thread may prepare a relisting), in a read transaction from
+    :meth:`read_layout` on, or in a write transaction from :meth:`begin_write` to a write."""
 
-    Thread-safe (one connection, used under a lock): queries run on the event loop while a
-    worker thread may prepare a relisting.
-    """
-
-    def __init__(self, connection: sqlite3.Connection) -> None:
+    def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
+        self.path = path
         self._connection = connection
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self.rows_written = 0
 
     @classmethod
-    def open(cls, path: Path, key: str) -> StoredIndex | None:
-        """The index stored at ``path`` for ``key``; None when there is none, it is for
-        another catalog, or it cannot be read."""
-        if not path.exists():
-            return None
-        try:
-            connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
-        except sqlite3.Error as exc:
-            logger.info("ignoring the stored search index %s: %s", path, exc)
-            return None
-        stored = cls(connection)
-        try:
-            if stored.blob("key") != key.encode():
-                connection.close()
+    def open(cls, path: Path) -> StoredIndex | None:
+        """The file at ``path``, created empty when missing; a file SQLite cannot read is
+        replaced by an empty one. None when the folder cannot hold it."""
+        for attempt in range(2):
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                connection = sqlite3.connect(
+                    path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+                )
+            except (OSError, sqlite3.Error) as exc:
+                logger.info("cannot open the stored search index %s: %s", path, exc)
                 return None
-        except (sqlite3.Error, KeyError) as exc:
-            logger.info("ignoring the stored search index %s: %s", path, exc)
-            connection.close()
-            return None
-        return stored
+            try:
+                connection.execute("PRAGMA journal_mode = WAL")
+                # WAL commits are atomic at NORMAL: a crash may lose the last patch, never
+                # mix it with the one before.
+                connection.execute("PRAGMA synchronous = NORMAL")
+                connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                return cls(path, connection)
+            except sqlite3.Error as exc:
+                connection.close()
+                if attempt:
+                    logger.info("cannot open the stored search index %s: %s", path, exc)
+                    return None
+                logger.info("replacing the unreadable stored search index %s: %s", path, exc)
+                _remove_database(path)
+        return None
 
-    def blob(self, name: str) -> bytes:
-        """A named blob written with the index.
+    # -- transactions -----------------------------------------------------------------------
 
-        Raises:
-            KeyError: there is no such blob.
-            sqlite3.Error: the file cannot be read.
-        """
+    def _end(self) -> None:
+        if self._connection.in_transaction:
+            self._connection.execute("ROLLBACK")
+
+    def begin_read(self) -> None:
+        """Start the read transaction every later read is made in (its snapshot is taken by
+        the first read)."""
         with self._lock:
-            row = self._connection.execute("SELECT value FROM blobs WHERE name = ?", (name,))
-            found = row.fetchone()
-        if found is None:
-            raise KeyError(name)
-        return bytes(found[0])
+            self._end()
+            self._connection.execute("BEGIN")
+
+    def begin_write(self) -> bool:
+        """Take the file's write lock (waiting for another writer a bounded time); False
+        when it stays taken or the file cannot be written."""
+        with self._lock:
+            try:
+                self._end()
+                self._connection.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                logger.info("cannot write the stored search index %s: %s", self.path, exc)
+                return False
+        return True
+
+    def rollback(self) -> None:
+        with self._lock, contextlib.suppress(sqlite3.Error):
+            self._end()
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def read_layout(self, parameters: str) -> StoredLayout | None:
+        """The index's layout, read in the current transaction (a read transaction is begun
+        when none is open); None when the file holds no index of this format and
+        ``parameters``, or cannot be read."""
+        try:
+            with self._lock:
+                if not self._connection.in_transaction:
+                    self._connection.execute("BEGIN")
+                execute = self._connection.execute
+                blobs = dict(execute("SELECT name, value FROM blobs").fetchall())
+                if bytes(blobs.get("key", b"")) != _parameters_key(parameters):
+                    return None
+                meta = json.loads(bytes(blobs["meta"]))
+                rows = execute(
+                    "SELECT server, fingerprint, docs, words, names FROM servers ORDER BY position"
+                ).fetchall()
+            servers: dict[str, StoredServer] = {}
+            for server, fingerprint, docs, words, names in rows:
+                ids = _id_array(bytes(docs))
+                name_terms = [tuple(n) for n in json.loads(names)]
+                if len(name_terms) != len(ids):
+                    raise ValueError(f"server {server!r}: {len(ids)} documents, other names")
+                servers[str(server)] = StoredServer(
+                    fingerprint=str(fingerprint),
+                    docs=ids,
+                    words=list(json.loads(words)),
+                    name_terms=name_terms,
+                )
+            return StoredLayout(int(meta["generation"]), meta, servers)
+        except (sqlite3.Error, KeyError, ValueError, TypeError) as exc:
+            logger.info("ignoring the stored search index %s: %s", self.path, exc)
+            return None
+
+    def server_tools(self, server: str) -> list[ToolInfo] | None:
+        """The tools the index holds of ``server``; None when the row is missing or damaged."""
+        try:
+            with self._lock:
+                row = self._connection.execute(
+                    "SELECT tools FROM servers WHERE server = ?", (server,)
+                ).fetchone()
+            return None if row is None else _decode_tools(server, bytes(row[0]))
+        except (sqlite3.Error, ValueError) as exc:
+            logger.info("cannot read server %r of the stored search index: %s", server, exc)
+            return None
 
     def entry(self, table: int, key: str) -> bytes | None:
         """The entry ``key`` of ``table``; None when there is none or the file went bad (a
@@ -152,66 +314,142 @@ class StoredIndex:
             return None
         return None if row is None else bytes(row[0])
 
+    # -- writing (inside begin_write) --------------------------------------------------------
+
+    def write_all(
+        self,
+        parameters: str,
+        tables: Iterable[tuple[int, Iterable[tuple[str, bytes]]]],
+        servers: Iterable[ServerRow],
+        meta: Mapping[str, Any],
+    ) -> bool:
+        """Replace the whole index and commit. Returns whether it was written (a failure is
+        logged, and costs only a build next time)."""
+
+        def write(execute: Callable[..., sqlite3.Cursor]) -> int:
+            for table in ("entries", "servers", "blobs"):
+                execute(f"DROP TABLE IF EXISTS {table}")
+            execute(
+                "CREATE TABLE entries (tab INTEGER, key TEXT, value BLOB, "
+                "PRIMARY KEY (tab, key)) WITHOUT ROWID"
+            )
+            execute(
+                "CREATE TABLE servers (server TEXT PRIMARY KEY, position INTEGER, "
+                "fingerprint TEXT, docs BLOB, words TEXT, names TEXT, tools BLOB)"
+            )
+            execute("CREATE TABLE blobs (name TEXT PRIMARY KEY, value BLOB)")
+            written = 0
+            for number, rows in tables:
+                cursor = self._connection.executemany(
+                    "INSERT INTO entries VALUES (?, ?, ?)", ((number, k, v) for k, v in rows)
+                )
+                written += cursor.rowcount
+            written += self._write_servers(servers, first_position=0)
+            execute(
+                "INSERT INTO blobs VALUES ('key', ?), ('meta', ?)",
+                (_parameters_key(parameters), _meta_blob(meta, generation=0)),
+            )
+            return written + 2
+
+        return self._commit(write)
+
+    def write_patch(
+        self,
+        entries: Iterable[tuple[int, str, bytes | None]],
+        servers: Sequence[ServerRow],
+        removed: Iterable[str],
+        meta: Mapping[str, Any],
+        generation: int,
+    ) -> bool:
+        """Write the rows a patch changed (``None``: the entry is gone), ``servers``' rows
+        after every other server, drop the ``removed`` servers' rows, and commit."""
+
+        def write(execute: Callable[..., sqlite3.Cursor]) -> int:
+            written = 0
+            for table, key, value in entries:
+                if value is None:
+                    execute("DELETE FROM entries WHERE tab = ? AND key = ?", (table, key))
+                else:
+                    execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?)", (table, key, value))
+                written += 1
+            for server in removed:
+                execute("DELETE FROM servers WHERE server = ?", (server,))
+                written += 1
+            (last,) = execute("SELECT coalesce(max(position), -1) FROM servers").fetchone()
+            written += self._write_servers(servers, first_position=int(last) + 1)
+            execute(
+                "UPDATE blobs SET value = ? WHERE name = 'meta'",
+                (_meta_blob(meta, generation=generation),),
+            )
+            return written + 1
+
+        return self._commit(write)
+
+    def _write_servers(self, servers: Iterable[ServerRow], *, first_position: int) -> int:
+        cursor = self._connection.executemany(
+            "INSERT OR REPLACE INTO servers VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                (
+                    row.server,
+                    first_position + n,
+                    row.fingerprint,
+                    _id_bytes(row.docs),
+                    json.dumps(list(row.words), ensure_ascii=False),
+                    json.dumps([list(t) for t in row.name_terms], ensure_ascii=False),
+                    _encode_tools(row.tools),
+                )
+                for n, row in enumerate(servers)
+            ),
+        )
+        return max(0, cursor.rowcount)
+
+    def _commit(self, write: Callable[[Callable[..., sqlite3.Cursor]], int]) -> bool:
+        with self._lock:
+            try:
+                if not self._connection.in_transaction:
+                    self._connection.execute("BEGIN IMMEDIATE")
+                written = write(self._connection.execute)
+                self._connection.execute("COMMIT")
+            except (sqlite3.Error, OSError, TypeError, ValueError) as exc:
+                # TypeError, ValueError: a schema JSON cannot write.
+                logger.info("cannot write the stored search index %s: %s", self.path, exc)
+                with contextlib.suppress(sqlite3.Error):
+                    self._end()
+                return False
+        self.rows_written += written
+        return True
+
     def close(self) -> None:
         with self._lock:
             self._connection.close()
 
 
-def write_index(
-    path: Path,
-    key: str,
-    tables: Iterable[tuple[int, Iterable[tuple[str, bytes]]]],
-    blobs: Iterable[tuple[str, bytes]],
-) -> bool:
-    """Write an index file for ``key`` whole and put it in place in one step. Returns
-    whether it was written (a failure is logged, and costs only a build next time)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _remove_stale_temporaries(path)
-        fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-    except OSError as exc:
-        logger.info("cannot write the stored search index %s: %s", path, exc)
-        return False
-    try:
-        connection = sqlite3.connect(temp_name)
-        try:
-            # A file written once and then only read: no journal needed while writing it
-            # (a crash leaves a temporary file that is never opened).
-            connection.execute("PRAGMA journal_mode = OFF")
-            connection.execute("PRAGMA synchronous = OFF")
-            connection.execute(
-                "CREATE TABLE entries (tab INTEGER, key TEXT, value BLOB, "
-                "PRIMARY KEY (tab, key)) WITHOUT ROWID"
-            )
-            connection.execute("CREATE TABLE blobs (name TEXT PRIMARY KEY, value BLOB)")
-            for table, rows in tables:
-                connection.executemany(
-                    "INSERT INTO entries VALUES (?, ?, ?)", ((table, k, v) for k, v in rows)
-                )
-            connection.executemany("INSERT INTO blobs VALUES (?, ?)", blobs)
-            # The key last: a file without it is never used.
-            connection.execute("INSERT INTO blobs VALUES ('key', ?)", (key.encode(),))
-            connection.commit()
-        finally:
-            connection.close()
-        with open(temp_name, "rb+") as written:
-            os.fsync(written.fileno())
-        os.replace(temp_name, path)
-    except (OSError, sqlite3.Error) as exc:
-        logger.info("cannot write the stored search index %s: %s", path, exc)
-        with contextlib.suppress(OSError):
-            os.unlink(temp_name)
-        return False
-    return True
+def _parameters_key(parameters: str) -> bytes:
+    return f"{_FORMAT}\0{parameters}".encode()
 
 
-def _remove_stale_temporaries(path: Path) -> None:
-    now = time.time()
-    for leftover in path.parent.glob(f".{path.name}.*.tmp"):
+def _meta_blob(meta: Mapping[str, Any], *, generation: int) -> bytes:
+    return json.dumps({**meta, "generation": generation}, separators=(",", ":")).encode()
+
+
+def _id_bytes(ids: Sequence[int]) -> bytes:
+    from array import array
+
+    return array("i", ids).tobytes()
+
+
+def _id_array(data: bytes) -> list[int]:
+    from array import array
+
+    ids = array("i")
+    ids.frombytes(data)
+    return ids.tolist()
+
+
+def _remove_database(path: Path) -> None:
+    for name in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
         with contextlib.suppress(OSError):
-            if now - leftover.stat().st_mtime > _STALE_TEMPORARY_S:
-                leftover.unlink()
+            name.unlink()
 
 
 _UNREAD = object()
