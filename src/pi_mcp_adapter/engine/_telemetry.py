@@ -311,6 +311,7 @@ def _provider_class() -> type[SdkTracerProvider]:
         return _PROVIDER_CLASS[0]
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider as SdkProvider
+    from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 
     client_kind = trace.SpanKind.CLIENT
     invalid = trace.INVALID_SPAN
@@ -324,7 +325,9 @@ def _provider_class() -> type[SdkTracerProvider]:
         def _stand_in(self, context: Any) -> Span | None:
             if _active is None:
                 return invalid
-            current = trace.get_current_span(context)
+            current: Any = trace.get_current_span(context)
+            if type(current) in _PENDING_SPAN_CLASS:
+                return current  # type: ignore[no-any-return]  # an upstream call's span, made once the call has its answer
             scope = getattr(current, "instrumentation_scope", None)
             if getattr(current, "kind", None) is client_kind and (
                 scope is not None and scope.name == INSTRUMENTATION_NAME
@@ -347,7 +350,37 @@ def _provider_class() -> type[SdkTracerProvider]:
                 return nullcontext(stand_in)
             return self._real.start_as_current_span(name, context, *args, **kwargs)
 
+    class PresetIdGenerator(RandomIdGenerator):
+        """Random ids, except for a span whose ids went out before it was made.
+
+        An upstream call's span is made after the call has its answer (see
+        :class:`_DeferredCallSpans`), with the ids its request's ``traceparent`` carried:
+        they are set here just before the SDK makes it, in the same thread, used once."""
+
+        def __init__(self) -> None:
+            self._preset = threading.local()
+
+        def preset(self, ids: tuple[int, int] | None) -> None:
+            """(trace id, span id) of the next span made in this thread; ``None``: random."""
+            self._preset.ids = ids
+
+        def generate_span_id(self) -> int:
+            ids: tuple[int, int] | None = getattr(self._preset, "ids", None)
+            if ids is None:
+                return super().generate_span_id()
+            self._preset.ids = None
+            return ids[1]
+
+        def generate_trace_id(self) -> int:
+            # Asked before the span id, and only for a root span: the preset stays set.
+            ids: tuple[int, int] | None = getattr(self._preset, "ids", None)
+            return ids[0] if ids is not None else super().generate_trace_id()
+
     class PiMcpTracerProvider(SdkProvider):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("id_generator", PresetIdGenerator())
+            super().__init__(*args, **kwargs)
+
         def get_tracer(self, instrumenting_module_name: str, *args: Any, **kwargs: Any) -> Any:
             tracer = super().get_tracer(instrumenting_module_name, *args, **kwargs)
             if instrumenting_module_name == MCP_SDK_TRACER:
@@ -409,7 +442,8 @@ def create_telemetry(
         TelemetryUnavailableError: the ``telemetry`` extra is missing.
     """
     try:
-        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        # Imported when served (Telemetry.serve_prometheus); missing, the extra is.
+        import opentelemetry.exporter.prometheus  # noqa: F401
         from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter
         from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
         from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
@@ -421,7 +455,8 @@ def create_telemetry(
     owns_meter_provider = meter_provider is None
     if meter_provider is None:
         meter_provider = SdkMeterProvider(
-            metric_readers=[*metric_readers, PrometheusMetricReader(registry=registry)],
+            # The Prometheus registry gets its reader when it is served (serve_prometheus).
+            metric_readers=list(metric_readers),
             # No exemplars: Prometheus' text format drops them, and sampling one for every
             # duration recorded inside a span is a large part of a call's telemetry cost.
             exemplar_filter=AlwaysOffExemplarFilter(),
@@ -443,6 +478,7 @@ def create_telemetry(
         record_results=record_results,
         metrics_token=metrics_token,
         owns_meter_provider=owns_meter_provider,
+        deferred_calls=_DeferredCallSpans.for_provider(tracer_provider),
     )
 
 
@@ -515,6 +551,7 @@ class Telemetry:
         record_results: bool = False,
         metrics_token: str | None = None,
         owns_meter_provider: bool = True,
+        deferred_calls: _DeferredCallSpans | None = None,
     ) -> None:
         self.tracer = tracer
         self._owns_meter_provider = owns_meter_provider
@@ -523,6 +560,8 @@ class Telemetry:
         self.record_arguments = record_arguments
         self.record_results = record_results
         self.metrics_token = metrics_token
+        self._prometheus_reader: MetricReader | None = None
+        self._prometheus_lock = threading.Lock()
         self.recent: deque[RecentCall] = deque(maxlen=RECENT_CALLS)
         self.waiting: dict[int, WaitingApproval] = {}
         self._watched = _Watched()
@@ -534,6 +573,8 @@ class Telemetry:
         self.attach = context.attach
         self.detach = context.detach
         self.set_span_in_context = trace.set_span_in_context
+        self.get_current = context.get_current
+        self._deferred_calls = deferred_calls
         self._request_shapes: dict[tuple[Any, ...], _Shape] = {}
         self._call_shapes: dict[tuple[Any, ...], _Shape] = {}
         meter: Meter = meter_provider.get_meter(INSTRUMENTATION_NAME)
@@ -711,10 +752,26 @@ class Telemetry:
 
     # -- export ----------------------------------------------------------------------------
 
+    def serve_prometheus(self) -> None:
+        """Aggregate the metrics for :meth:`prometheus_text` from now on (the gateway calls
+        this as it starts). Each reader aggregates every measurement again, so a process
+        that serves no ``/metrics`` (an application's adapter) keeps only its exporter's.
+        An application's own meter provider is read by the application, not here."""
+        with self._prometheus_lock:
+            if self._prometheus_reader is not None or not self._owns_meter_provider:
+                return
+            from opentelemetry.exporter.prometheus import PrometheusMetricReader
+
+            reader = PrometheusMetricReader(registry=self.prometheus_registry)
+            self.meter_provider.add_metric_reader(reader)
+            self._prometheus_reader = reader
+
     def prometheus_text(self) -> bytes:
-        """The metrics in Prometheus' text exposition format."""
+        """The metrics in Prometheus' text exposition format (counted from the first
+        :meth:`serve_prometheus` or, without one, from this first call on)."""
         from prometheus_client import generate_latest
 
+        self.serve_prometheus()
         return generate_latest(self.prometheus_registry)
 
     def shutdown(self) -> None:
@@ -888,16 +945,151 @@ class _RequestSpan:
         self._telemetry._request_duration.record(duration_s, labels)
 
 
+class _PendingCallSpan:
+    """The span an upstream call stands for while it runs: ids and sampling decided, the
+    SDK span not made yet. Current during the call, so the MCP SDK writes its context into
+    ``params._meta.traceparent`` and spans started meanwhile are its children; the span
+    itself is made with these ids once the call has its answer (:class:`_DeferredCallSpans`).
+    A subclass of the API's ``NonRecordingSpan``, created in :func:`_pending_span_class`."""
+
+    __slots__ = ()
+    parent: Any
+    """The context the call started in: the span's parent when it is made."""
+    recording: bool
+    """The sampler's decision: ``False``, and no span is made (the ids still go out)."""
+    start_ns: int
+
+
+_PENDING_SPAN_CLASS: list[type[Any]] = []
+
+
+def _pending_span_class() -> type[Any]:
+    """Defined on first use, as the tracer provider class is (the API's span type)."""
+    if _PENDING_SPAN_CLASS:
+        return _PENDING_SPAN_CLASS[0]
+    from opentelemetry.trace import NonRecordingSpan
+
+    class PendingCallSpan(NonRecordingSpan, _PendingCallSpan):
+        __slots__ = ("parent", "recording", "start_ns")
+
+    _PENDING_SPAN_CLASS.append(PendingCallSpan)
+    return PendingCallSpan
+
+
+class _DeferredCallSpans:
+    """How an upstream call's span is made after its answer, on pi-mcp's own tracer provider.
+
+    Making an SDK span (ids, sampling, attribute checks, the span object) is most of what
+    telemetry adds to a call; made before the request is sent it delays every answer. So the
+    call only takes the span's ids and the sampler's decision (what its ``traceparent`` says)
+    and the span is made with them, its start time the call's, once the answer is back: the
+    same span, the same parent, the same ids the upstream server saw. An application's own
+    provider has no way to be handed ids, so there the span is made at once."""
+
+    __slots__ = ("_flags", "_ids", "_parent_decides", "_pending_class", "_sampler", "_span_context")
+
+    def __init__(self, sampler: Any, ids: Any) -> None:
+        from opentelemetry.sdk.trace.sampling import DEFAULT_ON
+        from opentelemetry.trace import SpanContext, TraceFlags
+
+        self._sampler = sampler
+        # The default sampler (no OTEL_TRACES_SAMPLER): a root span is sampled, a child is
+        # when its parent is, and it keeps its parent's trace state. Said here, not asked.
+        self._parent_decides = sampler is DEFAULT_ON
+        self._ids = ids
+        self._span_context = SpanContext
+        # [sampled][random trace id] -> flags, as the SDK sets them on the spans it makes.
+        self._flags = [
+            [TraceFlags(TraceFlags.DEFAULT), TraceFlags(TraceFlags.RANDOM_TRACE_ID)],
+            [
+                TraceFlags(TraceFlags.SAMPLED),
+                TraceFlags(TraceFlags.SAMPLED | TraceFlags.RANDOM_TRACE_ID),
+            ],
+        ]
+        self._pending_class = _pending_span_class()
+
+    @classmethod
+    def for_provider(cls, provider: TracerProvider) -> _DeferredCallSpans | None:
+        if not _PROVIDER_CLASS or not isinstance(provider, _PROVIDER_CLASS[0]):
+            return None
+        ids = provider.id_generator
+        if not callable(getattr(ids, "preset", None)):  # given an id generator of its own
+            return None
+        return cls(provider.sampler, ids)
+
+    def start(self, shape: _Shape, parent: Any, client_kind: Any) -> Any:
+        """The pending span of a call of ``shape`` under ``parent`` (a context)."""
+        from opentelemetry.trace import get_current_span
+
+        parent_span = get_current_span(parent).get_span_context()
+        if not parent_span.is_valid:
+            trace_id = self._ids.generate_trace_id()
+            random_id = True
+        else:
+            trace_id = parent_span.trace_id
+            random_id = parent_span.trace_flags.random_trace_id
+        if self._parent_decides:
+            sampled = recording = not parent_span.is_valid or parent_span.trace_flags.sampled
+            trace_state = parent_span.trace_state if parent_span.is_valid else None
+        else:
+            sampling = self._sampler.should_sample(
+                parent, trace_id, shape.span_name, client_kind, shape.attributes
+            )
+            sampled = sampling.decision.is_sampled()
+            recording = sampling.decision.is_recording()
+            trace_state = sampling.trace_state
+        context = self._span_context(
+            trace_id,
+            self._ids.generate_span_id(),
+            is_remote=False,
+            trace_flags=self._flags[sampled][random_id],
+            trace_state=trace_state,
+        )
+        pending = self._pending_class(context)
+        pending.parent = parent
+        pending.recording = recording
+        return pending
+
+    def make(
+        self, tracer: Tracer, pending: Any, shape: _Shape, attributes: Mapping[str, Any], kinds: Any
+    ) -> Span:
+        """The SDK span ``pending`` stood for (its ids, parent and ``start_ns``)."""
+        span_context = pending.get_span_context()
+        self._ids.preset((span_context.trace_id, span_context.span_id))
+        try:
+            return tracer.start_span(
+                shape.span_name,
+                context=pending.parent,
+                kind=kinds.CLIENT,
+                attributes=attributes,
+                start_time=pending.start_ns,
+                record_exception=False,
+                set_status_on_exception=False,
+            )
+        finally:
+            self._ids.preset(None)  # unused when the tracer is disabled: never a later span's
+
+
 class _UpstreamCallSpan:
     """:meth:`Telemetry.upstream_call`'s context manager (a class: cheaper than a generator)."""
 
-    __slots__ = ("_arguments", "_outcome", "_shape", "_span", "_started", "_telemetry", "_token")
+    __slots__ = (
+        "_arguments",
+        "_outcome",
+        "_recorded_arguments",
+        "_shape",
+        "_span",
+        "_started",
+        "_telemetry",
+        "_token",
+    )
 
     def __init__(self, telemetry: Telemetry, shape: _Shape, arguments: Mapping[str, Any]) -> None:
         self._telemetry = telemetry
         self._shape = shape
         self._arguments = arguments
         self._outcome: CallOutcome | None = None
+        self._recorded_arguments: str | None = None
 
     def _finished(self, outcome: CallOutcome) -> None:
         if self._outcome is None:
@@ -906,15 +1098,24 @@ class _UpstreamCallSpan:
     def __enter__(self) -> Callable[[CallOutcome], None]:
         telemetry = self._telemetry
         shape = self._shape
-        span = telemetry.tracer.start_span(
-            shape.span_name,
-            kind=telemetry.span_kinds.CLIENT,
-            attributes=shape.attributes,
-            record_exception=False,
-            set_status_on_exception=False,
-        )
-        if telemetry.record_arguments and span.is_recording():
-            span.set_attribute("gen_ai.tool.call.arguments", _recorded(dict(self._arguments)))
+        deferred = telemetry._deferred_calls
+        span: Any
+        if deferred is not None:
+            span = deferred.start(shape, telemetry.get_current(), telemetry.span_kinds.CLIENT)
+            span.start_ns = time.time_ns()
+            if telemetry.record_arguments and span.recording:
+                # Now, not after the answer: the caller may reuse its arguments meanwhile.
+                self._recorded_arguments = _recorded(dict(self._arguments))
+        else:
+            span = telemetry.tracer.start_span(
+                shape.span_name,
+                kind=telemetry.span_kinds.CLIENT,
+                attributes=shape.attributes,
+                record_exception=False,
+                set_status_on_exception=False,
+            )
+            if telemetry.record_arguments and span.is_recording():
+                span.set_attribute("gen_ai.tool.call.arguments", _recorded(dict(self._arguments)))
         self._span = span
         self._token = telemetry.attach(telemetry.set_span_in_context(span))
         in_flight = telemetry._in_flight
@@ -931,23 +1132,44 @@ class _UpstreamCallSpan:
         error_type = _error_type(exc) if exc is not None and self._outcome is None else None
         _after_answer(self._end, duration_s, end_ns, error_type)
 
+    def _made_span(self) -> Span | None:
+        """The call's SDK span: made now if it was deferred, ``None`` if it is not recorded."""
+        span: Any = self._span
+        if not isinstance(span, _PendingCallSpan):
+            return span  # type: ignore[no-any-return]
+        if not span.recording:  # sampled out: nothing to make, nothing exported
+            return None
+        telemetry = self._telemetry
+        attributes = self._shape.attributes
+        if self._recorded_arguments is not None:
+            attributes = {**attributes, "gen_ai.tool.call.arguments": self._recorded_arguments}
+        deferred = telemetry._deferred_calls
+        assert deferred is not None  # a pending span comes from it
+        return deferred.make(telemetry.tracer, span, self._shape, attributes, telemetry.span_kinds)
+
     def _end(self, duration_s: float, end_ns: int, raised: str | None) -> None:
         telemetry = self._telemetry
         shape = self._shape
-        span = self._span
+        span = self._made_span()
         outcome = self._outcome
         if outcome is not None:
             outcome_name, error_type = _outcome_of(outcome)
             error_kind: str | None = outcome.error_kind
-            if telemetry.record_results and outcome.result is not None and span.is_recording():
+            if (
+                telemetry.record_results
+                and outcome.result is not None
+                and span is not None
+                and span.is_recording()
+            ):
                 span.set_attribute(
                     "gen_ai.tool.call.result", _recorded(outcome.result.model_dump(mode="json"))
                 )
         else:
             outcome_name = "failed"
             error_type = error_kind = raised
-        _finish(span, error_type)
-        span.end(end_ns)
+        if span is not None:
+            _finish(span, error_type)
+            span.end(end_ns)
         telemetry._upstream_duration.record(duration_s, shape.labels_for(outcome_name, error_type))
         telemetry.recent.appendleft(
             RecentCall(

@@ -291,6 +291,7 @@ def with_observability(
             f"{'metrics' if mcp_path.rstrip('/') == METRICS_PATH else 'status page'} "
             "while telemetry is on; choose another path for the MCP endpoint (e.g. /mcp)"
         )
+    telemetry.serve_prometheus()  # /metrics counts from the gateway's start
     tokens = [t for t in (auth_token, telemetry.metrics_token) if t]
     return ObservabilityRoutes(
         app,
