@@ -712,6 +712,12 @@ class FieldRanking:
         except (KeyError, ValueError, TypeError) as exc:
             logger.info("ignoring the stored search index: %s", exc)
             return False
+        live = sum(len(row.docs) for row in layout.servers.values())
+        # Removed documents are at most rebuild_removed_share of the ids (see prepare): a
+        # file claiming many more ids is damaged, and its list is never allocated.
+        if not live <= slots <= 4 * live + 1024:
+            logger.info("ignoring the stored search index: %d document ids for %d", slots, live)
+            return False
         server_of: list[str | None] = [None] * slots
         name_terms: list[tuple[str, ...]] = [()] * slots
         for server, row in layout.servers.items():
@@ -723,7 +729,7 @@ class FieldRanking:
                     return False
                 server_of[doc] = server
                 name_terms[doc] = names
-        if n_tools is not None and slots - server_of.count(None) != n_tools:
+        if n_tools is not None and live != n_tools:
             return False
         self._server_of = server_of
         self._name_terms = name_terms
