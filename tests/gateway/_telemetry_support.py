@@ -23,7 +23,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import ScopeSpans
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -83,7 +83,8 @@ async def observed_gateway(
         config=config, agent_dir=agent, project_dir=project, relay_server_requests=True
     )
     spans = InMemorySpanExporter()
-    provider = TracerProvider()
+    # pi-mcp's own provider, as `pi-mcp serve` makes it (tests/hosts has an application's).
+    provider = _telemetry.create_tracer_provider({"service.name": "pi-mcp-test"})
     provider.add_span_processor(SimpleSpanProcessor(spans))
     telemetry = _telemetry.create_telemetry(
         tracer_provider=provider, record_arguments=record_arguments, metrics_token=metrics_token
