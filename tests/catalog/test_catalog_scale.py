@@ -269,12 +269,13 @@ def test_the_json_export_is_written_a_piece_at_a_time_never_as_one_text(
 ) -> None:
     # Joining and encoding the whole file in one C call held the interpreter lock for as long
     # as the file is large (60 ms at 16 MB): every other thread, the event loop included,
-    # stalled meanwhile. Pieces bounded by the chunk size (plus one entry) bound that hold.
+    # stalled meanwhile. A piece per batch of servers bounds that hold.
     from pi_mcp_adapter import _files
-    from pi_mcp_adapter.catalog import _cache
+    from pi_mcp_adapter.catalog import _cache, _store
 
     path = tmp_path / "mcp-cache.json"
-    cache = filled_cache(path, 2000)
+    servers = 2000
+    cache = filled_cache(path, servers)
     pieces: list[int] = []
     write = _files.write_atomically_in_chunks
 
@@ -292,13 +293,82 @@ def test_the_json_export_is_written_a_piece_at_a_time_never_as_one_text(
     cache.flush()
 
     written = path.read_bytes()
+    entries = json.loads(written)["servers"]
     largest_entry = max(
-        len(json.dumps(raw, ensure_ascii=False, separators=(",", ":")).encode())
-        for raw in json.loads(written)["servers"].values()
+        len(json.dumps([key, raw], ensure_ascii=False, separators=(",", ":")).encode())
+        for key, raw in entries.items()
     )
+    assert len(entries) == servers
     assert sum(pieces) == len(written)
-    assert len(pieces) >= len(written) // _cache.EXPORT_CHUNK_BYTES
-    assert max(pieces) <= _cache.EXPORT_CHUNK_BYTES + largest_entry + 64
+    assert len(pieces) >= servers // _store.EXPORT_ROWS_PER_BATCH
+    assert max(pieces) <= _store.EXPORT_ROWS_PER_BATCH * largest_entry
     assert written == json.dumps(
         json.loads(written), ensure_ascii=False, separators=(",", ":")
     ).encode("utf-8")
+
+
+def test_opening_the_catalog_reads_its_entries_a_batch_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One query per server cost more than parsing the entries at 19,641 servers.
+    from pi_mcp_adapter.catalog import _store
+
+    servers = 1200
+    filled_cache(tmp_path / "mcp-cache.json", servers)
+    entries = {server_name(s): entry(args=(server_name(s),)) for s in range(servers)}
+    entries["never-listed"] = entry(args=("never-listed",))
+    entries[server_name(7)] = entry(args=("changed",))  # its entry is for another config
+    queries: list[int] = []
+    for method in ("entry_text", "entry_texts"):
+        original = getattr(_store.CatalogStore, method)
+
+        def recording(self: Any, names: Any, _original: Any = original) -> Any:
+            queries.append(1 if isinstance(names, str) else len(names))
+            return _original(self, names)
+
+        monkeypatch.setattr(_store.CatalogStore, method, recording)
+    state = CatalogState(
+        cache=MetadataCache(tmp_path / "mcp-cache.json"),
+        agent_dir=tmp_path,
+        entries=lambda: entries,
+        settings=Settings,
+    )
+
+    state.load_cache()
+
+    assert len(queries) <= 3, queries
+    assert state.metadata(server_name(0)) == server_metadata(server_name(0))
+    assert state.metadata(server_name(7)) is None
+    assert state.metadata("never-listed") is None
+    assert sum(1 for name in entries if state.is_known(name)) == servers - 1
+
+
+def test_opening_a_large_catalog_sets_off_no_garbage_collection(tmp_path: Path) -> None:
+    # Each collection set off while millions of parsed objects arrive walks them all: three
+    # quarters of reading the entries at 95,000 tools went to the collector.
+    import gc
+
+    servers = 400  # 2,000 tools: a catalog whose parsed entries live as long as the adapter
+    filled_cache(tmp_path / "mcp-cache.json", servers)
+    entries = {server_name(s): entry(args=(server_name(s),)) for s in range(servers)}
+    state = CatalogState(
+        cache=MetadataCache(tmp_path / "mcp-cache.json"),
+        agent_dir=tmp_path,
+        entries=lambda: entries,
+        settings=Settings,
+    )
+    collections: list[int] = []
+
+    def record(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.callbacks.append(record)
+    try:
+        state.load_cache()
+        catalog = state.full_catalog
+    finally:
+        gc.callbacks.remove(record)
+        gc.unfreeze()  # what the state froze belongs to this test only
+    assert len(catalog) == servers * TOOLS_PER_SERVER
+    assert collections == []

@@ -142,8 +142,6 @@ durations): relistings in a row become one export."""
 SYNC_EXPORT_BYTES = 8 * 1024 * 1024
 """A file up to this size is exported right after the write that changed the store (tens of
 milliseconds); a larger one is exported by a background thread, coalesced."""
-EXPORT_CHUNK_BYTES = 256 * 1024
-"""The export is written in pieces of about this size (see ``_export_chunks``)."""
 JSON_EXPORT_LIMIT_BYTES = 32 * 1024 * 1024
 """Above this, ``mcp-cache.json`` is no longer written (the store has everything): about
 48,000 tools like the development catalog's. The TypeScript adapter parses the whole file at
@@ -200,10 +198,14 @@ def _stable_text(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "[" + ",".join([_stable_text(v) for v in value]) + "]"
     if isinstance(value, dict | Mapping):
-        members = [
-            f"{_js_string(str(k))}:{_stable_text(v)}"
-            for k, v in sorted(value.items(), key=lambda item: _utf16_order(item[0]))
-        ]
+        items = [(str(k), v) for k, v in value.items()]
+        if "".join([k for k, _v in items]).isascii():
+            # ASCII keys (field names, nearly always) sort the same by code point as by
+            # UTF-16 unit: no encoding per key (hashing 19,641 servers sorted 300,000 keys).
+            items.sort(key=lambda item: item[0])
+        else:
+            items.sort(key=lambda item: _utf16_order(item[0]))
+        members = [f"{_js_string(k)}:{_stable_text(v)}" for k, v in items]
         return "{" + ",".join(members) + "}"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))  # JavaScript writes 5.0 as 5
@@ -529,6 +531,11 @@ def _diff_tools(old_tools: Any, new_tools: Any, *, now_ms: int) -> DefinitionCha
 
 def _objects(value: Any, *required: str) -> tuple[JsonObject, ...]:
     items = value if isinstance(value, list) else []
+    if len(required) == 1:
+        # Tools and prompts: one key to check, without a generator per item (opening a
+        # catalog of 95,000 tools checks every one).
+        (key,) = required
+        return tuple([i for i in items if isinstance(i, dict) and isinstance(i.get(key), str)])
     return tuple(
         item
         for item in items
@@ -808,6 +815,48 @@ class MetadataCache:
         """``server``'s cached metadata, only if its entry is valid for ``entry``."""
         state, raw = self._state_and_entry(server, entry, parse=True)
         return _metadata_from_entry(raw) if state == "valid" else None
+
+    def get_many(self, entries: Mapping[str, ServerEntry]) -> dict[str, ServerMetadata]:
+        """What :meth:`get` answers for each of ``entries``, for those with a valid entry, in
+        the order of ``entries``: the entries the summaries call valid are read from the
+        store in a few queries, not one per server (what opening a catalog of tens of
+        thousands of servers spends most on, after parsing them)."""
+        self._ensure_loaded()
+        digests = {
+            server: config_hash(entry, environ=self._environ) for server, entry in entries.items()
+        }
+        unread: list[str] = []
+        with self._state_lock:
+            for server, digest in digests.items():
+                text = self._summaries.get(server)
+                if (
+                    server not in self._entries
+                    and text is not None
+                    and self._state_of(json.loads(text), digest) == "valid"
+                ):
+                    unread.append(server)
+            store = self._store
+        texts: dict[str, str] = {}
+        if unread and store is not None:
+            try:
+                texts = store.entry_texts(unread)
+            except (StoreLockedError, StoreUnreadableError, OSError) as exc:
+                self._warn(f"cannot read cached entries from {self.store_path.name}: {exc}")
+        raws: dict[str, Any] = {}
+        with self._state_lock:
+            for server in unread:
+                text = texts.get(server)
+                if server in self._entries or text is None:
+                    continue  # stored by this process meanwhile, or removed by another
+                try:
+                    self._entries[server] = json.loads(text)
+                except ValueError as exc:
+                    self._warn(f"cannot read {server!r} from {self.store_path.name}: {exc}")
+            for server, digest in digests.items():
+                raw = self._entries.get(server, _ABSENT)
+                if raw is not _ABSENT and self._state_of(raw, digest) == "valid":
+                    raws[server] = raw
+        return {server: _metadata_from_entry(raw) for server, raw in raws.items()}
 
     def _state_and_entry(
         self, server: str, entry: ServerEntry, *, parse: bool
@@ -1360,9 +1409,9 @@ class MetadataCache:
                 )
             return
         self._remove_orphaned_temp_files()
-        with store.export_rows() as (gen, rows):
+        with store.export_rows() as (gen, batches):
             write_atomically_in_chunks(
-                self.path, _export_chunks(rows), temp_prefix=self._temp_prefix()
+                self.path, _export_chunks(batches), temp_prefix=self._temp_prefix()
             )
         identity = self._json_identity()
         with store.transaction() as txn:
@@ -1441,25 +1490,19 @@ def _not_a_private_store(path: Path) -> str | None:
     return None
 
 
-def _export_chunks(rows: Iterator[tuple[str, str]]) -> Iterator[bytes]:
-    """``mcp-cache.json``'s bytes from the store's ``(key, entry)`` texts, in pieces of about
-    :data:`EXPORT_CHUNK_BYTES`. Each server's text is encoded on its own: joining and encoding
-    the whole file at once held the interpreter lock for 60 ms at 23,750 tools (16 MB), the
-    longest stall a relisting caused; one server's entry is well under a millisecond, and the
-    thread gives up the lock while each piece is written."""
-    pending: list[bytes] = [f'{{"version":{CACHE_VERSION},"servers":{{'.encode()]
-    pending_bytes = 0
+def _export_chunks(batches: Iterator[list[tuple[str, str]]]) -> Iterator[bytes]:
+    """``mcp-cache.json``'s bytes from the store's batches of ``(key, entry)`` texts, a piece
+    per batch. Encoding each batch on its own bounds how long the interpreter lock is held:
+    joining and encoding the whole file at once held it for 60 ms at 23,750 tools (16 MB),
+    the longest stall a relisting caused; a batch is well under a millisecond, the lock is
+    given up between servers and while each piece is written. One comprehension per batch,
+    no Python call per server: the work is the file's, not a server's."""
+    yield f'{{"version":{CACHE_VERSION},"servers":{{'.encode()
     separator = b""
-    for key, entry in rows:
-        piece = f"{key}:{entry}".encode()
-        pending += (separator, piece)
+    for batch in batches:
+        yield separator + b",".join([f"{key}:{entry}".encode() for key, entry in batch])
         separator = b","
-        pending_bytes += len(piece)
-        if pending_bytes >= EXPORT_CHUNK_BYTES:
-            yield b"".join(pending)
-            pending, pending_bytes = [], 0
-    pending.append(b"}}")
-    yield b"".join(pending)
+    yield b"}}"
 
 
 def _parse(text: str) -> Any:

@@ -52,6 +52,12 @@ SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 10.0
 """A writer holds the database for one transaction (milliseconds); ten seconds means stuck."""
 
+EXPORT_ROWS_PER_BATCH = 256
+"""Rows the export takes at a time (a few hundred kilobytes to a megabyte of entries)."""
+_NAMES_PER_QUERY = 500
+"""Names bound in one ``IN (...)`` query (SQLite allows 32,766 variables since 3.32; older
+ones 999)."""
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS servers (
     name TEXT NOT NULL UNIQUE,
@@ -229,12 +235,30 @@ class CatalogStore:
                 raise _translate(exc) from exc
         return None if row is None else str(row[0])
 
+    def entry_texts(self, names: Sequence[str]) -> dict[str, str]:
+        """The entries of ``names`` that exist, read a batch of names per query (opening a
+        catalog reads thousands: one query each cost more than parsing them)."""
+        found: dict[str, str] = {}
+        with self._connection() as connection:
+            try:
+                for start in range(0, len(names), _NAMES_PER_QUERY):
+                    batch = names[start : start + _NAMES_PER_QUERY]
+                    marks = ",".join("?" * len(batch))
+                    rows = connection.execute(
+                        f"SELECT name, entry FROM servers WHERE name IN ({marks})",
+                        tuple(batch),
+                    ).fetchall()
+                    found.update((str(n), str(e)) for n, e in rows)
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+        return found
+
     @contextlib.contextmanager
-    def export_rows(self) -> Iterator[tuple[int, Iterator[tuple[str, str]]]]:
-        """``(gen, rows)``: every server's ``(key, entry)`` in the order first stored, read in
-        one transaction and streamed (a row at a time, the connection stepping without the
-        interpreter lock) rather than fetched whole: at tens of megabytes, materialising and
-        joining every row held the interpreter lock long enough to stall the event loop."""
+    def export_rows(self) -> Iterator[tuple[int, Iterator[list[tuple[str, str]]]]]:
+        """``(gen, batches)``: every server's ``(key, entry)`` in the order first stored, read
+        in one transaction and handed over :data:`EXPORT_ROWS_PER_BATCH` rows at a time
+        rather than fetched whole: at tens of megabytes, materialising and joining every row
+        at once held the interpreter lock long enough to stall the event loop."""
         with self._connection() as connection:
             try:
                 connection.execute("BEGIN")
@@ -244,14 +268,14 @@ class CatalogStore:
                 gen, _removals = self._counters(connection)
                 cursor = connection.execute("SELECT key, entry FROM servers ORDER BY rowid")
 
-                def rows() -> Iterator[tuple[str, str]]:
+                def batches() -> Iterator[list[tuple[str, str]]]:
                     try:
-                        for key, entry in cursor:
-                            yield str(key), str(entry)
+                        while batch := cursor.fetchmany(EXPORT_ROWS_PER_BATCH):
+                            yield batch
                     except sqlite3.Error as exc:
                         raise _translate(exc) from exc
 
-                yield gen, rows()
+                yield gen, batches()
             except sqlite3.Error as exc:
                 raise _translate(exc) from exc
             finally:

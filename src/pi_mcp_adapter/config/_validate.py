@@ -8,6 +8,7 @@ actual JSON type, never the value: a value may be a secret.
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import types
 import typing
@@ -131,7 +132,15 @@ def empty_name_error(raw: RawEntry) -> ConfigError | None:
 
 def json_name(model: type[BaseModel], name: str) -> str:
     """The camelCase key a field is written with in JSON."""
-    return model.model_fields[name].alias or name
+    return _json_names(model).get(name, name)
+
+
+@functools.cache
+def _json_names(model: type[BaseModel]) -> dict[str, str]:
+    # Once per model: reading ``model_fields`` goes through pydantic's class-property
+    # machinery, and loading the configuration asks for every field of every server (a
+    # sixth of loading 19,641 servers).
+    return {name: info.alias or name for name, info in model.model_fields.items()}
 
 
 def json_type(value: object) -> str:

@@ -174,14 +174,18 @@ class CatalogState:
 
     def load_cache(self) -> None:
         """Read the cache file and take every enabled server's entry that is still valid."""
-        self.cache.load()
-        self.revision += 1
-        self._invalidate()
-        for name, entry in self.enabled().items():
-            cached = self.cache.get(name, entry)
-            if cached is not None:
+        # Reading every summary and entry allocates millions of long-lived objects: with the
+        # collector running, its collections took three quarters of that time (1.8 of 2.4 s
+        # at 95,000 tools). What was read lives as long as the adapter: frozen, like an index.
+        with _collector_paused():
+            self.cache.load()
+            self.revision += 1
+            self._invalidate()
+            for name, cached in self.cache.get_many(self.enabled()).items():
                 self._metadata[name] = cached
                 self._changes[name] = self.cache.definition_changes(name)
+            if sum(len(m.tools) for m in self._metadata.values()) >= LONG_LIVED_FROM_TOOLS:
+                gc.freeze()
 
     def metadata(self, server: str) -> ServerMetadata | None:
         """What ``server`` offered when last listed (live or from the cache)."""
@@ -524,7 +528,10 @@ class CatalogState:
             if self._catalog is None:
                 enabled = self.enabled()
                 metadata = {n: m for n, m in self._metadata.items() if n in enabled}
-                self._catalog = Catalog.build(metadata, enabled, self._settings())
+                with _collector_paused():  # see load_cache
+                    self._catalog = Catalog.build(metadata, enabled, self._settings())
+                    if len(self._catalog) >= LONG_LIVED_FROM_TOOLS:
+                        gc.freeze()
             return self._catalog
         views = self._views_of(caller)
         if views.catalog is None:
