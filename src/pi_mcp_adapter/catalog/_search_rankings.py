@@ -670,12 +670,18 @@ class FieldRanking:
             writing = stored.begin_write()
             if not writing:
                 stored.begin_read()
-            # Read again under the write lock: another process may have patched the file.
-            layout = stored.read_layout(_index_parameters())
-            if layout is None or not self._adopt(stored, layout, None):
-                break
+            # Read again under the write lock when another process wrote since.
+            if stored.generation() != layout.generation:
+                layout = stored.read_layout(_index_parameters())
+                if layout is None:
+                    break
             changed, gone = _differences(layout, prints)
-            if not self._patch(stored, changed, gone, groups):
+            if not changed and not gone:
+                stored.begin_read()  # patched by another process: open it as it is now
+                continue
+            if not self._adopt(stored, layout, None) or not self._patch(
+                stored, changed, gone, groups
+            ):
                 break
             self.store_activity.patched_servers = (*changed, *gone)
             if not writing:
@@ -690,10 +696,9 @@ class FieldRanking:
             if stored.write_patch(entries, rows, gone, meta, layout.generation + 1):
                 self.store_activity.rows_written = stored.rows_written
                 stored.begin_read()
-                again = stored.read_layout(_index_parameters())
                 # Unless another writer came in between, the snapshot now read is the one
                 # this process patched its index to.
-                if again is not None and again.generation == layout.generation + 1:
+                if stored.generation() == layout.generation + 1:
                     self._touched = {}
                     return True
         self._clear()

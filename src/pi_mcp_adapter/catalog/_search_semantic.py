@@ -468,8 +468,17 @@ class ToolVectors:
         # exactly these tools' vectors, in their order.
         rewrite = missing or same_catalog is None or (remembers and word_ids is None)
         if cache_path is not None and rewrite:
-            texts = [embedding_text(t) for t in tools]
-            words = embedder.word_ids(texts) if isinstance(embedder, _LazyWordLlama) else {}
+            words: dict[str, tuple[int, ...]] = {}
+            if isinstance(embedder, _LazyWordLlama):
+                # The file's memory plus the words of the tools it lacked: a word's ids do
+                # not depend on the catalog, and a relisted server's words cost that server
+                # (reading every tool's text is most of a rewrite at 100,000 tools). Words of
+                # tools gone since stay, unused, until a rewrite without a memory.
+                if word_ids is not None:
+                    words = dict(word_ids)
+                    words.update(embedder.word_ids([embedding_text(tools[i]) for i in missing]))
+                else:
+                    words = embedder.word_ids([embedding_text(t) for t in tools])
             keys = keys or [_definition_key(model_id, t) for t in tools]
             _write_vectors(cache_path, model_id, keys, matrix, words, catalog)
 

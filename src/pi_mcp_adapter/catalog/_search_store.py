@@ -289,6 +289,20 @@ class StoredIndex:
             logger.info("ignoring the stored search index %s: %s", self.path, exc)
             return None
 
+    def generation(self) -> int | None:
+        """The generation of the index in the current transaction (a read transaction is
+        begun when none is open); None when it cannot be read."""
+        try:
+            with self._lock:
+                if not self._connection.in_transaction:
+                    self._connection.execute("BEGIN")
+                row = self._connection.execute(
+                    "SELECT value FROM blobs WHERE name = 'meta'"
+                ).fetchone()
+            return None if row is None else int(json.loads(bytes(row[0]))["generation"])
+        except (sqlite3.Error, KeyError, ValueError, TypeError):
+            return None
+
     def server_tools(self, server: str) -> list[ToolInfo] | None:
         """The tools the index holds of ``server``; None when the row is missing or damaged."""
         try:
