@@ -986,18 +986,30 @@ class _DeferredCallSpans:
     same span, the same parent, the same ids the upstream server saw. An application's own
     provider has no way to be handed ids, so there the span is made at once."""
 
-    __slots__ = ("_flags", "_ids", "_parent_decides", "_pending_class", "_sampler", "_span_context")
+    __slots__ = (
+        "_current_span",
+        "_flags",
+        "_ids",
+        "_parent_decides",
+        "_pending_class",
+        "_random_ids",
+        "_sampler",
+        "_span_context",
+    )
 
     def __init__(self, sampler: Any, ids: Any) -> None:
+        from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
         from opentelemetry.sdk.trace.sampling import DEFAULT_ON
-        from opentelemetry.trace import SpanContext, TraceFlags
+        from opentelemetry.trace import SpanContext, TraceFlags, get_current_span
 
         self._sampler = sampler
         # The default sampler (no OTEL_TRACES_SAMPLER): a root span is sampled, a child is
         # when its parent is, and it keeps its parent's trace state. Said here, not asked.
         self._parent_decides = sampler is DEFAULT_ON
         self._ids = ids
+        self._random_ids = RandomIdGenerator()  # new ids; ``_ids`` is told them when used
         self._span_context = SpanContext
+        self._current_span = get_current_span
         # [sampled][random trace id] -> flags, as the SDK sets them on the spans it makes.
         self._flags = [
             [TraceFlags(TraceFlags.DEFAULT), TraceFlags(TraceFlags.RANDOM_TRACE_ID)],
@@ -1019,11 +1031,9 @@ class _DeferredCallSpans:
 
     def start(self, shape: _Shape, parent: Any, client_kind: Any) -> Any:
         """The pending span of a call of ``shape`` under ``parent`` (a context)."""
-        from opentelemetry.trace import get_current_span
-
-        parent_span = get_current_span(parent).get_span_context()
+        parent_span = self._current_span(parent).get_span_context()
         if not parent_span.is_valid:
-            trace_id = self._ids.generate_trace_id()
+            trace_id = self._random_ids.generate_trace_id()
             random_id = True
         else:
             trace_id = parent_span.trace_id
@@ -1040,7 +1050,7 @@ class _DeferredCallSpans:
             trace_state = sampling.trace_state
         context = self._span_context(
             trace_id,
-            self._ids.generate_span_id(),
+            self._random_ids.generate_span_id(),
             is_remote=False,
             trace_flags=self._flags[sampled][random_id],
             trace_state=trace_state,
