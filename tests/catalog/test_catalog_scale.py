@@ -372,3 +372,32 @@ def test_opening_a_large_catalog_sets_off_no_garbage_collection(tmp_path: Path) 
         gc.unfreeze()  # what the state froze belongs to this test only
     assert len(catalog) == servers * TOOLS_PER_SERVER
     assert collections == []
+
+
+def test_loading_a_configuration_of_thousands_of_servers_sets_off_no_garbage_collection(
+    tmp_path: Path,
+) -> None:
+    import gc
+
+    from pi_mcp_adapter.config import load_config
+
+    config = tmp_path / "mcp.json"
+    servers = {server_name(s): {"command": "/bin/false", "args": [str(s)]} for s in range(2000)}
+    config.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    collections: list[int] = []
+
+    def record(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.callbacks.append(record)
+    try:
+        loaded = load_config(
+            agent_dir=tmp_path / "agent", project_dir=tmp_path, config_path=config, home=tmp_path
+        )
+    finally:
+        gc.callbacks.remove(record)
+    assert len(loaded.servers) == len(servers)
+    # One collection may follow as the pause ends (the configuration is not frozen: a reload
+    # replaces it); loading itself set off none (it set off a few hundred).
+    assert len(collections) <= 1, collections

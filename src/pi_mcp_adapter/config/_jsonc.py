@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -71,6 +72,11 @@ def blank_jsonc(text: str, *, keep_commas: bool = False) -> str:
     Raises:
         JsoncSyntaxError: a ``/*`` comment is never closed.
     """
+    if not _has_jsonc_extras(text):
+        # Plain JSON (every generated configuration, and most written ones) has nothing to
+        # blank: not scanning it character by character in Python saves a tenth of loading
+        # a configuration of 19,641 servers.
+        return " " + text[1:] if text.startswith("\ufeff") else text
     out = list(text)
     if text.startswith("\ufeff"):
         out[0] = " "
@@ -113,6 +119,17 @@ def blank_jsonc(text: str, *, keep_commas: bool = False) -> str:
             pending_comma = None
         i += 1
     return "".join(out)
+
+
+_STRING_OR_EXTRA = re.compile(r'"(?:[^"\\\n]|\\.)*["\n]?|/[/*]|,[ \t\r\n]*[\]}]', re.S)
+"""A string as :func:`blank_jsonc` skips it (up to its closing quote or a raw newline, an
+escape taking the next character), else what it blanks: the start of a comment, or a comma
+before a closing bracket (one with a comment in between starts a comment)."""
+
+
+def _has_jsonc_extras(text: str) -> bool:
+    """Whether ``text`` has a comment or a trailing comma outside its strings."""
+    return any(m.group()[0] != '"' for m in _STRING_OR_EXTRA.finditer(text))
 
 
 def parse_jsonc(text: str) -> JsoncDocument | None:
@@ -172,7 +189,10 @@ def _deepest_opening(blanked: str) -> tuple[int, int]:
 
 def _line_starts(text: str) -> list[int]:
     starts = [0]
-    starts.extend(i + 1 for i, c in enumerate(text) if c == "\n")
+    newline = text.find("\n")
+    while newline >= 0:  # str.find, not a Python step per character
+        starts.append(newline + 1)
+        newline = text.find("\n", newline + 1)
     return starts
 
 

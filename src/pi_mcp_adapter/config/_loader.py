@@ -18,6 +18,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 
+from pi_mcp_adapter._collector import collector_paused
 from pi_mcp_adapter._errors import ConfigError
 from pi_mcp_adapter._secrets import (
     MASK,
@@ -210,6 +211,29 @@ def load_config(
     This function does not raise for bad configuration: problems are in ``errors``,
     ``invalid_servers`` and ``warnings`` of the result.
     """
+    # Tens of thousands of servers are hundreds of thousands of objects built at once.
+    with collector_paused():
+        return _load_config(
+            agent_dir=agent_dir,
+            project_dir=project_dir,
+            config_path=config_path,
+            home=home,
+            environ=environ,
+            platform=platform,
+            exclusive=exclusive,
+        )
+
+
+def _load_config(
+    *,
+    agent_dir: Path,
+    project_dir: Path,
+    config_path: Path | None,
+    home: Path | None,
+    environ: Mapping[str, str] | None,
+    platform: str | None,
+    exclusive: bool | None,
+) -> LoadedConfig:
     where = Where(
         home=home if home is not None else Path.home(),
         project_dir=project_dir,

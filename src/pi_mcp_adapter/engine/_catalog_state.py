@@ -29,15 +29,14 @@ from __future__ import annotations
 
 import functools
 import gc
-import threading
 import time
-from collections.abc import Callable, Collection, Coroutine, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from pi_mcp_adapter._collector import collector_paused
 from pi_mcp_adapter.catalog import (
     Catalog,
     DefinitionChanges,
@@ -75,32 +74,6 @@ at 2,375 tools one full collection stalled a concurrent call by 0.1 s. An index 
 reference cycles of its own (a replaced one is freed by reference counting, about 20 small
 cyclic objects aside), so freezing it costs no memory worth counting. Small catalogs (tests,
 a handful of servers) are left alone: their collections are short."""
-
-
-_paused_lock = threading.Lock()
-_paused_builds = 0
-_resume_collector = False
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """No automatic collection while a large index is built: a half-built index is hundreds of
-    thousands of new objects, and each collection set off meanwhile walks them all holding the
-    interpreter lock (0.1-0.2 s each at 23,750 tools). What the build allocates is frozen
-    when it ends; the collector runs again as before (unless someone else had turned it off)."""
-    global _paused_builds, _resume_collector
-    with _paused_lock:
-        if _paused_builds == 0:
-            _resume_collector = gc.isenabled()
-        _paused_builds += 1
-        gc.disable()
-    try:
-        yield
-    finally:
-        with _paused_lock:
-            _paused_builds -= 1
-            if _paused_builds == 0 and _resume_collector:
-                gc.enable()
 
 
 class CatalogState:
@@ -177,7 +150,7 @@ class CatalogState:
         # Reading every summary and entry allocates millions of long-lived objects: with the
         # collector running, its collections took three quarters of that time (1.8 of 2.4 s
         # at 95,000 tools). What was read lives as long as the adapter: frozen, like an index.
-        with _collector_paused():
+        with collector_paused():
             self.cache.load()
             self.revision += 1
             self._invalidate()
@@ -528,7 +501,7 @@ class CatalogState:
             if self._catalog is None:
                 enabled = self.enabled()
                 metadata = {n: m for n, m in self._metadata.items() if n in enabled}
-                with _collector_paused():  # see load_cache
+                with collector_paused():  # see load_cache
                     self._catalog = Catalog.build(metadata, enabled, self._settings())
                     if len(self._catalog) >= LONG_LIVED_FROM_TOOLS:
                         gc.freeze()
@@ -590,7 +563,7 @@ class CatalogState:
                 vector_cache=search_vector_cache_path(self._agent_dir),
                 index_store=store,
             )
-        with _collector_paused():
+        with collector_paused():
             index = SearchIndex(
                 catalog.tools(),
                 ranking=ranking,
