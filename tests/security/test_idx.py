@@ -151,3 +151,15 @@ def test_a_file_that_is_not_a_database_is_replaced_and_searched(tmp_path: Path) 
     activity = again.store_activity
     assert activity is not None
     assert not activity.full_build
+
+
+def test_the_stored_index_and_its_journal_are_readable_by_the_owner_only(tmp_path: Path) -> None:
+    path = tmp_path / "mcp-search-index.sqlite"
+    open_index(catalog_tools(8), path)
+    reader = open_index(catalog_tools(8), path)  # keeps the file, and its WAL, open
+
+    modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.glob(f"{path.name}*")}
+
+    assert path.name in modes
+    assert set(modes.values()) == {0o600}, modes
+    assert answers(reader)

@@ -35,6 +35,7 @@ import hashlib
 import json
 import logging
 import marshal
+import os
 import sqlite3
 import threading
 import zlib
@@ -203,6 +204,9 @@ class StoredIndex:
         for attempt in range(2):
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
+                # Owner-only, like the metadata it indexes; SQLite gives its -wal and -shm
+                # files the database's mode.
+                os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
                 connection = sqlite3.connect(
                     path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
                 )
