@@ -66,6 +66,7 @@ _FORMAT = "2"
 # memory only: a patch writes one server's rows in milliseconds, a first full write of
 # 100,000 tools a few seconds.
 _BUSY_TIMEOUT_S = 10.0
+_WAL_KEPT_BYTES = 8 << 20
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -218,6 +219,9 @@ class StoredIndex:
                 # WAL commits are atomic at NORMAL: a crash may lose the last patch, never
                 # mix it with the one before.
                 connection.execute("PRAGMA synchronous = NORMAL")
+                # A full write passes the whole index through the WAL; once folded back
+                # into the file, the WAL is cut back to this size rather than kept as large.
+                connection.execute(f"PRAGMA journal_size_limit = {_WAL_KEPT_BYTES}")
                 connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
                 return cls(path, connection)
             except sqlite3.Error as exc:
