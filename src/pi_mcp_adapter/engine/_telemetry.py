@@ -327,7 +327,9 @@ def _provider_class() -> type[SdkTracerProvider]:
                 return invalid
             current: Any = trace.get_current_span(context)
             if type(current) in _PENDING_SPAN_CLASS:
-                return current  # type: ignore[no-any-return]  # an upstream call's span, made once the call has its answer
+                # An upstream call's span, made once the call has its answer, stands for this
+                # request; under a gateway request's (SERVER) the SDK's span is a child of it.
+                return current if current.kind is client_kind else None
             scope = getattr(current, "instrumentation_scope", None)
             if getattr(current, "kind", None) is client_kind and (
                 scope is not None and scope.name == INSTRUMENTATION_NAME
@@ -354,7 +356,7 @@ def _provider_class() -> type[SdkTracerProvider]:
         """Random ids, except for a span whose ids went out before it was made.
 
         An upstream call's span is made after the call has its answer (see
-        :class:`_DeferredCallSpans`), with the ids its request's ``traceparent`` carried:
+        :class:`_DeferredSpans`), with the ids its request's ``traceparent`` carried:
         they are set here just before the SDK makes it, in the same thread, used once."""
 
         def __init__(self) -> None:
@@ -478,7 +480,7 @@ def create_telemetry(
         record_results=record_results,
         metrics_token=metrics_token,
         owns_meter_provider=owns_meter_provider,
-        deferred_calls=_DeferredCallSpans.for_provider(tracer_provider),
+        deferred_spans=_DeferredSpans.for_provider(tracer_provider),
     )
 
 
@@ -551,7 +553,7 @@ class Telemetry:
         record_results: bool = False,
         metrics_token: str | None = None,
         owns_meter_provider: bool = True,
-        deferred_calls: _DeferredCallSpans | None = None,
+        deferred_spans: _DeferredSpans | None = None,
     ) -> None:
         self.tracer = tracer
         self._owns_meter_provider = owns_meter_provider
@@ -574,7 +576,7 @@ class Telemetry:
         self.detach = context.detach
         self.set_span_in_context = trace.set_span_in_context
         self.get_current = context.get_current
-        self._deferred_calls = deferred_calls
+        self._deferred_spans = deferred_spans
         self._request_shapes: dict[tuple[Any, ...], _Shape] = {}
         self._call_shapes: dict[tuple[Any, ...], _Shape] = {}
         meter: Meter = meter_provider.get_meter(INSTRUMENTATION_NAME)
@@ -909,22 +911,32 @@ class _RequestSpan:
 
     def __enter__(self) -> _RequestRecord:
         telemetry = self._telemetry
-        attributes = self._shape.attributes
+        shape = self._shape
+        attributes = shape.attributes
         if self._request_id is not None or self._session_id:
             attributes = dict(attributes)
             if self._request_id is not None:
                 attributes["jsonrpc.request.id"] = str(self._request_id)
             if self._session_id:
                 attributes["mcp.session.id"] = self._session_id
-        self._span = telemetry.tracer.start_span(
-            self._shape.span_name,
-            context=_extract(self._meta),
-            kind=telemetry.span_kinds.SERVER,
-            attributes=attributes,
-            record_exception=False,
-            set_status_on_exception=False,
-        )
-        self._token = telemetry.attach(telemetry.set_span_in_context(self._span))
+        deferred = telemetry._deferred_spans
+        span: Any
+        if deferred is not None:
+            parent = _extract(self._meta)
+            if parent is None:
+                parent = telemetry.get_current()
+            span = deferred.start(shape.span_name, attributes, parent, telemetry.span_kinds.SERVER)
+        else:
+            span = telemetry.tracer.start_span(
+                shape.span_name,
+                context=_extract(self._meta),
+                kind=telemetry.span_kinds.SERVER,
+                attributes=attributes,
+                record_exception=False,
+                set_status_on_exception=False,
+            )
+        self._span = span
+        self._token = telemetry.attach(telemetry.set_span_in_context(span))
         self._started = time.perf_counter()
         return self._record
 
@@ -939,22 +951,28 @@ class _RequestSpan:
 
     def _end(self, duration_s: float, end_ns: int) -> None:
         record = self._record
-        _finish(self._span, record.error_type)
-        self._span.end(end_ns)
+        span = _made(self._telemetry, self._span)
+        if span is not None:
+            _finish(span, record.error_type)
+            span.end(end_ns)
         labels = self._shape.labels_for(record.outcome(), record.error_type)
         self._telemetry._request_duration.record(duration_s, labels)
 
 
-class _PendingCallSpan:
-    """The span an upstream call stands for while it runs: ids and sampling decided, the
-    SDK span not made yet. Current during the call, so the MCP SDK writes its context into
-    ``params._meta.traceparent`` and spans started meanwhile are its children; the span
-    itself is made with these ids once the call has its answer (:class:`_DeferredCallSpans`).
+class _PendingSpan:
+    """The span a request or an upstream call stands for while it runs: ids and sampling
+    decided, the SDK span not made yet. Current meanwhile, so the MCP SDK writes its context
+    into ``params._meta.traceparent`` and spans started meanwhile are its children; the span
+    itself is made with these ids once there is an answer (:class:`_DeferredSpans`).
     A subclass of the API's ``NonRecordingSpan``, created in :func:`_pending_span_class`."""
 
     __slots__ = ()
+    name: str
+    kind: Any
+    attributes: Mapping[str, Any]
+    """Its attributes at start (never changed: a shape's, or a copy)."""
     parent: Any
-    """The context the call started in: the span's parent when it is made."""
+    """The context it started in: the span's parent when it is made."""
     recording: bool
     """The sampler's decision: ``False``, and no span is made (the ids still go out)."""
     start_ns: int
@@ -969,22 +987,24 @@ def _pending_span_class() -> type[Any]:
         return _PENDING_SPAN_CLASS[0]
     from opentelemetry.trace import NonRecordingSpan
 
-    class PendingCallSpan(NonRecordingSpan, _PendingCallSpan):
-        __slots__ = ("parent", "recording", "start_ns")
+    class PendingSpan(NonRecordingSpan, _PendingSpan):
+        __slots__ = ("attributes", "kind", "name", "parent", "recording", "start_ns")
 
-    _PENDING_SPAN_CLASS.append(PendingCallSpan)
-    return PendingCallSpan
+    _PENDING_SPAN_CLASS.append(PendingSpan)
+    return PendingSpan
 
 
-class _DeferredCallSpans:
-    """How an upstream call's span is made after its answer, on pi-mcp's own tracer provider.
+class _DeferredSpans:
+    """How a request's and an upstream call's spans are made after the answer, on pi-mcp's
+    own tracer provider.
 
     Making an SDK span (ids, sampling, attribute checks, the span object) is most of what
-    telemetry adds to a call; made before the request is sent it delays every answer. So the
-    call only takes the span's ids and the sampler's decision (what its ``traceparent`` says)
-    and the span is made with them, its start time the call's, once the answer is back: the
-    same span, the same parent, the same ids the upstream server saw. An application's own
-    provider has no way to be handed ids, so there the span is made at once."""
+    telemetry adds to a call; made before the request is sent it delays every answer. So a
+    call only takes its span's ids and the sampler's decision (what its ``traceparent``
+    says) and the span is made with them, its start time the call's, once the answer is
+    back: the same span, the same parent, the same ids the upstream server saw. An
+    application's own provider has no way to be handed ids, so there spans are made at once.
+    """
 
     __slots__ = (
         "_current_span",
@@ -1021,7 +1041,7 @@ class _DeferredCallSpans:
         self._pending_class = _pending_span_class()
 
     @classmethod
-    def for_provider(cls, provider: TracerProvider) -> _DeferredCallSpans | None:
+    def for_provider(cls, provider: TracerProvider) -> _DeferredSpans | None:
         if not _PROVIDER_CLASS or not isinstance(provider, _PROVIDER_CLASS[0]):
             return None
         ids = provider.id_generator
@@ -1029,8 +1049,8 @@ class _DeferredCallSpans:
             return None
         return cls(provider.sampler, ids)
 
-    def start(self, shape: _Shape, parent: Any, client_kind: Any) -> Any:
-        """The pending span of a call of ``shape`` under ``parent`` (a context)."""
+    def start(self, name: str, attributes: Mapping[str, Any], parent: Any, kind: Any) -> Any:
+        """The pending span ``name`` under ``parent`` (a context), starting now."""
         parent_span = self._current_span(parent).get_span_context()
         if not parent_span.is_valid:
             trace_id = self._random_ids.generate_trace_id()
@@ -1042,9 +1062,7 @@ class _DeferredCallSpans:
             sampled = recording = not parent_span.is_valid or parent_span.trace_flags.sampled
             trace_state = parent_span.trace_state if parent_span.is_valid else None
         else:
-            sampling = self._sampler.should_sample(
-                parent, trace_id, shape.span_name, client_kind, shape.attributes
-            )
+            sampling = self._sampler.should_sample(parent, trace_id, name, kind, attributes)
             sampled = sampling.decision.is_sampled()
             recording = sampling.decision.is_recording()
             trace_state = sampling.trace_state
@@ -1056,21 +1074,25 @@ class _DeferredCallSpans:
             trace_state=trace_state,
         )
         pending = self._pending_class(context)
+        pending.name = name
+        pending.kind = kind
+        pending.attributes = attributes
         pending.parent = parent
         pending.recording = recording
+        pending.start_ns = time.time_ns()
         return pending
 
-    def make(
-        self, tracer: Tracer, pending: Any, shape: _Shape, attributes: Mapping[str, Any], kinds: Any
-    ) -> Span:
-        """The SDK span ``pending`` stood for (its ids, parent and ``start_ns``)."""
+    def make(self, tracer: Tracer, pending: Any, extra: Mapping[str, Any] | None) -> Span:
+        """The SDK span ``pending`` stood for: its ids, parent, start time and attributes
+        (and ``extra`` ones)."""
         span_context = pending.get_span_context()
+        attributes = pending.attributes if not extra else {**pending.attributes, **extra}
         self._ids.preset((span_context.trace_id, span_context.span_id))
         try:
             return tracer.start_span(
-                shape.span_name,
+                pending.name,
                 context=pending.parent,
-                kind=kinds.CLIENT,
+                kind=pending.kind,
                 attributes=attributes,
                 start_time=pending.start_ns,
                 record_exception=False,
@@ -1078,6 +1100,18 @@ class _DeferredCallSpans:
             )
         finally:
             self._ids.preset(None)  # unused when the tracer is disabled: never a later span's
+
+
+def _made(telemetry: Telemetry, span: Any, extra: Mapping[str, Any] | None = None) -> Span | None:
+    """``span`` itself, or the SDK span a pending one stood for, made now; ``None`` when it
+    was sampled out (nothing to make, nothing exported)."""
+    if not isinstance(span, _PendingSpan):
+        return span  # type: ignore[no-any-return]
+    if not span.recording:
+        return None
+    deferred = telemetry._deferred_spans
+    assert deferred is not None  # a pending span comes from it
+    return deferred.make(telemetry.tracer, span, extra)
 
 
 class _UpstreamCallSpan:
@@ -1108,11 +1142,15 @@ class _UpstreamCallSpan:
     def __enter__(self) -> Callable[[CallOutcome], None]:
         telemetry = self._telemetry
         shape = self._shape
-        deferred = telemetry._deferred_calls
+        deferred = telemetry._deferred_spans
         span: Any
         if deferred is not None:
-            span = deferred.start(shape, telemetry.get_current(), telemetry.span_kinds.CLIENT)
-            span.start_ns = time.time_ns()
+            span = deferred.start(
+                shape.span_name,
+                shape.attributes,
+                telemetry.get_current(),
+                telemetry.span_kinds.CLIENT,
+            )
             if telemetry.record_arguments and span.recording:
                 # Now, not after the answer: the caller may reuse its arguments meanwhile.
                 self._recorded_arguments = _recorded(dict(self._arguments))
@@ -1142,25 +1180,13 @@ class _UpstreamCallSpan:
         error_type = _error_type(exc) if exc is not None and self._outcome is None else None
         _after_answer(self._end, duration_s, end_ns, error_type)
 
-    def _made_span(self) -> Span | None:
-        """The call's SDK span: made now if it was deferred, ``None`` if it is not recorded."""
-        span: Any = self._span
-        if not isinstance(span, _PendingCallSpan):
-            return span  # type: ignore[no-any-return]
-        if not span.recording:  # sampled out: nothing to make, nothing exported
-            return None
-        telemetry = self._telemetry
-        attributes = self._shape.attributes
-        if self._recorded_arguments is not None:
-            attributes = {**attributes, "gen_ai.tool.call.arguments": self._recorded_arguments}
-        deferred = telemetry._deferred_calls
-        assert deferred is not None  # a pending span comes from it
-        return deferred.make(telemetry.tracer, span, self._shape, attributes, telemetry.span_kinds)
-
     def _end(self, duration_s: float, end_ns: int, raised: str | None) -> None:
         telemetry = self._telemetry
         shape = self._shape
-        span = self._made_span()
+        recorded = self._recorded_arguments
+        span = _made(
+            telemetry, self._span, {"gen_ai.tool.call.arguments": recorded} if recorded else None
+        )
         outcome = self._outcome
         if outcome is not None:
             outcome_name, error_type = _outcome_of(outcome)
