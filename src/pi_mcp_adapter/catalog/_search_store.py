@@ -226,7 +226,9 @@ class StoredIndex:
                 return cls(path, connection)
             except sqlite3.Error as exc:
                 connection.close()
-                if attempt:
+                # Locked (another process converting or writing it) is not damaged: never
+                # delete a file someone is using.
+                if attempt or isinstance(exc, sqlite3.OperationalError):
                     logger.info("cannot open the stored search index %s: %s", path, exc)
                     return None
                 logger.info("replacing the unreadable stored search index %s: %s", path, exc)
