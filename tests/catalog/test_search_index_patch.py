@@ -315,3 +315,47 @@ def test_on_the_development_set_a_patched_index_ranks_as_a_relisting_and_scores_
     # Field lengths stay averaged as at the full build, so a few near-ties deep in a
     # ranking may swap; what the set measures does not move.
     assert figures(patched) == figures(SearchIndex(after, ranking="lexical"))
+
+
+_PATCHING_PROCESS = """
+import json, sys
+sys.path.insert(0, {tests!r})
+from pathlib import Path
+from catalog.test_search_index_patch import CHANGED, QUOKKAS, answers, catalog_tools, open_index
+
+index = open_index(catalog_tools(40, {{CHANGED: QUOKKAS}}), Path({path!r}))
+activity = index.store_activity
+print(json.dumps({{"answers": answers(index), "patched": list(activity.patched_servers)}}))
+"""
+
+
+@pytest.mark.slow
+def test_processes_opening_a_changed_index_at_once_all_answer_and_leave_it_whole(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    path = tmp_path / "mcp-search-index.sqlite"
+    before = catalog_tools(40)
+    open_index(before, path)
+    after = catalog_tools(40, {CHANGED: QUOKKAS})
+    script = _PATCHING_PROCESS.format(tests=str(TESTS_DIR), path=str(path))
+
+    children = [
+        subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    outputs = [child.communicate(timeout=CHILD_WAIT_S)[0] for child in children]
+
+    assert [child.returncode for child in children] == [0, 0, 0]
+    expected = answers(relisted_in_memory(before, after, [CHANGED], "lexical"))
+    reports = [json.loads(out.strip().splitlines()[-1]) for out in outputs]
+    assert all(report["answers"] == expected for report in reports)
+    # Each patched the file or found it patched by another; none saw it half written.
+    assert all(report["patched"] in ([CHANGED], []) for report in reports)
+    reopened = open_index(after, path)
+    assert activity_of(reopened).patched_servers == ()
+    assert answers(reopened) == expected
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    connection.close()
