@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,13 @@ class Observed:
 
 @pytest.fixture
 async def observed(tmp_path: Path) -> AsyncIterator[Observed]:
+    async with _observed(tmp_path) as observed:
+        yield observed
+
+
+@asynccontextmanager
+async def _observed(tmp_path: Path) -> AsyncIterator[Observed]:
+    """An adapter over the traceparent server, telemetry on pi-mcp's own tracer provider."""
     (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": {"tp": traceparent_entry()}}))
     provider = _telemetry.create_tracer_provider({"service.name": "pi-mcp-test"})
     spans = StartsAndEnds()
@@ -164,6 +172,20 @@ async def test_a_call_under_an_unsampled_parent_says_so_upstream_makes_no_span_a
     assert observed.ended(CALL_SPAN) == []
     assert CALL_SPAN not in observed.spans.started
     assert observed.call_durations_counted() == 1
+
+
+async def test_a_sampler_named_by_otel_traces_sampler_decides_what_the_traceparent_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_off")  # read as the provider is made
+    async with _observed(tmp_path) as observed:
+        received = await _received_traceparent(observed.adapter)
+        _version, trace_id, span_id, flags = received.split("-")
+        assert int(trace_id, 16) != 0
+        assert int(span_id, 16) != 0
+        assert int(flags, 16) & trace.TraceFlags.SAMPLED == 0
+        assert observed.ended(CALL_SPAN) == []
+        assert observed.call_durations_counted() == 1
 
 
 async def test_an_applications_own_provider_still_gets_the_calls_span_with_the_ids_sent(
