@@ -189,6 +189,22 @@ def test_a_reader_keeps_the_index_it_opened_while_another_process_patches_it(
     assert answers(reader) == answers(SearchIndex(before, ranking="lexical"))
 
 
+def test_a_reader_keeps_the_index_it_opened_while_another_process_writes_it_whole(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "mcp-search-index.sqlite"
+    before = catalog_tools(30)
+    open_index(before, path)
+    reader = open_index(before, path)
+
+    # Twice the servers: too far from the stored build to patch, so it is written whole.
+    writer = open_index(catalog_tools(60), path)
+
+    assert activity_of(writer).full_build
+    assert answers(reader) == answers(SearchIndex(before, ranking="lexical"))
+    assert activity_of(open_index(catalog_tools(60), path)).patched_servers == ()
+
+
 @pytest.mark.skipif(not semantic_available(), reason="needs the semantic extra")
 def test_a_patched_hybrid_index_ranks_as_one_relisted_in_memory(tmp_path: Path) -> None:
     path = tmp_path / "mcp-search-index.sqlite"
