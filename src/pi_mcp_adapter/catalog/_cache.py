@@ -330,7 +330,44 @@ def config_hash(entry: ServerEntry, *, environ: Mapping[str, str] | None = None)
         "includeTools": field("include_tools", entry.include_tools),
         "excludeTools": field("exclude_tools", entry.exclude_tools),
     }
-    return hashlib.sha256(_stable_text(identity).encode("utf-8")).hexdigest()
+    # What _stable_text(identity) writes, without sorting the same fifteen keys per server.
+    # Most members are unset: written here, not through a call each.
+    text = ",".join(
+        [
+            f"{prefix}undefined"
+            if (value := identity[key]) is _UNSET
+            else prefix + _stable_text(value)
+            for key, prefix in _IDENTITY_KEYS
+        ]
+    )
+    return hashlib.sha256(f"{{{text}}}".encode()).hexdigest()
+
+
+_IDENTITY_KEYS = tuple(
+    (key, f'"{key}":')
+    for key in sorted(
+        (
+            "command",
+            "args",
+            "socket",
+            "env",
+            "cwd",
+            "url",
+            "headers",
+            "requestHeadersCommand",
+            "auth",
+            "protocolVersion",
+            "bearerToken",
+            "bearerTokenEnv",
+            "exposeResources",
+            "includeTools",
+            "excludeTools",
+        )
+    )
+)
+"""The members :func:`config_hash` hashes, in the order :func:`_stable_text` writes them (ASCII
+names: code-point order is UTF-16 order), each with its written ``"name":`` (nothing in the
+names needs escaping)."""
 
 
 @dataclass(frozen=True, slots=True)

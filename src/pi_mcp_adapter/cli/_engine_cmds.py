@@ -418,7 +418,7 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
 
 def _failed_recently(adapter: McpAdapter) -> bool:
     """Whether an enabled server's last connect failed (in this or another process)."""
-    return any(adapter.last_failure(name) is not None for name in adapter.enabled_servers())
+    return bool(adapter.last_failures())
 
 
 @app.command(short_help="List the known tools.")

@@ -672,7 +672,7 @@ def _keep_user_approval(
             "how its calls are approved or retried, or how its tools are described"
         )
     fields = {k: v for k, v in valid.fields.items() if k not in dropped}
-    return ValidEntry(fields, valid.extras, valid.line)
+    return ValidEntry(fields, valid.extras, valid.line_of, valid.json_path)
 
 
 def _resolved_where_trusted(entry: ServerEntry, merged: MergedEntry, where: Where) -> ServerEntry:

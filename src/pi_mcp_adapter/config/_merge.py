@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ._jsonc import JsonPath
 from ._models import ServerEntry
-from ._validate import ValidEntry, json_name
+from ._validate import LineLookup, ValidEntry, json_name, no_lines
 
 __all__ = ["DroppedFields", "LayerContribution", "MergedEntry", "merge_entries"]
 
@@ -41,9 +42,17 @@ class LayerContribution:
     source: str
     """The layer's name: ``shared``, ``agent``, ``project-pi``, ``import:cursor``..."""
     path: Path
-    line: int | None
     fields: tuple[str, ...]
     """JSON keys (camelCase), in the order the file wrote them."""
+    json_path: JsonPath = ()
+    """Where the server's entry sits in :attr:`path`, e.g. ``("mcpServers", "github")``."""
+    line_of: LineLookup = field(default=no_lines, repr=False, compare=False)
+
+    @property
+    def line(self) -> int | None:
+        """The line of the server's entry in :attr:`path`, looked up when asked: only an error,
+        a warning or ``pi-mcp config`` names it."""
+        return self.line_of(self.json_path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +99,9 @@ def merge_entries(layers: Sequence[tuple[str, Path, ValidEntry]]) -> MergedEntry
         written = tuple([_key(n) for n in entry.fields] + list(entry.extras))
         for key in written:
             merged.field_sources[key] = source
-        merged.contributions.append(LayerContribution(source, path, entry.line, written))
+        merged.contributions.append(
+            LayerContribution(source, path, written, entry.json_path, entry.line_of)
+        )
     return merged
 
 

@@ -342,8 +342,12 @@ class ServerEntry(_Model):
         Entries built in code (not loaded from files) have no separate written form: their
         values are taken as written.
         """
-        if self._written is not None:
-            return self._written
+        # The private attribute read from pydantic's own dict: going through the model's
+        # __getattr__ twice was a fifth of each configHash (one per server on every start).
+        private = self.__pydantic_private__
+        written: Mapping[str, object] | None = private.get("_written") if private else None
+        if written is not None:
+            return written
         return _written_from_values(self)
 
     def with_written(self, written: Mapping[str, object]) -> ServerEntry:

@@ -34,6 +34,7 @@ __all__ = [
     "format_json_path",
     "json_name",
     "json_type",
+    "no_lines",
     "validate_server_entry",
     "validate_settings",
 ]
@@ -41,7 +42,8 @@ __all__ = [
 LineLookup = Callable[[JsonPath], int | None]
 
 
-def _no_lines(_path: JsonPath) -> int | None:
+def no_lines(_path: JsonPath) -> int | None:
+    """The line lookup of an entry that was not read from a file."""
     return None
 
 
@@ -54,7 +56,7 @@ class RawEntry:
     path: Path
     json_path: JsonPath
     """Where the entry sits in its file, e.g. ``("mcpServers", "github")``."""
-    line_of: LineLookup = _no_lines
+    line_of: LineLookup = no_lines
     key_paths: Mapping[str, JsonPath] = field(default_factory=dict)
     """For entries translated from another host's format: our key -> the host's key path."""
 
@@ -74,7 +76,13 @@ class ValidEntry:
     """Python field name -> value, only for the keys the file set."""
     extras: Mapping[str, object]
     """Unknown keys, kept as written."""
-    line: int | None
+    line_of: LineLookup = field(default=no_lines, repr=False, compare=False)
+    json_path: JsonPath = ()
+    """Where the entry sits in its file: its line is looked up only when it is reported."""
+
+    @property
+    def line(self) -> int | None:
+        return self.line_of(self.json_path)
 
 
 class _FieldAdapters(dict[str, "TypeAdapter[Any]"]):
@@ -340,7 +348,8 @@ def validate_server_entry(raw: RawEntry) -> tuple[ValidEntry | None, list[Config
             )
     if errors:
         return None, errors, warnings
-    return ValidEntry(fields=fields, extras=extras, line=raw.line), [], warnings
+    valid = ValidEntry(fields=fields, extras=extras, line_of=raw.line_of, json_path=raw.json_path)
+    return valid, [], warnings
 
 
 def _validate_oauth(

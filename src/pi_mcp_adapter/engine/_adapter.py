@@ -543,6 +543,13 @@ class McpAdapter:
         the same configuration succeeds (in this or any process)."""
         return self._failures.get(server, self.require_server(server))
 
+    def last_failures(self) -> dict[str, FailureRecord]:
+        """:meth:`last_failure` of every enabled server that has one, from one read of the
+        failures file (not one per server)."""
+        return self._failures.get_many(
+            {name: self.servers[name] for name in self.enabled_servers()}
+        )
+
     def listing_timeout_s(self) -> float:
         """How long a request that misses waits for listings in progress: the start-up
         deadline, or the slowest start-up timeout of the servers being listed."""

@@ -97,6 +97,27 @@ class FailureRecord:
             raise ValueError("a failure record counts at least one attempt")
 
 
+def _record_of(server: str, raw: object, entry: ServerEntry) -> FailureRecord | None:
+    """The record ``raw`` (one server's value in the file) holds for the configuration
+    ``entry``; ``None`` when it was made for another configuration or is malformed."""
+    if not isinstance(raw, Mapping) or raw.get("configHash") != entry_digest(entry):
+        return None
+    failed_at_ms = raw.get("failedAt")
+    attempts = raw.get("attempts")
+    reason = raw.get("reason")
+    if (
+        not isinstance(failed_at_ms, int | float)
+        or isinstance(failed_at_ms, bool)
+        or not isinstance(attempts, int)
+        or isinstance(attempts, bool)
+        or attempts < 1
+    ):
+        return None
+    return FailureRecord(
+        server, failed_at_ms / 1000, reason if isinstance(reason, str) else "", attempts
+    )
+
+
 class FailureMemory:
     """The failures file. ``clock`` returns seconds since the epoch (injectable for tests)."""
 
@@ -110,23 +131,20 @@ class FailureMemory:
 
     def get(self, server: str, entry: ServerEntry) -> FailureRecord | None:
         """``server``'s record, if there is one for the configuration ``entry``."""
-        raw = self._read().get(server)
-        if not isinstance(raw, Mapping) or raw.get("configHash") != entry_digest(entry):
-            return None
-        failed_at_ms = raw.get("failedAt")
-        attempts = raw.get("attempts")
-        reason = raw.get("reason")
-        if (
-            not isinstance(failed_at_ms, int | float)
-            or isinstance(failed_at_ms, bool)
-            or not isinstance(attempts, int)
-            or isinstance(attempts, bool)
-            or attempts < 1
-        ):
-            return None
-        return FailureRecord(
-            server, failed_at_ms / 1000, reason if isinstance(reason, str) else "", attempts
-        )
+        return _record_of(server, self._read().get(server), entry)
+
+    def get_many(self, entries: Mapping[str, ServerEntry]) -> dict[str, FailureRecord]:
+        """What :meth:`get` answers for each of ``entries`` that has a record, from one read
+        of the file: a start recalls every configured server's failures, and reading (and
+        parsing) the file once per server cost a third of a second at 19,641 servers. Only
+        servers named in the file are hashed."""
+        servers = self._read()
+        records: dict[str, FailureRecord] = {}
+        for server, raw in servers.items():
+            entry = entries.get(server)
+            if entry is not None and (record := _record_of(server, raw, entry)) is not None:
+                records[server] = record
+        return records
 
     def backing_off(
         self, server: str, entry: ServerEntry, *, base_s: float = DEFAULT_BACKOFF_S

@@ -931,12 +931,13 @@ class ServerManager(AsyncContextManagerMixin):
         if self._failures is None:
             return
         now, wall_now = self._clock(), self._failures.now()
-        for slot in self._slots.values():
-            if not slot.entry.is_enabled:
-                continue
-            record = self._failures.get(slot.name, slot.entry)
-            if record is None:
-                continue
+        # One read of the file for every server (not one per server): a start with tens of
+        # thousands of configured servers paid a read and parse of it for each.
+        records = self._failures.get_many(
+            {slot.name: slot.entry for slot in self._slots.values() if slot.entry.is_enabled}
+        )
+        for name, record in records.items():
+            slot = self._slots[name]
             ago_s = max(0.0, wall_now - record.failed_at)
             remaining_s = backoff_after_s(self._backoff_s, record.attempts) - ago_s
             slot.error = record.reason or "connect failed"
