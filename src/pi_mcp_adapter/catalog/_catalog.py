@@ -246,6 +246,7 @@ class Catalog:
     """
 
     __slots__ = (
+        "__weakref__",  # a long-lived process checks that a replaced catalog was freed
         "_by_name",
         "_by_original",
         "_by_server",

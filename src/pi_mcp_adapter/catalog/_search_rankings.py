@@ -18,6 +18,7 @@ import itertools
 import logging
 import math
 import re
+import weakref
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -545,7 +546,7 @@ class FieldRanking:
         self._postings: dict[str, _Posting] = {}
         """Term -> the documents using it, each with its BM25F pseudo term frequency (fields
         weighted and length-normalised, not yet saturated nor multiplied by IDF)."""
-        self._idf = _IdfTable(self._postings, lambda: self._n_docs)
+        self._idf = _IdfTable(self._postings, _LiveDocuments(self))
         self._by_prefix: dict[str, list[str]] = defaultdict(list)
         """The catalog's words by their first letters, for reading unknown words (see
         relative_prefix)."""
@@ -793,7 +794,7 @@ class FieldRanking:
         # Each table is read an entry at a time (see LazyTable); the plain dicts a build
         # makes and these behave alike for every use the index makes of them.
         self._postings = table(_POSTINGS, posting)  # type: ignore[assignment]
-        self._idf = _IdfTable(self._postings, lambda: self._n_docs)
+        self._idf = _IdfTable(self._postings, _LiveDocuments(self))
         self._name_postings = table(_NAME_POSTINGS, doc_ids)  # type: ignore[assignment]
         self._phrases = LazyTable(phrase)  # type: ignore[assignment]
         self._exact = table(_EXACT, id_list)  # type: ignore[assignment]
@@ -1704,6 +1705,28 @@ class _IdfTable(Mapping[str, float]):
     def frozen(self) -> _IdfMemo:
         """The IDFs for one query, each worked out once."""
         return _IdfMemo(self._postings, self._count())
+
+
+class _LiveDocuments:
+    """How many documents a ranking holds now, for its own IDF table.
+
+    The ranking holds the table, so the table reaches back through a weak reference: a
+    strong one (a closure over the ranking) made a reference cycle, and a large index is
+    moved out of the cyclic collector's view (``gc.freeze``, see ``engine/_catalog_state``),
+    so a replaced one was never freed. Without the cycle, reference counting frees it with
+    its last user.
+    """
+
+    __slots__ = ("_ranking",)
+
+    def __init__(self, ranking: FieldRanking) -> None:
+        self._ranking = weakref.ref(ranking)
+
+    def __call__(self) -> int:
+        ranking = self._ranking()
+        # The table is read only through its ranking, which is alive while it does.
+        assert ranking is not None, "an IDF table read after its ranking was freed"
+        return ranking._n_docs
 
 
 class _IdfMemo(dict[str, float]):

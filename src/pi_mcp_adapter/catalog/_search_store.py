@@ -38,6 +38,7 @@ import marshal
 import os
 import sqlite3
 import threading
+import weakref
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
@@ -197,6 +198,11 @@ class StoredIndex:
         self._connection = connection
         self._lock = threading.RLock()
         self.rows_written = 0
+        # Closed when this object is freed (the ranking reading it was replaced) as well as by
+        # close(): an unclosed sqlite3 connection is part of a reference cycle (its statement
+        # cache), so it would stay open, with its read snapshot keeping the WAL from being
+        # folded back, until a collection that a frozen index never gets.
+        self._close_connection = weakref.finalize(self, connection.close)
 
     @classmethod
     def open(cls, path: Path) -> StoredIndex | None:
@@ -445,7 +451,7 @@ class StoredIndex:
 
     def close(self) -> None:
         with self._lock:
-            self._connection.close()
+            self._close_connection()
 
 
 def _parameters_key(parameters: str) -> bytes:

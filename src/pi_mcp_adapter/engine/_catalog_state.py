@@ -70,10 +70,12 @@ LONG_LIVED_FROM_TOOLS = 1_000
 of the garbage collector's view (``gc.freeze``). A full collection walks every tracked object
 while holding the interpreter lock: at 23,750 tools that is 0.6-1 s, and building an index
 allocates enough to set one off, so every relisting stalled every request for that long; even
-at 2,375 tools one full collection stalled a concurrent call by 0.1 s. An index holds no
-reference cycles of its own (a replaced one is freed by reference counting, about 20 small
-cyclic objects aside), so freezing it costs no memory worth counting. Small catalogs (tests,
-a handful of servers) are left alone: their collections are short."""
+at 2,375 tools one full collection stalled a concurrent call by 0.1 s. The collector never
+looks at a frozen object again, so a frozen structure must hold no reference cycle: a
+catalog, an index and its ranking hold none (their back references are weak, and the stored
+index's connection is closed when its reader is freed), and a replaced one is freed by
+reference counting (``tests/engine/test_long_lived_memory.py`` pins it). Small catalogs
+(tests, a handful of servers) are left alone: their collections are short."""
 
 
 class CatalogState:
@@ -334,12 +336,32 @@ class CatalogState:
         # follower looks at every server again.
         self._full_revision = self.revision
         self._changed_at.clear()
+        retired: list[object] = [
+            self._catalog,
+            self._index,
+            self._index_catalog,
+            self._prompt_catalog,
+            self._caller_views,
+        ]
         self._catalog = None
         self._prompt_catalog = None
         self._index = None
+        self._index_catalog = None
         self._index_pending.clear()
         self._caller_views = {}
         self._index_generation += 1  # a background rebuild in flight is for an older catalog
+        self._retire(retired)
+
+    def _retire(self, retired: list[object]) -> None:
+        """Let go of replaced views. Reference counting frees them with their last user (a
+        search still running on an old index keeps it, and its stored file's snapshot, until
+        it ends): nothing a view holds points back at it, so a frozen one is freed too (see
+        LONG_LIVED_FROM_TOOLS). Freeing a large index takes a quarter of a second at 23,750
+        tools: a running adapter drops the last reference in a worker thread, not on the
+        event loop; a one-shot command here."""
+        if self.run_soon is not None:
+            self.run_soon(functools.partial(_free_in_worker, retired))
+        # else: ``retired`` is the last reference, and goes with this frame.
 
     def _replace_server(self, server: str) -> None:
         """``server``'s metadata changed: derive every built view from the previous one, at
@@ -449,7 +471,7 @@ class CatalogState:
                     views.pending.clear()
             del index
         if retired:
-            await anyio.to_thread.run_sync(retired.clear)
+            await _free_in_worker(retired)
 
     async def _follow(
         self, index: SearchIndex, caller: CallerPolicy | None, pending: set[str]
@@ -615,6 +637,11 @@ class CatalogState:
         if views is None:
             views = self._caller_views[caller] = _CallerViews()
         return views
+
+
+async def _free_in_worker(retired: list[object]) -> None:
+    """Drop ``retired``'s references in a worker thread (the caller passes its last one)."""
+    await anyio.to_thread.run_sync(retired.clear)
 
 
 class _CallerViews:
