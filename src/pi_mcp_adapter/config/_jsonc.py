@@ -172,6 +172,14 @@ def parse_jsonc(text: str) -> JsoncDocument | None:
     Raises:
         JsoncSyntaxError: the text is not valid JSONC; the position is the real one.
     """
+    plain = " " + text[1:] if text.startswith("\ufeff") else text
+    try:
+        # Plain JSON (every generated configuration, and most written ones) parses as it is:
+        # a comment or a trailing comma makes json.loads fail, so text it accepts is already
+        # what blanking would give, and is not searched for them first.
+        return JsoncDocument(json.loads(plain), text=text, blanked=plain)
+    except (ValueError, RecursionError):
+        pass  # reported below, with the real position, or JSONC
     blanked = blank_jsonc(text)
     if not blanked.strip():
         return None
