@@ -19,14 +19,10 @@ import anyio
 import pytest
 
 from _large_catalog import server_metadata, server_name  # tests/ is on sys.path
-from pi_mcp_adapter.catalog import MetadataCache
 from pi_mcp_adapter.catalog._search import SearchIndex
 from pi_mcp_adapter.catalog._search_store import search_index_store_path
-from pi_mcp_adapter.config import ServerEntry, Settings
-from pi_mcp_adapter.engine._catalog_state import LONG_LIVED_FROM_TOOLS, CatalogState
+from security._leak_support import LargeWorkspace
 
-SERVERS = 250
-"""1,250 tools: a catalog large enough to be frozen."""
 WAIT_S = 60.0
 """Bound on every wait: the machine may be busy."""
 
@@ -36,55 +32,8 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-class _Workspace:
-    def __init__(self, agent_dir: Path) -> None:
-        self.entries = {
-            server_name(i): ServerEntry(command="/bin/false", args=(server_name(i),))
-            for i in range(SERVERS)
-        }
-        self.agent_dir = agent_dir
-        self.state = CatalogState(
-            cache=MetadataCache(agent_dir / "mcp-cache.json"),
-            agent_dir=agent_dir,
-            entries=lambda: self.entries,
-            settings=Settings,
-        )
-        for name in self.entries:
-            self.state.publish(name, server_metadata(name))
-        assert len(self.state.catalog) >= LONG_LIVED_FROM_TOOLS
-
-    def use(self) -> SearchIndex:
-        """Search, look up and suggest: every lazily built part of the views exists."""
-        index = self.state.index
-        hits = index.search("tool 3 of server-00007").hits
-        assert hits[0].tool.name == "server-00007_tool_3"
-        catalog = self.state.catalog
-        assert catalog.lookup("server-00001_tool_1") is not None
-        catalog.suggest("server-00001_tol_1")
-        return index
-
-    def reload(self, *, without: str | None = None) -> None:
-        """What a configuration reload does to the catalog state."""
-        if without is not None:
-            self.entries = {n: e for n, e in self.entries.items() if n != without}
-        self.state.follow_reload(
-            self.entries,
-            removed=() if without is None else (without,),
-            restarted=(),
-            live=lambda _name: None,
-        )
-
-    def wal_frames_not_folded_back(self) -> int:
-        """Frames of the stored index's WAL that a checkpoint cannot copy into the file
-        (a reader's older snapshot still needs them)."""
-        with sqlite3.connect(search_index_store_path(self.agent_dir)) as other:
-            busy, logged, copied = other.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        assert busy == 0
-        return int(logged) - int(copied)
-
-
 def test_a_reload_frees_the_large_catalog_and_index_it_replaced(tmp_path: Path) -> None:
-    workspace = _Workspace(tmp_path)
+    workspace = LargeWorkspace(tmp_path)
     # Built and stored, then (after a reload) opened from the stored file: both kinds.
     for _generation in range(2):
         index = workspace.use()
@@ -101,7 +50,7 @@ def test_a_reload_frees_the_large_catalog_and_index_it_replaced(tmp_path: Path) 
 def test_a_replaced_reader_of_the_stored_index_lets_its_wal_be_folded_back(
     tmp_path: Path,
 ) -> None:
-    workspace = _Workspace(tmp_path)
+    workspace = LargeWorkspace(tmp_path)
     workspace.use()  # built and stored whole
     workspace.reload()
     workspace.use()  # opened from the file: a reader keeping its snapshot
@@ -120,7 +69,7 @@ def test_a_replaced_reader_of_the_stored_index_lets_its_wal_be_folded_back(
 async def test_a_search_running_on_a_replaced_index_finishes_and_then_frees_it(
     tmp_path: Path,
 ) -> None:
-    workspace = _Workspace(tmp_path)
+    workspace = LargeWorkspace(tmp_path)
     state = workspace.state
     workspace.use()
     workspace.reload()

@@ -337,12 +337,12 @@ class CatalogState:
         self._full_revision = self.revision
         self._changed_at.clear()
         retired: list[object] = [
-            self._catalog,
-            self._index,
-            self._index_catalog,
-            self._prompt_catalog,
-            self._caller_views,
+            view
+            for view in (self._catalog, self._index, self._index_catalog, self._prompt_catalog)
+            if view is not None
         ]
+        if self._caller_views:
+            retired.append(self._caller_views)
         self._catalog = None
         self._prompt_catalog = None
         self._index = None
@@ -359,7 +359,7 @@ class CatalogState:
         LONG_LIVED_FROM_TOOLS). Freeing a large index takes a quarter of a second at 23,750
         tools: a running adapter drops the last reference in a worker thread, not on the
         event loop; a one-shot command here."""
-        if self.run_soon is not None:
+        if retired and self.run_soon is not None:
             self.run_soon(functools.partial(_free_in_worker, retired))
         # else: ``retired`` is the last reference, and goes with this frame.
 
