@@ -21,7 +21,7 @@ import pytest
 from _large_catalog import server_metadata, server_name  # tests/ is on sys.path
 from pi_mcp_adapter.catalog._search import SearchIndex
 from pi_mcp_adapter.catalog._search_store import search_index_store_path
-from security._leak_support import LargeWorkspace
+from security._large_workspace import LargeWorkspace
 
 WAIT_S = 60.0
 """Bound on every wait: the machine may be busy."""

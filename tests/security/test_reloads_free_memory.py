@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from _large_catalog import server_name  # tests/ is on sys.path
-from security._leak_support import LargeWorkspace
+from security._large_workspace import LargeWorkspace
 
 RELOADS = 5
 
