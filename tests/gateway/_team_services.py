@@ -8,6 +8,7 @@ those of the shipped examples (``examples/team-gateway/``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -63,6 +64,21 @@ def wait_for_port(port: int, *, timeout_s: float = 10.0) -> None:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"nothing listens on 127.0.0.1:{port}") from None
             time.sleep(0.02)
+
+
+def _listens_on(process: subprocess.Popen[bytes], port: int, timeout_s: float = 10.0) -> bool:
+    """Whether ``process`` (or a child of it: nginx's master, haproxy's worker) comes to
+    listen on ``port`` before it exits or ``timeout_s`` passes."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        with contextlib.suppress(psutil.Error):
+            parent = psutil.Process(process.pid)
+            for each in (parent, *parent.children(recursive=True)):
+                for connection in each.net_connections(kind="tcp"):
+                    if connection.status == psutil.CONN_LISTEN and connection.laddr.port == port:
+                        return True
+        time.sleep(0.02)
+    return False
 
 
 @dataclass
@@ -185,13 +201,21 @@ class Balancer:
         raise NotImplementedError
 
     def start(self, upstreams: Sequence[int]) -> None:
-        self.write_conf(upstreams)
-        self.process = subprocess.Popen(
-            self.command(),
-            stdout=subprocess.DEVNULL,
-            stderr=(self.prefix / f"{self.kind}.stderr").open("wb"),
-        )
-        wait_for_port(self.port)
+        # A port free a moment ago may be taken by another process before the balancer binds
+        # it (tests of other files run beside this one): then the balancer exits and the port
+        # answers for someone else. It is ours only once our process listens on it.
+        for _attempt in range(3):
+            self.write_conf(upstreams)
+            self.process = subprocess.Popen(
+                self.command(),
+                stdout=subprocess.DEVNULL,
+                stderr=(self.prefix / f"{self.kind}.stderr").open("wb"),
+            )
+            if _listens_on(self.process, self.port):
+                return
+            self.stop()
+            self.port = free_port()
+        raise RuntimeError(f"{self.kind} did not start: see {self.prefix / self.kind}.stderr")
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
