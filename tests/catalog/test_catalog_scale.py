@@ -8,9 +8,11 @@ work that grows with the catalog shows up as calls, on a busy machine as on an i
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -343,11 +345,25 @@ def test_opening_the_catalog_reads_its_entries_a_batch_at_a_time(
     assert sum(1 for name in entries if state.is_known(name)) == servers - 1
 
 
+@contextmanager
+def collections_counted() -> Iterator[list[int]]:
+    """The generation of every garbage collection set off inside the block."""
+    collections: list[int] = []
+
+    def record(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.callbacks.append(record)
+    try:
+        yield collections
+    finally:
+        gc.callbacks.remove(record)
+
+
 def test_opening_a_large_catalog_sets_off_no_garbage_collection(tmp_path: Path) -> None:
     # Each collection set off while millions of parsed objects arrive walks them all: three
     # quarters of reading the entries at 95,000 tools went to the collector.
-    import gc
-
     servers = 400  # 2,000 tools: a catalog whose parsed entries live as long as the adapter
     filled_cache(tmp_path / "mcp-cache.json", servers)
     entries = {server_name(s): entry(args=(server_name(s),)) for s in range(servers)}
@@ -357,18 +373,11 @@ def test_opening_a_large_catalog_sets_off_no_garbage_collection(tmp_path: Path) 
         entries=lambda: entries,
         settings=Settings,
     )
-    collections: list[int] = []
-
-    def record(phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            collections.append(info["generation"])
-
-    gc.callbacks.append(record)
     try:
-        state.load_cache()
-        catalog = state.full_catalog
+        with collections_counted() as collections:
+            state.load_cache()
+            catalog = state.full_catalog
     finally:
-        gc.callbacks.remove(record)
         gc.unfreeze()  # what the state froze belongs to this test only
     assert len(catalog) == servers * TOOLS_PER_SERVER
     assert collections == []
@@ -377,26 +386,15 @@ def test_opening_a_large_catalog_sets_off_no_garbage_collection(tmp_path: Path) 
 def test_loading_a_configuration_of_thousands_of_servers_sets_off_no_garbage_collection(
     tmp_path: Path,
 ) -> None:
-    import gc
-
     from pi_mcp_adapter.config import load_config
 
     config = tmp_path / "mcp.json"
     servers = {server_name(s): {"command": "/bin/false", "args": [str(s)]} for s in range(2000)}
     config.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
-    collections: list[int] = []
-
-    def record(phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            collections.append(info["generation"])
-
-    gc.callbacks.append(record)
-    try:
+    with collections_counted() as collections:
         loaded = load_config(
             agent_dir=tmp_path / "agent", project_dir=tmp_path, config_path=config, home=tmp_path
         )
-    finally:
-        gc.callbacks.remove(record)
     assert len(loaded.servers) == len(servers)
     # One collection may follow as the pause ends (the configuration is not frozen: a reload
     # replaces it); loading itself set off none (it set off a few hundred).
