@@ -534,6 +534,14 @@ async def _wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
     return False
 
 
+def _has_answered_since_start(run: _Run, server: str, process: psutil.Process) -> bool:
+    try:
+        age_s = time.time() - process.create_time()
+    except psutil.Error:
+        return False
+    return run.last_success.get(server, 0.0) > time.monotonic() - age_s
+
+
 async def _kill(run: _Run, target: str) -> None:
     process = _pid_of(run, target)
     if process is None:
@@ -542,6 +550,10 @@ async def _kill(run: _Run, target: str) -> None:
     _via_gateway, name = _split(target)
     started = run.now()
     keep_alive = run.adapter.servers[name].lifecycle == "keep-alive"
+    if not keep_alive and not _has_answered_since_start(run, server, process):
+        # A kill while it is still starting is a failed start, which the backoff answers on
+        # purpose; this fault is about a running server, so it waits for the next turn.
+        return
     if keep_alive:
         run.quiet.add(server)
     process.send_signal(signal.SIGKILL)

@@ -219,3 +219,16 @@ async def test_a_dead_http_server_fails_the_next_call_instead_of_hanging(
             await manager.call_tool("remote", "echo", {"message": "b"})
         assert time.monotonic() - started < 10
         assert manager.state("remote").status == "failed"
+
+
+async def test_a_server_killed_by_a_signal_at_start_is_reported_as_killed(
+    make_manager: ManagerFactory,
+) -> None:
+    # The supervisor every stdio server runs under must end the way its server ended: by the
+    # same signal, even one that cannot be handled, and without a word of its own on stderr.
+    broken = ServerEntry(command="sh", args=["-c", "echo about to go >&2; kill -KILL $$"])
+    error = await _expect_failure_beside_healthy(
+        make_manager, broken, ServerStartError, "was killed by SIGKILL during startup", 8.0
+    )
+    assert isinstance(error, ServerStartError)
+    assert error.stderr_tail.splitlines() == ["about to go"]

@@ -52,7 +52,8 @@ def _kill_tree() -> None:
 def _exit_like(status: int) -> None:
     if os.WIFSIGNALED(status):
         signum = os.WTERMSIG(status)
-        signal.signal(signum, signal.SIG_DFL)
+        if signum not in (signal.SIGKILL, signal.SIGSTOP):  # neither can have a handler
+            signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
         os._exit(128 + signum)
     os._exit(os.waitstatus_to_exitcode(status))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
@@ -196,7 +197,7 @@ def connect_error(
                 server, f"server {server!r}: HTTP transport error talking to {target}: {leaf}"
             )
         if isinstance(leaf, MCPError) and leaf.code == types.CONNECTION_CLOSED:
-            how = "closed its connection" if exit_code is None else f"exited with code {exit_code}"
+            how = _how_it_ended(exit_code)
             return ServerStartError(
                 server,
                 f"server {server!r} {how} during startup{suffix}",
@@ -279,3 +280,15 @@ def request_error(
 def _first_line(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     return lines[0] if lines else type(exc).__name__
+
+
+def _how_it_ended(exit_code: int | None) -> str:
+    if exit_code is None:
+        return "closed its connection"
+    if exit_code < 0:  # asyncio's way of saying a signal ended the process
+        try:
+            name = signal.Signals(-exit_code).name
+        except ValueError:
+            name = f"signal {-exit_code}"
+        return f"was killed by {name}"
+    return f"exited with code {exit_code}"
