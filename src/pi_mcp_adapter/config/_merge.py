@@ -74,19 +74,22 @@ class MergedEntry:
     """JSON key -> the layer that set its final value."""
 
 
+_JSON_KEYS = {name: json_name(ServerEntry, name) for name in ServerEntry.model_fields}
+
+
 def _key(name: str) -> str:
-    return json_name(ServerEntry, name)
+    return _JSON_KEYS.get(name, name)
 
 
 def merge_entries(layers: Sequence[tuple[str, Path, ValidEntry]]) -> MergedEntry:
     """Combine one server's entries, lowest precedence first."""
     merged = MergedEntry()
     for source, path, entry in layers:
-        written_keys = {_key(n) for n in entry.fields} | set(entry.extras)
+        written = (*[_key(n) for n in entry.fields], *entry.extras)
         drop, reason = _keys_to_drop(merged, entry)
         removed: list[str] = []
         for key in drop:
-            if key in written_keys:
+            if key in written:
                 continue
             if _remove(merged, key):
                 removed.append(key)
@@ -96,7 +99,6 @@ def merge_entries(layers: Sequence[tuple[str, Path, ValidEntry]]) -> MergedEntry
             merged.dropped.append(DroppedFields(source, tuple(removed), reason))
         merged.fields.update(entry.fields)
         merged.extras.update(entry.extras)
-        written = tuple([_key(n) for n in entry.fields] + list(entry.extras))
         for key in written:
             merged.field_sources[key] = source
         merged.contributions.append(

@@ -110,6 +110,58 @@ def _field_tables(model: type[BaseModel]) -> tuple[dict[str, str], dict[str, Typ
 
 
 _SERVER_KEYS, _SERVER_ADAPTERS = _field_tables(ServerEntry)
+
+
+class _NeedsValidator:
+    """What a quick check returns for a value it cannot vouch for."""
+
+
+_NEEDS_VALIDATOR = _NeedsValidator()
+
+
+def _quick_check(annotation: Any) -> Callable[[object], object] | None:
+    """A check that accepts, as pydantic's validator would return it, the exact JSON value a
+    field usually holds (a string, a list of strings, an object of strings, a boolean, one of
+    a few words), and answers :data:`_NEEDS_VALIDATOR` for anything else.
+
+    Validating a server's fields one adapter call at a time was most of reading 19,641
+    servers; these checks take the common values in a type test, and every other value (null,
+    a number where a string belongs, a wrong word) still goes through the full validator,
+    which words the error. None for an annotation without such a check."""
+    options = (
+        get_args(annotation) if get_origin(annotation) in (typing.Union, types.UnionType) else ()
+    )
+    plain = [a for a in options if a is not type(None)] if options else [annotation]
+    if len(plain) != 1:
+        return None
+    (kind,) = plain
+    if kind is str:
+        return lambda value: value if type(value) is str else _NEEDS_VALIDATOR
+    if kind is bool:
+        return lambda value: value if type(value) is bool else _NEEDS_VALIDATOR
+    if get_origin(kind) is Literal and all(type(a) is str for a in get_args(kind)):
+        words = frozenset(get_args(kind))
+        return lambda value: value if type(value) is str and value in words else _NEEDS_VALIDATOR
+    if get_origin(kind) is tuple and get_args(kind) == (str, ...):
+        return lambda value: (
+            tuple(value)
+            if type(value) is list and all(type(item) is str for item in value)
+            else _NEEDS_VALIDATOR
+        )
+    if get_origin(kind) is dict and get_args(kind) == (str, str):
+        return lambda value: (
+            dict(value)
+            if type(value) is dict and all(type(item) is str for item in value.values())
+            else _NEEDS_VALIDATOR
+        )
+    return None
+
+
+_SERVER_QUICK_CHECKS = {
+    name: check
+    for name, info in ServerEntry.model_fields.items()
+    if (check := _quick_check(info.annotation)) is not None
+}
 _OAUTH_KEYS, _OAUTH_ADAPTERS = _field_tables(OAuthConfig)
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 _SETTINGS_KEYS, _SETTINGS_ADAPTERS = _field_tables(Settings)
@@ -301,8 +353,13 @@ def validate_server_entry(raw: RawEntry) -> tuple[ValidEntry | None, list[Config
     errors: list[ConfigError] = []
     warnings: list[str] = []
     for key, value in raw.value.items():
-        key_path = raw.path_of(key)
         name = _SERVER_KEYS.get(key)
+        if name is not None:
+            quick = _SERVER_QUICK_CHECKS.get(name)
+            if quick is not None and (checked := quick(value)) is not _NEEDS_VALIDATOR:
+                fields[name] = checked
+                continue
+        key_path = raw.path_of(key)
         if name is None:
             extras[key] = value
             line = raw.line_of(key_path)
