@@ -389,6 +389,14 @@ def _provider_class() -> type[SdkTracerProvider]:
                 return McpSdkTracer(tracer)
             return tracer
 
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            flush_pending()  # the calls answered so far have their spans made first
+            return super().force_flush(timeout_millis)
+
+        def shutdown(self) -> None:
+            flush_pending()
+            super().shutdown()
+
     _PROVIDER_CLASS.append(PiMcpTracerProvider)
     return PiMcpTracerProvider
 
@@ -579,6 +587,7 @@ class Telemetry:
         self._deferred_spans = deferred_spans
         self._request_shapes: dict[tuple[Any, ...], _Shape] = {}
         self._call_shapes: dict[tuple[Any, ...], _Shape] = {}
+        self._finisher = _Finisher()
         meter: Meter = meter_provider.get_meter(INSTRUMENTATION_NAME)
         self._request_duration = meter.create_histogram(
             "mcp.server.operation.duration",
@@ -619,6 +628,12 @@ class Telemetry:
             callbacks=[self._observe_waiting],
             unit="{question}",
             description="Calls waiting for the person's approval.",
+        )
+        meter.create_observable_counter(
+            "pi_mcp.telemetry.dropped",
+            callbacks=[self._observe_dropped],
+            unit="{call}",
+            description="Calls whose span and duration were dropped: too many waited for them.",
         )
 
     # -- what is watched -----------------------------------------------------------------
@@ -661,6 +676,11 @@ class Telemetry:
         from opentelemetry.metrics import Observation
 
         yield Observation(len(self.waiting))
+
+    def _observe_dropped(self, _options: Any) -> Iterator[Any]:
+        from opentelemetry.metrics import Observation
+
+        yield Observation(self._finisher.dropped)
 
     # -- spans -----------------------------------------------------------------------------
 
@@ -776,10 +796,16 @@ class Telemetry:
         self.serve_prometheus()
         return generate_latest(self.prometheus_registry)
 
+    def flush(self) -> None:
+        """Finish the calls answered so far: their spans reach the span processors, their
+        durations the histograms, their lines the status page."""
+        self._finisher.flush()
+
     def shutdown(self) -> None:
-        """Flush and stop the metric readers (spans are the tracer provider's owner's, and an
-        application's meter provider is the application's)."""
-        flush_pending()  # the calls answered last are counted before the readers stop
+        """Finish the calls answered so far, end the worker thread, and flush and stop the
+        metric readers (spans are the tracer provider's owner's, and an application's meter
+        provider is the application's)."""
+        self._finisher.close()  # the calls answered last are counted before the readers stop
         if self._owns_meter_provider:
             self.meter_provider.shutdown()
 
@@ -947,9 +973,10 @@ class _RequestSpan:
         record = self._record
         if exc is not None:
             record.error_type = record.error_type or _error_type(exc)
-        _after_answer(self._end, duration_s, end_ns)
+        self._telemetry._finisher.submit(self._end, (duration_s, end_ns))
 
     def _end(self, duration_s: float, end_ns: int) -> None:
+        """In the worker thread: the span (made now on pi-mcp's provider), the duration sample."""
         record = self._record
         span = _made(self._telemetry, self._span)
         if span is not None:
@@ -1102,6 +1129,10 @@ class _DeferredSpans:
             self._ids.preset(None)  # unused when the tracer is disabled: never a later span's
 
 
+def _is_recording(span: Any) -> bool:
+    return bool(span.recording if isinstance(span, _PendingSpan) else span.is_recording())
+
+
 def _made(telemetry: Telemetry, span: Any, extra: Mapping[str, Any] | None = None) -> Span | None:
     """``span`` itself, or the SDK span a pending one stood for, made now; ``None`` when it
     was sampled out (nothing to make, nothing exported)."""
@@ -1178,9 +1209,23 @@ class _UpstreamCallSpan:
         telemetry._in_flight[self._shape.server] -= 1
         telemetry.detach(self._token)
         error_type = _error_type(exc) if exc is not None and self._outcome is None else None
-        _after_answer(self._end, duration_s, end_ns, error_type)
+        outcome = self._outcome
+        recorded_result = None
+        if (
+            telemetry.record_results
+            and outcome is not None
+            and outcome.result is not None
+            and _is_recording(self._span)
+        ):
+            # Now, in the caller's thread: the caller owns the result once it has it.
+            recorded_result = _recorded(outcome.result.model_dump(mode="json"))
+        telemetry._finisher.submit(self._end, (duration_s, end_ns, error_type, recorded_result))
 
-    def _end(self, duration_s: float, end_ns: int, raised: str | None) -> None:
+    def _end(
+        self, duration_s: float, end_ns: int, raised: str | None, recorded_result: str | None
+    ) -> None:
+        """In the worker thread: the span (made now on pi-mcp's provider), the duration sample,
+        the status page's line."""
         telemetry = self._telemetry
         shape = self._shape
         recorded = self._recorded_arguments
@@ -1191,15 +1236,8 @@ class _UpstreamCallSpan:
         if outcome is not None:
             outcome_name, error_type = _outcome_of(outcome)
             error_kind: str | None = outcome.error_kind
-            if (
-                telemetry.record_results
-                and outcome.result is not None
-                and span is not None
-                and span.is_recording()
-            ):
-                span.set_attribute(
-                    "gen_ai.tool.call.result", _recorded(outcome.result.model_dump(mode="json"))
-                )
+            if recorded_result is not None and span is not None and span.is_recording():
+                span.set_attribute("gen_ai.tool.call.result", recorded_result)
         else:
             outcome_name = "failed"
             error_type = error_kind = raised
@@ -1220,48 +1258,158 @@ class _UpstreamCallSpan:
         )
 
 
-_FINISH_DELAY_S = 0.005
-"""How long after its answer a call's span is ended and its duration recorded (its times are
-taken at the answer): by then a caller's next request is usually on the wire and the loop idle,
-waiting for the reply, and the calls answered meanwhile are finished together."""
+# ---------------------------------------------------------------------------- the worker
+# A call's span and duration sample are made after its answer, and not by the caller: the
+# caller hands the worker a tuple (what to finish, its times, its outcome) and goes on. The
+# worker runs while the caller waits for its next answer (an I/O wait releases the GIL), so
+# the answer never waits for the span, and the span's work overlaps the next request's.
 
-_pending: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
-_flush_scheduled_on: list[Any] = []
-"""The event loop a flush of ``_pending`` is scheduled on (none, or one)."""
+_FINISH_QUEUE_CAPACITY = 10_000
+"""Calls answered and not finished yet, at most, per telemetry: beyond, a call's span, duration
+sample and status-page line are dropped and counted (``pi_mcp.telemetry.dropped``). Reached
+only when span processors stall the worker for a long time (a synchronous exporter whose
+endpoint does not answer); memory then stays bounded."""
+_FLUSH_TIMEOUT_S = 30.0
+"""How long a flush waits for the worker to finish what was queued before it: longer means a
+span processor is stuck, and the flushing caller (a ``/metrics`` scrape, a shutdown) goes on."""
+_STOP_TIMEOUT_S = 5.0
+"""How long closing waits for the worker to exit after its flush."""
 
 
-def _after_answer(finish: Callable[..., None], *args: Any) -> None:
-    """Run ``finish`` (end a span, record its duration) shortly after the caller has its
-    answer, so the answer does not wait for telemetry (see ``_FINISH_DELAY_S``). Without a
-    running asyncio loop (trio, or none), at once."""
-    import asyncio
+def _stop() -> None:
+    return None
 
-    _pending.append((finish, args))
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        flush_pending()
-        return
-    if _flush_scheduled_on and _flush_scheduled_on[0] is loop:
-        return
-    # A loop that closed with a flush scheduled never ran it: this one takes over.
-    _flush_scheduled_on[:] = [loop]
-    loop.call_later(_FINISH_DELAY_S, flush_pending)
+
+class _Finisher:
+    """One telemetry's worker thread (a daemon, started by the first call it is given) and
+    its bounded queue of calls to finish."""
+
+    __slots__ = ("__weakref__", "_queue", "_sleeping", "_thread", "_wake", "dropped")
+
+    def __init__(self) -> None:
+        self._queue: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
+        self._wake = threading.Event()
+        self._sleeping = False
+        """Set by the worker before it looks at an empty queue and waits: a submit that sees
+        it wakes the worker, one that does not was appended before the worker looked."""
+        self._thread: threading.Thread | None = None
+        self.dropped = 0
+        _finishers.add(self)
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The worker thread, while it runs."""
+        return self._thread
+
+    def submit(self, finish: Callable[..., None], args: tuple[Any, ...]) -> None:
+        """Have the worker run ``finish(*args)``; dropped (and counted) when the queue is full."""
+        queue = self._queue
+        if len(queue) >= _FINISH_QUEUE_CAPACITY:
+            if not self.dropped:
+                logger.warning(
+                    "telemetry falls behind: %d calls wait for their spans; further calls' "
+                    "spans and durations are dropped and counted in pi_mcp.telemetry.dropped",
+                    len(queue),
+                )
+            self.dropped += 1
+            return
+        queue.append((finish, args))
+        if self._sleeping:
+            self._wake.set()
+        elif self._thread is None:
+            self._start()
+
+    def _start(self) -> None:
+        with _start_lock:
+            if self._thread is not None:
+                return
+            thread = threading.Thread(target=self._run, name="pi-mcp-telemetry", daemon=True)
+            self._thread = thread
+            thread.start()
+
+    def _run(self) -> None:
+        queue = self._queue
+        wake = self._wake
+        while True:
+            try:
+                finish, args = queue.popleft()
+            except IndexError:
+                wake.clear()
+                self._sleeping = True
+                if not queue:
+                    wake.wait()
+                self._sleeping = False
+                continue
+            if finish is _stop:
+                return
+            try:
+                finish(*args)
+            except Exception:  # one span's failure must not lose the others'
+                logger.debug("finishing a span failed", exc_info=True)
+
+    def flush(self) -> None:
+        """Return once every call submitted before is finished (at most ``_FLUSH_TIMEOUT_S``)."""
+        thread = self._thread
+        if thread is None or thread is threading.current_thread() or not thread.is_alive():
+            self._finish_here()
+            return
+        done = threading.Event()
+        self._queue.append((done.set, ()))  # past the capacity: a flush is never dropped
+        self._wake.set()
+        if not done.wait(_FLUSH_TIMEOUT_S):
+            logger.warning("telemetry: spans not finished after %.0f s", _FLUSH_TIMEOUT_S)
+
+    def close(self) -> None:
+        """Finish what is queued and end the worker (a later call starts a new one)."""
+        self.flush()
+        thread = self._thread
+        if thread is None or thread is threading.current_thread():
+            return
+        self._queue.append((_stop, ()))
+        self._wake.set()
+        thread.join(_STOP_TIMEOUT_S)
+        self._thread = None
+        self._finish_here()  # submitted while it stopped
+
+    def _finish_here(self) -> None:
+        """Without a worker (none yet, or a forked child's copy): in the calling thread."""
+        while True:
+            try:
+                finish, args = self._queue.popleft()
+            except IndexError:
+                return
+            try:
+                finish(*args)
+            except Exception:
+                logger.debug("finishing a span failed", exc_info=True)
+
+    def _forget_thread(self) -> None:
+        self._thread = None
+        self._sleeping = False
+        self._wake = threading.Event()
+
+
+_finishers: weakref.WeakSet[_Finisher] = weakref.WeakSet()
+_start_lock = threading.Lock()
 
 
 def flush_pending() -> None:
-    """End the spans and record the durations of calls answered but not finished yet (an
-    exporter or test that reads spans right after a call calls this first)."""
-    _flush_scheduled_on.clear()
-    while _pending:
-        finish, args = _pending.popleft()
-        try:
-            finish(*args)
-        except Exception:  # one span's failure must not lose the others'
-            logger.debug("finishing a span failed", exc_info=True)
+    """Finish the calls answered and not finished yet, of every telemetry (an exporter, a
+    ``/metrics`` scrape or a test that reads spans right after a call calls this first; so do
+    :meth:`Telemetry.shutdown`, :func:`install` and pi-mcp's tracer provider's
+    ``force_flush``/``shutdown``)."""
+    for finisher in list(_finishers):
+        finisher.flush()
 
 
-atexit.register(flush_pending)  # the last calls of a process whose loop is gone
+def _forget_threads_after_fork() -> None:
+    """A forked child has no worker thread: its next call starts one."""
+    for finisher in list(_finishers):
+        finisher._forget_thread()
+
+
+atexit.register(flush_pending)  # the last calls of a process (daemon threads still run here)
+os.register_at_fork(after_in_child=_forget_threads_after_fork)
 
 
 def _extract(meta: Mapping[str, Any] | None) -> Any:
