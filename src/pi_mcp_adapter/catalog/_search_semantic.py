@@ -388,6 +388,13 @@ class ToolVectors:
     token ids of the catalog's words (arrays ``words``, ``word_ids``, ``word_lengths``; a file
     without them gets them once), which the model remembers so that queries in those words
     need no tokenizer.
+
+    Memory: one vector per distinct definition (what the model reads of a tool), and one
+    row number per tool. The file already keeps one vector per definition; expanding them to
+    one per tool took a quarter of opening a large catalog's index and, at 95,000 tools, held
+    110 MB where the catalog has 2,385 distinct definitions (a server listed under several
+    names, or one tool set behind many gateways, repeats its definitions). Row 0 of the
+    distinct vectors is zeros: a removed tool's row points there.
     """
 
     def __init__(
@@ -414,7 +421,7 @@ class ToolVectors:
         cached_rows: dict[str, int] = {}
         cached_vectors: FloatMatrix | None = None
         word_ids: dict[str, tuple[int, ...]] | None = None
-        same_catalog: list[int] | None = None
+        same_catalog: NDArray[np.int64] | None = None
         if cache_path is not None:
             cached_rows, cached_vectors, word_ids, same_catalog = _read_vectors(
                 cache_path, model_id, catalog, len(tools)
@@ -423,42 +430,63 @@ class ToolVectors:
         if isinstance(embedder, _LazyWordLlama) and word_ids is not None:
             embedder.remember_words(word_ids)
         keys: list[str] = []
+        source: NDArray[np.int64]
         if same_catalog is not None:
             # The file was written for exactly these tools: its rows in their order, with no
             # key worked out per tool.
             source = same_catalog
         else:
             keys = [_definition_key(model_id, t) for t in tools]
-            source = [cached_rows.get(key, -1) for key in keys]
-        missing = [i for i, row in enumerate(source) if row < 0]
-        # Only the tools not in the file are read as text: making every tool's text is most
-        # of a warm start's cost at 100,000 tools.
-        fresh = embedder.embed([embedding_text(tools[i]) for i in missing]) if missing else None
+            source = np.fromiter(
+                (cached_rows.get(key, -1) for key in keys), dtype=np.int64, count=len(keys)
+            )
+        if cached_vectors is None:
+            source = np.full(len(tools), -1, dtype=np.int64)
+        missing = np.flatnonzero(source < 0)
+        # Only the tools not in the file are read as text (making every tool's text is most
+        # of a warm start's cost at 100,000 tools), and each definition once.
+        if len(missing) and not keys:
+            keys = [_definition_key(model_id, t) for t in tools]
+        first_of: dict[str, int] = {}
+        for i in missing.tolist():
+            first_of.setdefault(keys[i], i)
+        fresh = (
+            embedder.embed([embedding_text(tools[i]) for i in first_of.values()])
+            if first_of
+            else None
+        )
         dims = (
             cached_vectors.shape[1]
             if cached_vectors is not None
             else (fresh.shape[1] if fresh is not None else 1)
         )
+        stored = len(cached_vectors) if cached_vectors is not None else 0
+        new = len(fresh) if fresh is not None else 0
         # Room for the tools relistings add (see append): growing means copying every row.
-        matrix = np.zeros((len(tools) + len(tools) // 8 + 64, dims), dtype=np.float32)
-        if cached_vectors is not None and len(missing) < len(tools):
-            found = np.fromiter((i for i, row in enumerate(source) if row >= 0), dtype=np.int64)
-            matrix[found] = cached_vectors[[source[i] for i in found.tolist()]]
+        distinct = np.zeros((1 + stored + new + new // 8 + 64, dims), dtype=np.float32)
+        if cached_vectors is not None:
+            distinct[1 : 1 + stored] = cached_vectors
         if fresh is not None:
-            matrix[missing] = fresh
-        used = matrix[: len(tools)]
-        self._mean: FloatMatrix = used.mean(axis=0) if len(used) else used.sum(axis=0)
+            distinct[1 + stored : 1 + stored + new] = fresh
+        fresh_row = {key: 1 + stored + n for n, key in enumerate(first_of)}
+        row_of = source + 1  # the file's row r is distinct row r + 1
+        row_of[missing] = [fresh_row[keys[i]] for i in missing.tolist()]
+        self._distinct: FloatMatrix = distinct
+        self._n_distinct = 1 + stored + new
+        self._mean: FloatMatrix = _mean_of(distinct, row_of, dims)
         self._dead: set[int] = set()
         self._dead_rows = np.zeros(0, dtype=np.int64)
-        self._matrix: FloatMatrix = matrix
         self._rows = len(tools)
+        tool_rows = row_of  # in the order of ``tools``, as the file keeps them
         if rows is not None and n_rows is not None:
-            placed = np.zeros((n_rows + n_rows // 8 + 64, dims), dtype=np.float32)
-            placed[np.asarray(rows, dtype=np.int64)] = used
-            self._matrix = placed
-            self._rows = n_rows
+            placed = np.zeros(n_rows, dtype=np.int64)  # distinct row 0: zeros
+            placed[np.asarray(rows, dtype=np.int64)] = row_of
             self._dead = set(range(n_rows)).difference(rows)
             self._dead_rows = np.fromiter(sorted(self._dead), dtype=np.int64)
+            row_of = placed
+            self._rows = n_rows
+        self._row_of: NDArray[np.int64] = np.zeros(self._rows + self._rows // 8 + 64, np.int64)
+        self._row_of[: self._rows] = row_of
         self.embedded = len(missing)
         """How many tools this build had to embed (0 on a warm start)."""
         # The file keeps the token ids of every word of the catalog's tools (written with the
@@ -466,7 +494,7 @@ class ToolVectors:
         # A file without them gets them once.
         # A file written for another catalog is rewritten for this one, once: then it holds
         # exactly these tools' vectors, in their order.
-        rewrite = missing or same_catalog is None or (remembers and word_ids is None)
+        rewrite = len(missing) > 0 or same_catalog is None or (remembers and word_ids is None)
         if cache_path is not None and rewrite:
             words: dict[str, tuple[int, ...]] = {}
             if isinstance(embedder, _LazyWordLlama):
@@ -476,14 +504,21 @@ class ToolVectors:
                 # tools gone since stay, unused, until a rewrite without a memory.
                 if word_ids is not None:
                     words = dict(word_ids)
-                    words.update(embedder.word_ids([embedding_text(tools[i]) for i in missing]))
+                    words.update(
+                        embedder.word_ids([embedding_text(tools[i]) for i in missing.tolist()])
+                    )
                 else:
                     words = embedder.word_ids([embedding_text(t) for t in tools])
             keys = keys or [_definition_key(model_id, t) for t in tools]
-            _write_vectors(cache_path, model_id, keys, matrix, words, catalog)
+            _write_vectors(cache_path, model_id, keys, distinct, tool_rows, words, catalog)
 
     def __len__(self) -> int:
         return self._rows
+
+    @property
+    def distinct_vectors(self) -> int:
+        """How many vectors are held (one per distinct definition, and the zero row)."""
+        return self._n_distinct
 
     def prepare(self, tools: Sequence[ToolInfo]) -> FloatMatrix:
         """The vectors of ``tools``, embedded now (no vector of the index changes): for
@@ -493,27 +528,27 @@ class ToolVectors:
     def append(self, first: int, vectors: FloatMatrix) -> None:
         """Add ``vectors`` as rows ``first``, ``first + 1``... (the next free ones).
 
-        The matrix keeps room to grow, so an append copies only the new rows; when it is
-        full it grows by half, a copy of the whole matrix now and then."""
+        Both arrays keep room to grow, so an append copies only the new rows; when one is
+        full it grows by half, a copy of it now and then."""
         import numpy as np
 
         if first != self._rows:
             raise ValueError(f"vectors appended at row {first}, the next free row is {self._rows}")
         end = first + len(vectors)
-        if end > len(self._matrix):
-            grown = np.zeros(
-                (max(end, len(self._matrix) * 3 // 2 + 16), self._matrix.shape[1]), dtype=np.float32
-            )
-            grown[: self._rows] = self._matrix[: self._rows]
-            self._matrix = grown
-        self._matrix[first:end] = vectors
+        start = self._n_distinct
+        stop = start + len(vectors)
+        self._distinct = _grown(self._distinct, stop, start)
+        self._distinct[start:stop] = vectors
+        self._n_distinct = stop
+        self._row_of = _grown(self._row_of, end, self._rows)
+        self._row_of[first:end] = np.arange(start, stop, dtype=np.int64)
         live = self._rows - len(self._dead)
         total = self._mean.astype(np.float64) * live + vectors.sum(axis=0, dtype=np.float64)
         self._rows = end
         self._mean = (total / max(1, live + len(vectors))).astype(np.float32)
 
     def remove(self, rows: Collection[int]) -> None:
-        """Take ``rows`` out: their vectors are zeroed and they never rank (see
+        """Take ``rows`` out: they point at the zero vector and never rank (see
         :meth:`EmbeddedTexts.similarity`); the rows stay taken."""
         import numpy as np
 
@@ -522,10 +557,10 @@ class ToolVectors:
             return
         live = self._rows - len(self._dead)
         taken = np.asarray(rows, dtype=np.int64)
-        total = self._mean.astype(np.float64) * live - self._matrix[taken].sum(
+        total = self._mean.astype(np.float64) * live - self._distinct[self._row_of[taken]].sum(
             axis=0, dtype=np.float64
         )
-        self._matrix[taken] = 0.0
+        self._row_of[taken] = 0
         self._dead.update(rows)
         self._dead_rows = np.fromiter(sorted(self._dead), dtype=np.int64)
         self._mean = (total / max(1, live - len(rows))).astype(np.float32)
@@ -545,8 +580,35 @@ class ToolVectors:
 
         dead = self._dead_rows if self._dead else np.zeros(0, dtype=np.int64)
         return EmbeddedTexts(
-            self._matrix[: self._rows], self._mean, self._embedder.embed(texts), dead
+            self._distinct[: self._n_distinct],
+            self._row_of[: self._rows],
+            self._mean,
+            self._embedder.embed(texts),
+            dead,
         )
+
+
+def _grown(array: NDArray[Any], needed: int, used: int) -> NDArray[Any]:
+    """``array`` when it has ``needed`` rows, else a copy of its first ``used`` rows with
+    room for half as many again."""
+    import numpy as np
+
+    if needed <= len(array):
+        return array
+    grown = np.zeros((max(needed, len(array) * 3 // 2 + 16), *array.shape[1:]), dtype=array.dtype)
+    grown[:used] = array[:used]
+    return grown
+
+
+def _mean_of(distinct: FloatMatrix, row_of: NDArray[np.int64], dims: int) -> FloatMatrix:
+    """The mean vector of the tools (each distinct vector weighted by how many tools use it)."""
+    import numpy as np
+
+    if not len(row_of):
+        return np.zeros(dims, dtype=np.float32)
+    counts = np.bincount(row_of, minlength=len(distinct)).astype(np.float64)
+    mean = (counts @ distinct.astype(np.float64)) / len(row_of)
+    return mean.astype(np.float32)
 
 
 class EmbeddedTexts:
@@ -554,12 +616,14 @@ class EmbeddedTexts:
 
     def __init__(
         self,
-        matrix: FloatMatrix,
+        distinct: FloatMatrix,
+        row_of: NDArray[np.int64],
         mean: FloatMatrix,
         vectors: FloatMatrix,
         dead: NDArray[np.int64] | None = None,
     ) -> None:
-        self._matrix = matrix
+        self._distinct = distinct
+        self._row_of = row_of
         self._mean = mean
         self._vectors = vectors
         self._dead = dead
@@ -571,16 +635,18 @@ class EmbeddedTexts:
 
         vector = self._vectors[text]
         # einsum's own loop, not BLAS: for one vector a BLAS product wakes its thread pool,
-        # which on a busy machine costs ten times the arithmetic.
+        # which on a busy machine costs ten times the arithmetic. Each distinct definition
+        # is compared once, then spread to its tools.
         if tools is None:
-            full: FloatMatrix = np.einsum("nd,d->n", self._matrix, vector)
+            per_vector: FloatMatrix = np.einsum("nd,d->n", self._distinct, vector)
+            full: FloatMatrix = per_vector[self._row_of]
             if self._dead is not None and len(self._dead):
                 # Removed tools' rows: below any cosine, so never among the most similar.
                 full[self._dead] = _NEVER_SIMILAR
             return full
         rows = np.fromiter(tools, dtype=np.int64)
-        partial: FloatMatrix = np.zeros(len(self._matrix), dtype=np.float32)
-        partial[rows] = np.einsum("nd,d->n", self._matrix[rows], vector)
+        partial: FloatMatrix = np.zeros(len(self._row_of), dtype=np.float32)
+        partial[rows] = np.einsum("nd,d->n", self._distinct[self._row_of[rows]], vector)
         return partial
 
     def baseline(self, text: int) -> float:
@@ -600,7 +666,12 @@ def _catalog_digest(model_id: str, tools: Sequence[ToolInfo]) -> str:
 
 def _read_vectors(
     path: Path, model_id: str, catalog: str, tools: int
-) -> tuple[dict[str, int], FloatMatrix | None, dict[str, tuple[int, ...]] | None, list[int] | None]:
+) -> tuple[
+    dict[str, int],
+    FloatMatrix | None,
+    dict[str, tuple[int, ...]] | None,
+    NDArray[np.int64] | None,
+]:
     """Each definition key's row, the vectors (one float32 matrix), the word memory (None
     when the file has none), and, when the file was written for the catalog ``catalog``,
     the row of each of its ``tools`` tools (then the keys are not read: None otherwise);
@@ -613,7 +684,7 @@ def _read_vectors(
             if str(data["version"]) != _VECTOR_FILE_VERSION or str(data["model"]) != model_id:
                 return nothing
             same = "catalog" in data.files and str(data["catalog"]) == catalog
-            order = data["order"].tolist() if same else None
+            order = data["order"].astype(np.int64) if same else None
             keys = data["keys"] if not same else None
             vectors = data["vectors"]
             words = None
@@ -627,7 +698,9 @@ def _read_vectors(
         return nothing
     if vectors.ndim != 2 or (keys is not None and len(keys) != vectors.shape[0]):
         return nothing
-    if order is not None and (len(order) != tools or max(order, default=-1) >= len(vectors)):
+    if order is not None and (
+        len(order) != tools or (len(order) and not 0 <= order.min() <= order.max() < len(vectors))
+    ):
         return nothing
     word_ids = None
     if words is not None:
@@ -665,10 +738,13 @@ def _write_vectors(
     path: Path,
     model_id: str,
     keys: Sequence[str],
-    matrix: FloatMatrix,
+    distinct: FloatMatrix,
+    tool_rows: NDArray[np.int64],
     word_ids: Mapping[str, Sequence[int]],
     catalog: str,
 ) -> None:
+    """Write the vectors of the tools with definition ``keys``, tool ``i``'s being row
+    ``tool_rows[i]`` of ``distinct``: one vector per distinct key."""
     import numpy as np
 
     unique: dict[str, int] = {}
@@ -690,7 +766,7 @@ def _write_vectors(
                 version=np.array(_VECTOR_FILE_VERSION),
                 model=np.array(model_id),
                 keys=np.array(list(unique), dtype="<U32"),
-                vectors=matrix[rows],
+                vectors=distinct[tool_rows[rows]],
                 catalog=np.array(catalog),
                 order=np.fromiter((position[k] for k in keys), dtype=np.int32, count=len(keys)),
                 **_word_arrays(word_ids),
