@@ -54,11 +54,11 @@ class ToolFilter:
 
     @classmethod
     def for_entry(cls, entry: ServerEntry | None) -> ToolFilter:
-        if entry is None:
-            return cls()
-        return cls(
-            include=tuple(entry.include_tools or ()), exclude=tuple(entry.exclude_tools or ())
-        )
+        include = tuple(entry.include_tools or ()) if entry is not None else ()
+        exclude = tuple(entry.exclude_tools or ()) if entry is not None else ()
+        if not include and not exclude:
+            return _NO_FILTER  # most servers: nothing to compile, once per server per build
+        return cls(include=include, exclude=exclude)
 
     @property
     def is_empty(self) -> bool:
@@ -101,3 +101,6 @@ def keywords_for(selectors: Mapping[str, Iterable[str]] | None, *names: str) -> 
         ):
             found.update(dict.fromkeys(keywords))
     return tuple(found)
+
+
+_NO_FILTER = ToolFilter()

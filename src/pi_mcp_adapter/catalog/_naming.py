@@ -39,7 +39,6 @@ MAX_TOOL_NAME_LENGTH = 64
 """OpenAI, Anthropic and Bedrock all reject tool names longer than this."""
 
 _HASH_SUFFIX_HEX = 8
-_VALID_NAME_CHAR = re.compile(r"[A-Za-z0-9_-]")
 _INVALID_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 _SHORT_SUFFIX = re.compile(r"[-_]?mcp$", re.IGNORECASE)
 _NOT_ALNUM_RUN = re.compile(r"[^A-Za-z0-9]+")
@@ -48,7 +47,13 @@ _NOT_ALNUM_RUN = re.compile(r"[^A-Za-z0-9]+")
 def _escape_server_name(server: str) -> str:
     # Escaping (rather than replacing) keeps two server names that differ only in punctuation
     # apart: "a.b" and "a_b" must not share a prefix. The `_<hex>_` form matches the reference.
-    return "".join(c if _VALID_NAME_CHAR.fullmatch(c) else f"_{ord(c):x}_" for c in server)
+    # One substitution over the name, not a match per character: a catalog of 20,000
+    # servers spent a fifth of its build here.
+    return _INVALID_NAME_CHARS.sub(_escaped_char, server)
+
+
+def _escaped_char(match: re.Match[str]) -> str:
+    return f"_{ord(match.group()):x}_"
 
 
 def server_prefix(server: str, mode: ToolPrefixMode) -> str:
@@ -127,8 +132,11 @@ def _text(value: Any) -> str:
 
 
 def _object_or_none(value: Any) -> Mapping[str, Any] | None:
-    # The dict check first: isinstance against the Mapping ABC is slow on big catalogs.
-    return value if isinstance(value, (dict, Mapping)) else None
+    # The plain cases first: isinstance against the Mapping ABC is slow on big catalogs, and
+    # most tools lack most optional fields (None).
+    if value is None or type(value) is dict:
+        return value
+    return value if isinstance(value, Mapping) else None
 
 
 def _tool_info(server: str, tool: JsonObject, prefix: str, separator: str) -> ToolInfo:
