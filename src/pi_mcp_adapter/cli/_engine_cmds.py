@@ -354,25 +354,26 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
             warm_process,
         )
         from ._project_trust import trust_json
+        from ._status_output import status_json_text
 
         pool = current_pool(adapter.agent_dir)
         # Calls made through the pool run their tasks there; this process shows them too.
         view = replace(view, running_tasks=view.running_tasks + pool_tasks(pool))
         if as_json:
-            print_json(
-                {
-                    "servers": [to_camel_keys(asdict(r)) for r in view.servers],
-                    "connected": view.connected,
-                    "enabled": view.enabled,
-                    "tools": view.tool_count,
-                    "configErrors": list(view.config_errors),
-                    "runningTasks": [to_camel_keys(asdict(t)) for t in view.running_tasks],
-                    "projectTrust": trust_json(adapter.config),
-                    "pool": pool_json(pool),
-                    "warmProcess": warm_process(adapter.agent_dir),
-                    **_shared_state_json(adapter),
-                }
-            )
+            # Written by its own encoder: one object per server, 5.5 MB at 19,641 servers.
+            rest = {
+                "connected": view.connected,
+                "enabled": view.enabled,
+                "tools": view.tool_count,
+                "configErrors": list(view.config_errors),
+                "runningTasks": [to_camel_keys(asdict(t)) for t in view.running_tasks],
+                "projectTrust": trust_json(adapter.config),
+                "pool": pool_json(pool),
+                "warmProcess": warm_process(adapter.agent_dir),
+                **_shared_state_json(adapter),
+            }
+            sys.stdout.write(status_json_text(view.servers, rest) + "\n")
+            sys.stdout.flush()
         else:
             # The config errors are on stderr already (create_adapter); once is enough.
             shown = replace(view, config_errors=())

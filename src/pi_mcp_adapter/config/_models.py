@@ -292,7 +292,10 @@ class ServerEntry(_Model):
     def untrusted(self) -> UntrustedOrigin | None:
         """Why this entry may not run: a field came from a project-level file that is not
         trusted (see ``config/_trust.py``); None for a trusted entry."""
-        return self._untrusted
+        # From pydantic's own dict, as ``written`` reads its attribute: through the model's
+        # __getattr__ this was a quarter of each server's line of a status (three reads each).
+        private = self.__pydantic_private__
+        return private.get("_untrusted") if private else None
 
     def with_untrusted(self, origin: UntrustedOrigin | None) -> ServerEntry:
         """Mark the entry untrusted (the loader calls this); returns ``self``."""
@@ -303,7 +306,7 @@ class ServerEntry(_Model):
     def is_enabled(self) -> bool:
         """Enabled in the configuration and trusted: an untrusted entry is treated as disabled
         everywhere (no process, no ``!command``, no cached tools offered)."""
-        return self.enabled and not self.disabled and self._untrusted is None
+        return self.enabled and not self.disabled and self.untrusted is None
 
     @property
     def oauth_mode(self) -> Literal["explicit", "implicit"] | None:
