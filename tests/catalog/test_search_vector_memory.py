@@ -109,3 +109,41 @@ def test_appended_tools_take_the_next_rows_with_their_own_vectors(tmp_path: Path
     similarity = held.embed(["read a file"]).similarity(0)
     assert len(held) == len(tools) + len(extra)
     assert similarity[len(tools) + 2] == pytest.approx(similarity[2], abs=1e-6)
+
+
+def test_opening_the_stored_vectors_maps_the_file_instead_of_reading_it_whole(
+    tmp_path: Path,
+) -> None:
+    cache = tmp_path / "vectors.npz"
+    tools = copies(3)
+    built = vectors(tools, cache)
+
+    opened = vectors(tools, cache)
+
+    assert not built.maps_its_file  # embedded here: nothing to map
+    assert opened.maps_its_file
+    assert opened.embedded == 0
+    query = "read a file"
+    assert opened.embed([query]).similarity(0) == pytest.approx(
+        built.embed([query]).similarity(0), abs=1e-6
+    )
+
+
+def test_a_mapped_file_replaced_by_another_writer_keeps_answering_as_it_was_opened(
+    tmp_path: Path,
+) -> None:
+    cache = tmp_path / "vectors.npz"
+    tools = copies(2)
+    vectors(tools, cache)
+    opened = vectors(tools, cache)
+    before = opened.embed(["fetch a web page"]).similarity(0).copy()
+
+    # Another process's catalog: the file is written again, renamed over the mapped one.
+    other = [
+        ToolInfo(name=f"x_{n}", original_name=n, server="x", description=f"Something {n}.")
+        for n in ("alpha", "beta", "gamma")
+    ]
+    vectors(other, cache)
+
+    assert opened.embed(["fetch a web page"]).similarity(0) == pytest.approx(before)
+    assert vectors(tools, cache).embedded == len(tools)  # the file is now the other one's

@@ -32,6 +32,7 @@ import marshal
 import mmap
 import os
 import string
+import struct
 import tempfile
 import time
 import zipfile
@@ -460,20 +461,17 @@ class ToolVectors:
             if cached_vectors is not None
             else (fresh.shape[1] if fresh is not None else 1)
         )
-        stored = len(cached_vectors) if cached_vectors is not None else 0
-        new = len(fresh) if fresh is not None else 0
-        # Room for the tools relistings add (see append): growing means copying every row.
-        distinct = np.zeros((1 + stored + new + new // 8 + 64, dims), dtype=np.float32)
-        if cached_vectors is not None:
-            distinct[1 : 1 + stored] = cached_vectors
+        distinct = _DistinctVectors(
+            cached_vectors if cached_vectors is not None else np.zeros((0, dims), np.float32)
+        )
+        stored = len(distinct) - 1
         if fresh is not None:
-            distinct[1 + stored : 1 + stored + new] = fresh
+            distinct.append(fresh)
         fresh_row = {key: 1 + stored + n for n, key in enumerate(first_of)}
         row_of = source + 1  # the file's row r is distinct row r + 1
         row_of[missing] = [fresh_row[keys[i]] for i in missing.tolist()]
-        self._distinct: FloatMatrix = distinct
-        self._n_distinct = 1 + stored + new
-        self._mean: FloatMatrix = _mean_of(distinct, row_of, dims)
+        self._distinct = distinct
+        self._mean: FloatMatrix = distinct.mean_of(row_of)
         self._dead: set[int] = set()
         self._dead_rows = np.zeros(0, dtype=np.int64)
         self._rows = len(tools)
@@ -518,7 +516,12 @@ class ToolVectors:
     @property
     def distinct_vectors(self) -> int:
         """How many vectors are held (one per distinct definition, and the zero row)."""
-        return self._n_distinct
+        return len(self._distinct)
+
+    @property
+    def maps_its_file(self) -> bool:
+        """Whether the vectors read from the file stay in it (memory-mapped), not copied."""
+        return self._distinct.mapped
 
     def prepare(self, tools: Sequence[ToolInfo]) -> FloatMatrix:
         """The vectors of ``tools``, embedded now (no vector of the index changes): for
@@ -535,11 +538,8 @@ class ToolVectors:
         if first != self._rows:
             raise ValueError(f"vectors appended at row {first}, the next free row is {self._rows}")
         end = first + len(vectors)
-        start = self._n_distinct
+        start = self._distinct.append(vectors)
         stop = start + len(vectors)
-        self._distinct = _grown(self._distinct, stop, start)
-        self._distinct[start:stop] = vectors
-        self._n_distinct = stop
         self._row_of = _grown(self._row_of, end, self._rows)
         self._row_of[first:end] = np.arange(start, stop, dtype=np.int64)
         live = self._rows - len(self._dead)
@@ -557,7 +557,7 @@ class ToolVectors:
             return
         live = self._rows - len(self._dead)
         taken = np.asarray(rows, dtype=np.int64)
-        total = self._mean.astype(np.float64) * live - self._distinct[self._row_of[taken]].sum(
+        total = self._mean.astype(np.float64) * live - self._distinct.at(self._row_of[taken]).sum(
             axis=0, dtype=np.float64
         )
         self._row_of[taken] = 0
@@ -580,7 +580,7 @@ class ToolVectors:
 
         dead = self._dead_rows if self._dead else np.zeros(0, dtype=np.int64)
         return EmbeddedTexts(
-            self._distinct[: self._n_distinct],
+            self._distinct,
             self._row_of[: self._rows],
             self._mean,
             self._embedder.embed(texts),
@@ -600,15 +600,77 @@ def _grown(array: NDArray[Any], needed: int, used: int) -> NDArray[Any]:
     return grown
 
 
-def _mean_of(distinct: FloatMatrix, row_of: NDArray[np.int64], dims: int) -> FloatMatrix:
-    """The mean vector of the tools (each distinct vector weighted by how many tools use it)."""
-    import numpy as np
+_SUM_ROWS = 8192
+"""Rows summed at a time in double precision (a copy of this many rows, not of the file)."""
 
-    if not len(row_of):
-        return np.zeros(dims, dtype=np.float32)
-    counts = np.bincount(row_of, minlength=len(distinct)).astype(np.float64)
-    mean = (counts @ distinct.astype(np.float64)) / len(row_of)
-    return mean.astype(np.float32)
+
+class _DistinctVectors:
+    """The distinct vectors a :class:`ToolVectors` holds, numbered from 0: row 0 is zeros
+    (where a removed tool points), then the file's vectors (memory-mapped when the file
+    allows: they stay in the page cache, shared by every process that opened the file, and
+    only the rows a query compares are read), then the vectors embedded since (in memory,
+    with room to grow)."""
+
+    __slots__ = ("_added", "_n_added", "mapped", "stored")
+
+    def __init__(self, stored: FloatMatrix) -> None:
+        import numpy as np
+
+        self.stored = stored
+        self.mapped = isinstance(stored, np.memmap)
+        self._added: FloatMatrix = np.zeros((64, stored.shape[1]), dtype=np.float32)
+        self._n_added = 0
+
+    def __len__(self) -> int:
+        return 1 + len(self.stored) + self._n_added
+
+    def append(self, vectors: FloatMatrix) -> int:
+        """Add ``vectors``; returns the number of the first."""
+        first = len(self)
+        self._added = _grown(self._added, self._n_added + len(vectors), self._n_added)
+        self._added[self._n_added : self._n_added + len(vectors)] = vectors
+        self._n_added += len(vectors)
+        return first
+
+    def similarity(self, vector: FloatMatrix) -> FloatMatrix:
+        """The dot product of ``vector`` with each distinct vector, by number."""
+        import numpy as np
+
+        # einsum's own loop, not BLAS: for one vector a BLAS product wakes its thread pool,
+        # which on a busy machine costs ten times the arithmetic.
+        found: FloatMatrix = np.zeros(len(self), dtype=np.float32)
+        stop = 1 + len(self.stored)
+        found[1:stop] = np.einsum("nd,d->n", self.stored, vector)
+        found[stop:] = np.einsum("nd,d->n", self._added[: self._n_added], vector)
+        return found
+
+    def at(self, numbers: NDArray[np.int64]) -> FloatMatrix:
+        """The vectors numbered ``numbers``, copied."""
+        import numpy as np
+
+        found: FloatMatrix = np.zeros((len(numbers), self.stored.shape[1]), dtype=np.float32)
+        stop = 1 + len(self.stored)
+        in_file = (numbers >= 1) & (numbers < stop)
+        found[in_file] = self.stored[numbers[in_file] - 1]
+        added = numbers >= stop
+        found[added] = self._added[numbers[added] - stop]
+        return found
+
+    def mean_of(self, numbers: NDArray[np.int64]) -> FloatMatrix:
+        """The mean of the vectors numbered ``numbers`` (repeats counted)."""
+        import numpy as np
+
+        dims = self.stored.shape[1]
+        if not len(numbers):
+            return np.zeros(dims, dtype=np.float32)
+        counts = np.bincount(numbers, minlength=len(self)).astype(np.float64)
+        total = np.zeros(dims, dtype=np.float64)
+        stop = 1 + len(self.stored)
+        for start in range(0, len(self.stored), _SUM_ROWS):
+            end = min(start + _SUM_ROWS, len(self.stored))
+            total += counts[1 + start : 1 + end] @ self.stored[start:end].astype(np.float64)
+        total += counts[stop:] @ self._added[: self._n_added].astype(np.float64)
+        return (total / len(numbers)).astype(np.float32)
 
 
 class EmbeddedTexts:
@@ -616,7 +678,7 @@ class EmbeddedTexts:
 
     def __init__(
         self,
-        distinct: FloatMatrix,
+        distinct: _DistinctVectors,
         row_of: NDArray[np.int64],
         mean: FloatMatrix,
         vectors: FloatMatrix,
@@ -634,19 +696,16 @@ class EmbeddedTexts:
         import numpy as np
 
         vector = self._vectors[text]
-        # einsum's own loop, not BLAS: for one vector a BLAS product wakes its thread pool,
-        # which on a busy machine costs ten times the arithmetic. Each distinct definition
-        # is compared once, then spread to its tools.
+        # Each distinct definition is compared once, then spread to its tools.
         if tools is None:
-            per_vector: FloatMatrix = np.einsum("nd,d->n", self._distinct, vector)
-            full: FloatMatrix = per_vector[self._row_of]
+            full: FloatMatrix = self._distinct.similarity(vector)[self._row_of]
             if self._dead is not None and len(self._dead):
                 # Removed tools' rows: below any cosine, so never among the most similar.
                 full[self._dead] = _NEVER_SIMILAR
             return full
         rows = np.fromiter(tools, dtype=np.int64)
         partial: FloatMatrix = np.zeros(len(self._row_of), dtype=np.float32)
-        partial[rows] = np.einsum("nd,d->n", self._distinct[self._row_of[rows]], vector)
+        partial[rows] = np.einsum("nd,d->n", self._distinct.at(self._row_of[rows]), vector)
         return partial
 
     def baseline(self, text: int) -> float:
@@ -686,7 +745,9 @@ def _read_vectors(
             same = "catalog" in data.files and str(data["catalog"]) == catalog
             order = data["order"].astype(np.int64) if same else None
             keys = data["keys"] if not same else None
-            vectors = data["vectors"]
+            vectors = _mapped_member(path, data.zip, "vectors")
+            if vectors is None:
+                vectors = data["vectors"]
             words = None
             if "words" in data.files:
                 words = (data["words"], data["word_ids"], data["word_lengths"])
@@ -717,6 +778,53 @@ def _read_vectors(
     return rows, vectors, word_ids, order
 
 
+_LOCAL_HEADER = struct.Struct("<4s22xHH")
+"""A zip member's local header: its signature, then (after 22 bytes) the lengths of its
+name and extra field, which come before the member's data."""
+
+
+def _mapped_member(path: Path, archive: zipfile.ZipFile, name: str) -> FloatMatrix | None:
+    """The float32 matrix ``name`` of the ``.npz`` file at ``path``, memory-mapped where it
+    lies in the file (``np.savez`` stores members uncompressed); None when it is not such a
+    member (then the caller reads it the ordinary way). A mapping stays valid when a writer
+    replaces the file: the writer renames a new file over it, and the mapped one lives on
+    until unmapped."""
+    import numpy as np
+
+    try:
+        info = archive.getinfo(f"{name}.npy")
+        if info.compress_type != zipfile.ZIP_STORED:
+            return None
+        with path.open("rb") as file:
+            file.seek(info.header_offset)
+            signature, name_length, extra_length = _LOCAL_HEADER.unpack(
+                file.read(_LOCAL_HEADER.size)
+            )
+            if signature != b"PK\x03\x04":
+                return None
+            start = info.header_offset + _LOCAL_HEADER.size + name_length + extra_length
+            file.seek(start)
+            version = np.lib.format.read_magic(file)
+            if version == (1, 0):
+                shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(file)
+            elif version == (2, 0):
+                shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(file)
+            else:
+                return None
+            offset = file.tell()
+        if dtype != np.float32 or fortran_order or len(shape) != 2:
+            return None
+        rows, dims = shape
+        if offset - start + rows * dims * 4 > info.file_size or not rows or not dims:
+            return None
+        mapped: FloatMatrix = np.memmap(
+            path, dtype=np.float32, mode="r", offset=offset, shape=(rows, dims)
+        )
+        return mapped
+    except (KeyError, OSError, ValueError, struct.error):
+        return None
+
+
 # The similarity given to a removed tool's row: below any cosine similarity.
 _NEVER_SIMILAR = -2.0
 
@@ -738,7 +846,7 @@ def _write_vectors(
     path: Path,
     model_id: str,
     keys: Sequence[str],
-    distinct: FloatMatrix,
+    distinct: _DistinctVectors,
     tool_rows: NDArray[np.int64],
     word_ids: Mapping[str, Sequence[int]],
     catalog: str,
@@ -766,7 +874,7 @@ def _write_vectors(
                 version=np.array(_VECTOR_FILE_VERSION),
                 model=np.array(model_id),
                 keys=np.array(list(unique), dtype="<U32"),
-                vectors=distinct[tool_rows[rows]],
+                vectors=distinct.at(tool_rows[rows]),
                 catalog=np.array(catalog),
                 order=np.fromiter((position[k] for k in keys), dtype=np.int32, count=len(keys)),
                 **_word_arrays(word_ids),
