@@ -415,20 +415,28 @@ class GatewayReplicas:
     def start(self, name: str) -> GatewayReplica:
         agent_dir = self.root / name
         agent_dir.mkdir()
-        port = free_port()
         stderr_path = self.root / f"{name}.stderr"
         args = ["--config", str(self.config), "--agent-dir", str(agent_dir)]
         args += ["--project", str(self.root), "serve", "--transport", "http", "--stateless"]
-        started_at = time.monotonic()
-        process = subprocess.Popen(
-            [str(PI_MCP), *args, "--port", str(port)],
-            stdout=subprocess.DEVNULL,
-            stderr=stderr_path.open("wb"),
-            cwd=self.root,
-            env={**os.environ, **self.env},
-            start_new_session=True,
-        )
-        wait_for_port(port, timeout_s=30)
+        # As for balancers: the port is ours only once our own process listens on it.
+        for _attempt in range(3):
+            port = free_port()
+            started_at = time.monotonic()
+            process = subprocess.Popen(
+                [str(PI_MCP), *args, "--port", str(port)],
+                stdout=subprocess.DEVNULL,
+                stderr=stderr_path.open("wb"),
+                cwd=self.root,
+                env={**os.environ, **self.env},
+                start_new_session=True,
+            )
+            if _listens_on(process, port, timeout_s=30):
+                break
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+        else:
+            raise RuntimeError(f"replica {name} did not start: see {stderr_path}")
         replica = GatewayReplica(name, agent_dir, port, process, stderr_path, started_at)
         self.replicas.append(replica)
         return replica

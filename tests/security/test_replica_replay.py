@@ -189,10 +189,11 @@ CLIENTS = 9
 CALLS = 8
 
 
-async def _run_load(url: str, victim: GatewayReplica, ledger: Path) -> Load:
+async def _run_load(url: str, victim: GatewayReplica, ledger: Path, hold: Path) -> Load:
     """:data:`CLIENTS` SDK clients through the balancer, each making :data:`CALLS` 200 ms calls
     that alternate a payment (``transfer``) and a read (``balance``); ``victim`` is SIGKILLed
-    while one of its calls is in flight upstream."""
+    while one of its calls is in flight upstream (held there by ``hold``, so a busy machine
+    cannot let it finish before the kill)."""
     load = Load()
 
     async def one(index: int) -> None:
@@ -208,17 +209,25 @@ async def _run_load(url: str, victim: GatewayReplica, ledger: Path) -> Load:
 
     async def kill_mid_call() -> None:
         upstream = victim.descendant_pids()
-        seen = len(ledger_pids(ledger))
         with anyio.fail_after(60):
+            while len(ledger_pids(ledger)) < 2 * CLIENTS:
+                await anyio.sleep(0.01)
+            seen, looked_at = len(ledger_pids(ledger)), time.monotonic()
             while True:
                 pids = ledger_pids(ledger)
-                # A call its upstream server started since the last look, and 200 ms long.
-                if len(pids) > max(seen, 2 * CLIENTS) and upstream & set(pids[seen:]):
-                    break
-                seen = len(pids)
+                if upstream & set(pids[seen:]):
+                    # The victim's server started a call since the last look; calls wait
+                    # upstream once their 200 ms are over while the hold lasts, so if that
+                    # look was recent enough the call is surely in flight at the kill.
+                    hold.touch()
+                    if time.monotonic() - looked_at < 0.15:
+                        break
+                    hold.unlink()
+                seen, looked_at = len(pids), time.monotonic()
                 await anyio.sleep(0.01)
         victim.kill()
         load.killed_at = time.monotonic()
+        hold.unlink()
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(kill_mid_call)
@@ -251,13 +260,15 @@ async def test_a_replica_killed_mid_stream_runs_no_payment_twice_and_fails_no_re
     tmp_path: Path, balancer: Balancer
 ) -> None:
     ledger = tmp_path / "ledger.txt"
-    with replicas_of(tmp_path, ledger) as crew:
+    hold = tmp_path / "hold"
+    with replicas_of(tmp_path, ledger, hold=hold) as crew:
         replicas = [crew.start(f"replica-{i}") for i in (1, 2, 3)]
         async with auth_client() as http:
             for replica in replicas:
                 await wait_for_listing(replica, http)
         with balancer(tmp_path / "balancer", [r.port for r in replicas]) as front:
-            load = await _run_load(f"http://127.0.0.1:{front.port}/mcp", replicas[1], ledger)
+            url = f"http://127.0.0.1:{front.port}/mcp"
+            load = await _run_load(url, replicas[1], ledger, hold)
     assert load.killed_at is not None
     counts = executions(ledger)
     failed = {tag: r for tag, r in load.results.items() if isinstance(r, BaseException)}
