@@ -339,13 +339,12 @@ def validate_server_entry(raw: RawEntry) -> tuple[ValidEntry | None, list[Config
     this file, and the same server's entries in other files still apply), the errors (one per
     wrong field, each saying the entry is ignored), and the warnings.
     """
-    where = format_json_path(raw.json_path)
     if not isinstance(raw.value, dict):
         error = ConfigError(
             f"server {raw.name!r} must be an object, not {json_type(raw.value)}; it is ignored",
             path=str(raw.path),
             line=raw.line,
-            field=where,
+            field=format_json_path(raw.json_path),
         )
         return None, [error], []
     fields: dict[str, object] = {}
