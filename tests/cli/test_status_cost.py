@@ -1,6 +1,7 @@
 """``pi-mcp status`` answers from the metadata store's summaries: at any catalog size it parses
-no server's entry and builds no catalog or search index (counted, not timed: see
-``tests/_large_catalog.py``)."""
+no server's entry and builds no catalog or search index, and one more server costs it a fixed
+small number of Python calls, for its configuration, its line and its JSON (counted, not
+timed: see ``tests/_large_catalog.py``)."""
 
 from __future__ import annotations
 
@@ -73,3 +74,51 @@ def test_status_json_of_a_large_catalog_reads_no_entry_either(tmp_path: Path) ->
     assert rows["server-00000"]["toolCount"] == TOOLS_PER_SERVER
     assert rows["server-00000"]["status"] == "cached"
     assert rows["fixture"]["status"] == "not-cached"
+
+
+# Counts every Python call the command makes, in a real CLI run.
+CALLS_PROBE = """
+import atexit, sys
+calls = [0]
+def profile(frame, event, arg):
+    if event == "call":
+        calls[0] += 1
+atexit.register(lambda: sys.stderr.write(f"CALLS {calls[0]}\\n"))
+from pi_mcp_adapter.cli import main
+sys.setprofile(profile)
+main(sys.argv[1:])
+"""
+
+CALLS_PER_SERVER = {"text": 130, "json": 140}
+"""Python calls one more server may cost a status, from its configuration to its output:
+148 and 410 (--json) when every field went through a validator, the configuration and the
+manager were looked up per server, and --json copied each server by asdict, renamed its keys
+one by one and wrote it with the pure-Python indenting encoder; 112 and 125 now."""
+
+
+def status_calls(root: Path, *args: str) -> int:
+    env = {**os.environ, "HOME": str(root), "PI_MCP_WARM": "0"}
+    command = [sys.executable, "-c", CALLS_PROBE, "--config", str(root / "mcp.json")]
+    command += ["--agent-dir", str(root / "agent"), "--project", str(root), "status", *args]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stderr.splitlines() if x.startswith("CALLS "))
+    return int(line.removeprefix("CALLS "))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_one_more_server_costs_a_status_a_fixed_small_number_of_python_calls(
+    tmp_path: Path, output: str
+) -> None:
+    small, large = 40, 240
+    args = ("--json",) if output == "json" else ()
+    calls: dict[int, int] = {}
+    for servers in (small, large):
+        root = tmp_path / str(servers)
+        write_large_workspace(root, servers)
+        calls[servers] = status_calls(root, *args)
+
+    per_server = (calls[large] - calls[small]) / (large - small)
+
+    assert per_server <= CALLS_PER_SERVER[output]
