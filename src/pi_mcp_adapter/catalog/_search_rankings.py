@@ -36,7 +36,6 @@ from ._search_store import (
     StoreActivity,
     StoredIndex,
     StoredLayout,
-    catalog_fingerprint,
     server_fingerprint,
 )
 from ._search_text import (
@@ -540,9 +539,6 @@ class FieldRanking:
         # removes the server's documents and adds the new ones (see prepare and apply), so its
         # cost is what that server offers; each term's document frequency is the size of its
         # posting list, and its IDF is worked out from that when a query reads it.
-        self._catalog_print: str | None = None
-        """The catalog fingerprint of what the index holds, when it was stored or opened
-        (written with the index: see _open_store)."""
         self._server_of: list[str | None] = []
         self._server_docs: dict[str, list[int]] = {}
         self._server_words: dict[str, list[str]] = {}
@@ -595,7 +591,6 @@ class FieldRanking:
         prints = {server: server_fingerprint(group) for server, group in groups.items()}
         if any(p is None for p in prints.values()):
             return
-        self._catalog_print = catalog_fingerprint(tools)
         stored = StoredIndex.open(path)
         if stored is None:
             return
@@ -644,14 +639,7 @@ class FieldRanking:
         )
 
     def _meta(self) -> dict[str, Any]:
-        meta: dict[str, Any] = {
-            "avg_len": self._avg_len,
-            "built": self._built_docs,
-            "next": len(self._server_of),
-        }
-        if self._catalog_print is not None:
-            meta["catalog"] = self._catalog_print  # what the index holds now (see _open_store)
-        return meta
+        return {"avg_len": self._avg_len, "built": self._built_docs, "next": len(self._server_of)}
 
     def _open_store(self, path: Path, tools: Sequence[ToolInfo]) -> bool:
         """Take the index stored at ``path`` for ``tools``: as it is when it indexed exactly
@@ -659,13 +647,15 @@ class FieldRanking:
         False, with nothing taken, when there is no usable index there or it drifted too far
         from its full build (see :attr:`rebuild_growth`): build it then."""
         groups = _by_server(tools)
-        whole = catalog_fingerprint(tools)
-        if whole is None:
-            return False
+        prints: dict[str, str] = {}
+        for server, group in groups.items():
+            fingerprint = server_fingerprint(group)
+            if fingerprint is None:
+                return False
+            prints[server] = fingerprint
         stored = StoredIndex.open(path)
         if stored is None:
             return False
-        prints: dict[str, str] = {}
         # A writer may commit between this process's write and its next read: the index is
         # then opened again, at most this many times.
         for _attempt in range(3):
@@ -674,22 +664,6 @@ class FieldRanking:
             layout = stored.read_layout(_index_parameters())
             if layout is None:
                 break
-            if layout.meta.get("catalog") == whole:
-                # The catalog the index was written for, whole: no server to compare.
-                if self._adopt(stored, layout, len(tools)):
-                    self._catalog_print = whole
-                    return True
-                break
-            if not prints:
-                for server, group in groups.items():
-                    fingerprint = server_fingerprint(group)
-                    if fingerprint is None:
-                        break
-                    prints[server] = fingerprint
-                else:
-                    self.store_activity.servers_compared = len(prints)
-                if len(prints) != len(groups):
-                    break
             if not any(_differences(layout, prints)):
                 if self._adopt(stored, layout, len(tools)):
                     return True
@@ -716,7 +690,6 @@ class FieldRanking:
                 # in stays open for the entries queries read later.
                 return True
             rows = [self._server_row(s, prints[s], groups[s]) for s in changed if s in groups]
-            self._catalog_print = whole
             meta = self._meta()
             # Every changed entry is read before the write begins (a lazy read in the middle
             # of the write would interleave with it).

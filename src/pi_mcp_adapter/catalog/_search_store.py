@@ -55,7 +55,6 @@ __all__ = [
     "StoredIndex",
     "StoredLayout",
     "StoredServer",
-    "catalog_fingerprint",
     "search_index_store_path",
     "server_fingerprint",
 ]
@@ -106,33 +105,6 @@ def server_fingerprint(tools: Sequence[ToolInfo]) -> str | None:
         data = marshal.dumps(
             [
                 (t.name, t.original_name, t.description, t.keywords, t.resource_uri, t.input_schema)
-                for t in tools
-            ],
-            2,
-        )
-    except ValueError:
-        return None
-    return hashlib.blake2b(data, digest_size=20).hexdigest()
-
-
-def catalog_fingerprint(tools: Sequence[ToolInfo]) -> str | None:
-    """A hash of what the index reads of every tool of the catalog, with each tool's server,
-    in catalog order: compared first when a process opens the stored index, so that an
-    unchanged catalog is recognised in one ``marshal`` call instead of one per server (a
-    catalog of 20,000 servers spent a third of opening its index on those). None when a tool
-    holds a value that cannot be hashed this way (as for :func:`server_fingerprint`)."""
-    try:
-        data = marshal.dumps(
-            [
-                (
-                    t.server,
-                    t.name,
-                    t.original_name,
-                    t.description,
-                    t.keywords,
-                    t.resource_uri,
-                    t.input_schema,
-                )
                 for t in tools
             ],
             2,
@@ -214,9 +186,6 @@ class StoreActivity:
     """Servers whose documents were taken out and added again on open (re-tokenised)."""
     rows_written: int = 0
     """Rows (entries, servers, blobs) written to the file, deletions included."""
-    servers_compared: int = 0
-    """Servers fingerprinted one by one on open: none when the file was written for the
-    catalog as it is (its catalog fingerprint matched)."""
 
 
 class StoredIndex:
