@@ -352,7 +352,9 @@ class _Run:
     """Targets with a fault in progress."""
     last_success: dict[str, float] = field(default_factory=dict)
     last_success_wall: dict[str, float] = field(default_factory=dict)
-    """The same in seconds since the epoch, comparable with a process's start time."""
+    """When the last successful call began, in seconds since the epoch: comparable with a
+    process's start time (a call that began after a process started was not answered by the
+    one before it, while one that merely ended after it may have been)."""
     last_error: dict[str, str] = field(default_factory=dict)
     """The last error each target answered: what a violation quotes."""
     call_number: int = 0
@@ -377,7 +379,7 @@ class _Run:
         via_gateway, server = _split(target)
         if via_gateway:
             # The gateway's state is its own. From outside: one live process, which has served
-            # a call since it started (so it is past its handshake).
+            # a call begun since it started (so it is past its handshake).
             process = _pid_of(self, target)
             if process is None:
                 return False
@@ -432,7 +434,7 @@ async def _gateway_caller(run: _Run, name: str, servers: list[str]) -> None:
             workload = WORKLOADS[server]
             run.call_number += 1
             number = run.call_number
-            started = time.monotonic()
+            started, started_wall = time.monotonic(), time.time()
             result: types.CallToolResult | None = None
             params = {"tool": f"{server}_{workload.tool}", "args": workload.arguments(number)}
             with anyio.move_on_after(CALL_DEADLINE_S):
@@ -449,7 +451,7 @@ async def _gateway_caller(run: _Run, name: str, servers: list[str]) -> None:
                 _check_text(run, target, number, kind, text)
             if kind == "ok":
                 run.last_success[target] = time.monotonic()
-                run.last_success_wall[target] = time.time()
+                run.last_success_wall[target] = started_wall
             else:
                 run.last_error[target] = f"{kind}: {text[:200]}"
             run.report.calls.append(
@@ -534,14 +536,6 @@ async def _wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
     return False
 
 
-def _has_answered_since_start(run: _Run, server: str, process: psutil.Process) -> bool:
-    try:
-        age_s = time.time() - process.create_time()
-    except psutil.Error:
-        return False
-    return run.last_success.get(server, 0.0) > time.monotonic() - age_s
-
-
 async def _kill(run: _Run, target: str) -> None:
     process = _pid_of(run, target)
     if process is None:
@@ -550,7 +544,7 @@ async def _kill(run: _Run, target: str) -> None:
     _via_gateway, name = _split(target)
     started = run.now()
     keep_alive = run.adapter.servers[name].lifecycle == "keep-alive"
-    if not keep_alive and not _has_answered_since_start(run, server, process):
+    if not keep_alive and not run.connected(target):
         # A kill while it is still starting is a failed start, which the backoff answers on
         # purpose; this fault is about a running server, so it waits for the next turn.
         return
