@@ -214,3 +214,41 @@ async def test_an_applications_own_provider_still_gets_the_calls_span_with_the_i
     (span,) = [s for s in spans.ended if s.name == CALL_SPAN]
     _version, trace_id, span_id, _flags = received.split("-")
     assert (trace_id, span_id) == (f"{span.context.trace_id:032x}", f"{span.context.span_id:016x}")
+
+
+async def test_closing_the_adapter_finishes_the_spans_of_its_last_calls(tmp_path: Path) -> None:
+    (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": {"tp": traceparent_entry()}}))
+    provider = _telemetry.create_tracer_provider({"service.name": "pi-mcp-test"})
+    spans = StartsAndEnds()
+    provider.add_span_processor(spans)
+    telemetry = _telemetry.create_telemetry(tracer_provider=provider)
+    previous = _telemetry.install(telemetry)
+    try:
+        async with McpAdapter(agent_dir=tmp_path, project_dir=tmp_path) as adapter:
+            for _ in range(3):
+                await _received_traceparent(adapter)
+        # No flush asked for: closing the adapter waited for the worker.
+        assert [s.name for s in spans.ended].count(CALL_SPAN) == 3
+        assert not telemetry._finisher._queue
+    finally:
+        _telemetry.install(previous)
+        telemetry.shutdown()
+        provider.shutdown()
+
+
+async def test_shutting_telemetry_down_finishes_what_waits_and_ends_its_worker_thread(
+    observed: Observed,
+) -> None:
+    await _received_traceparent(observed.adapter)
+    telemetry = _telemetry.active()
+    assert telemetry is not None
+    worker = telemetry._finisher.thread
+    assert worker is not None
+    assert worker.is_alive()
+    assert worker.daemon  # never keeps a process from exiting
+
+    telemetry.shutdown()
+
+    assert not worker.is_alive()
+    assert telemetry._finisher.thread is None
+    assert [s.name for s in observed.spans.ended].count(CALL_SPAN) == 1

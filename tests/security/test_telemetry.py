@@ -1,6 +1,7 @@
 """Attacks on telemetry: argument values and secrets in span attributes, the gateway's
 ``/metrics`` and status page read without the operator's token or by a restricted client,
-a repository naming where traces go, HTML in what a server says, and the cost of "off"."""
+a repository naming where traces go, HTML in what a server says, the cost of "off", and a
+span pipeline that stops taking spans (calls go on; what waits for it stays bounded)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,22 @@ import hashlib
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 from gateway._telemetry_support import fixture_entry, observed_gateway
 from pi_mcp_adapter._secrets import forget_secrets, register_secret
 from pi_mcp_adapter.config import load_config
 from pi_mcp_adapter.config._models import GatewayClient
+from pi_mcp_adapter.engine import McpAdapter, _telemetry
 from pi_mcp_adapter.hosts import GatewayOptions
 
 pytestmark = pytest.mark.anyio
@@ -189,3 +194,73 @@ print(sorted(m for m in sys.modules if m.startswith("opentelemetry.sdk")))
     )
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.strip().splitlines()[-1] == "[]"
+
+
+class _StalledProcessor(SpanProcessor):
+    """A span processor whose ``on_end`` does not return until released (an exporter that
+    posts each span synchronously to an endpoint that stopped answering)."""
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+        self.entered = threading.Event()
+        self.ended: list[str] = []
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.entered.set()
+        self.released.wait(60)
+        self.ended.append(span.name)
+
+
+def _dropped_counted(reader: object) -> int:
+    data = reader.get_metrics_data()  # type: ignore[attr-defined]
+    counted = 0
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name == "pi_mcp.telemetry.dropped":
+                    counted += sum(point.value for point in metric.data.data_points)
+    return counted
+
+
+@pytest.mark.slow
+async def test_a_stalled_span_pipeline_neither_holds_up_calls_nor_grows_without_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    capacity = 3
+    monkeypatch.setattr(_telemetry, "_FINISH_QUEUE_CAPACITY", capacity)
+    (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": {"fx": fixture_entry()}}))
+    provider = _telemetry.create_tracer_provider({"service.name": "pi-mcp-test"})
+    stalled = _StalledProcessor()
+    provider.add_span_processor(stalled)
+    metrics = InMemoryMetricReader()
+    telemetry = _telemetry.create_telemetry(tracer_provider=provider, metric_readers=[metrics])
+    previous = _telemetry.install(telemetry)
+    calls = 10
+    try:
+        async with McpAdapter(agent_dir=tmp_path, project_dir=tmp_path) as adapter:
+            first = await adapter.call("fx_echo", {"message": "first"})
+            assert first.error_kind is None, first
+            # The worker is now stuck in the processor with the first call's span...
+            with anyio.fail_after(30):
+                await anyio.to_thread.run_sync(stalled.entered.wait, 30)
+            # ...and every further call still gets its answer at once.
+            with anyio.fail_after(60):
+                for index in range(calls - 1):
+                    outcome = await adapter.call("fx_echo", {"message": f"m{index}"})
+                    assert outcome.error_kind is None, outcome
+                    assert not outcome.is_error, outcome
+            finisher = telemetry._finisher
+            assert len(finisher._queue) <= capacity
+            dropped = finisher.dropped
+            assert dropped == calls - 1 - capacity  # all but the first and the queued
+            assert _dropped_counted(metrics) == dropped
+            stalled.released.set()
+        _telemetry.flush_pending()
+        assert len(stalled.ended) == calls - dropped  # what was kept is finished
+    finally:
+        stalled.released.set()
+        _telemetry.install(previous)
+        telemetry.shutdown()
+        provider.shutdown()

@@ -68,7 +68,7 @@ from ._notices import DEFAULT_STATUS_DEBOUNCE_S, Notices
 from ._pipeline import CallPipeline
 from ._questions import Elicit, Sample, ServerQuestions
 from ._server_status import ServerStatuses
-from ._telemetry import search_span
+from ._telemetry import flush_pending, search_span
 from ._trace import open_call_trace
 from ._values import (
     CallOutcome,
@@ -366,6 +366,9 @@ class McpAdapter:
                 self.state.load_cache()
             stack.callback(self.notices.clear_status_line)
             _start_telemetry(self)
+            # Closed, the adapter's last calls have their spans and durations (telemetry's
+            # worker thread makes them a moment after each answer).
+            stack.callback(flush_pending)
             if self.settings.capture_stats:
                 from ._stats import CallStats
 
