@@ -17,6 +17,10 @@ name for is under ``pi_mcp.`` (the server a tool belongs to, the gateway client)
 values and results are never attributes unless ``settings.telemetry.recordArguments`` /
 ``recordResults`` turn them on, and then pass the secret masking first.
 
+A request's and an upstream call's spans, duration samples and status-page lines are made
+after the answer by one worker thread per telemetry, from a bounded queue the caller appends
+a tuple to (see "the worker" below); :func:`flush_pending` waits for it.
+
 Off (the default) costs one global read per hook: :func:`active` is ``None`` and nothing
 imports the OpenTelemetry SDK. On when ``settings.telemetry`` says so (a user-level file:
 an untrusted project must not send data anywhere), when the standard ``OTEL_*`` variables
@@ -935,29 +939,37 @@ class _RequestSpan:
         self._meta = parent_meta
         self._record = _RequestRecord()
 
+    def _ids(self) -> dict[str, str] | None:
+        """This request's own attributes (its JSON-RPC id and session), beside its shape's."""
+        if self._request_id is None and not self._session_id:
+            return None
+        ids = {}
+        if self._request_id is not None:
+            ids["jsonrpc.request.id"] = str(self._request_id)
+        if self._session_id:
+            ids["mcp.session.id"] = self._session_id
+        return ids
+
     def __enter__(self) -> _RequestRecord:
         telemetry = self._telemetry
         shape = self._shape
-        attributes = shape.attributes
-        if self._request_id is not None or self._session_id:
-            attributes = dict(attributes)
-            if self._request_id is not None:
-                attributes["jsonrpc.request.id"] = str(self._request_id)
-            if self._session_id:
-                attributes["mcp.session.id"] = self._session_id
         deferred = telemetry._deferred_spans
         span: Any
         if deferred is not None:
             parent = _extract(self._meta)
             if parent is None:
                 parent = telemetry.get_current()
+            attributes = shape.attributes
+            if not deferred.parent_decides:  # a sampler that may read them: at start
+                attributes = {**attributes, **(self._ids() or {})}
+            # Else the worker adds the ids as it makes the span (_end).
             span = deferred.start(shape.span_name, attributes, parent, telemetry.span_kinds.SERVER)
         else:
             span = telemetry.tracer.start_span(
                 shape.span_name,
                 context=_extract(self._meta),
                 kind=telemetry.span_kinds.SERVER,
-                attributes=attributes,
+                attributes={**shape.attributes, **(self._ids() or {})},
                 record_exception=False,
                 set_status_on_exception=False,
             )
@@ -978,7 +990,7 @@ class _RequestSpan:
     def _end(self, duration_s: float, end_ns: int) -> None:
         """In the worker thread: the span (made now on pi-mcp's provider), the duration sample."""
         record = self._record
-        span = _made(self._telemetry, self._span)
+        span = _made(self._telemetry, self._span, self._ids())
         if span is not None:
             _finish(span, record.error_type)
             span.end(end_ns)
@@ -1028,8 +1040,8 @@ class _DeferredSpans:
     Making an SDK span (ids, sampling, attribute checks, the span object) is most of what
     telemetry adds to a call; made before the request is sent it delays every answer. So a
     call only takes its span's ids and the sampler's decision (what its ``traceparent``
-    says) and the span is made with them, its start time the call's, once the answer is
-    back: the same span, the same parent, the same ids the upstream server saw. An
+    says) and the span is made with them, its start time the call's, after the answer, by
+    the worker thread: the same span, the same parent, the same ids the upstream server saw. An
     application's own provider has no way to be handed ids, so there spans are made at once.
     """
 
@@ -1037,11 +1049,11 @@ class _DeferredSpans:
         "_current_span",
         "_flags",
         "_ids",
-        "_parent_decides",
         "_pending_class",
         "_random_ids",
         "_sampler",
         "_span_context",
+        "parent_decides",
     )
 
     def __init__(self, sampler: Any, ids: Any) -> None:
@@ -1052,7 +1064,7 @@ class _DeferredSpans:
         self._sampler = sampler
         # The default sampler (no OTEL_TRACES_SAMPLER): a root span is sampled, a child is
         # when its parent is, and it keeps its parent's trace state. Said here, not asked.
-        self._parent_decides = sampler is DEFAULT_ON
+        self.parent_decides = sampler is DEFAULT_ON
         self._ids = ids
         self._random_ids = RandomIdGenerator()  # new ids; ``_ids`` is told them when used
         self._span_context = SpanContext
@@ -1085,7 +1097,7 @@ class _DeferredSpans:
         else:
             trace_id = parent_span.trace_id
             random_id = parent_span.trace_flags.random_trace_id
-        if self._parent_decides:
+        if self.parent_decides:
             sampled = recording = not parent_span.is_valid or parent_span.trace_flags.sampled
             trace_state = parent_span.trace_state if parent_span.is_valid else None
         else:
