@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from pi_mcp_adapter.hosts import ExportHost
@@ -96,3 +98,63 @@ async def test_a_search_not_followed_by_a_call_of_what_it_found_teaches_nothing(
     await search(workspace, "frobnicate the gizmo task number five", call=None)
     await search(workspace, "select:changing_t3", call="changing_t3")
     assert not (workspace.agent_dir / "mcp-search-learned.json").exists()
+
+
+async def test_a_call_that_learns_while_another_process_holds_the_file_stalls_no_one(
+    workspace: Workspace,
+) -> None:
+    # Learning writes the agent dir's file under a lock another process may hold for seconds;
+    # the call that learns waits for it in a worker thread, never on the event loop.
+    configure(workspace)
+    learned = workspace.agent_dir / "mcp-search-learned.json"
+    workspace.agent_dir.mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import filelock, sys, time\n"
+            f"lock = filelock.FileLock({str(learned) + '.lock'!r})\n"
+            "lock.acquire()\n"
+            "print('held', flush=True)\n"
+            "sys.stdin.read()\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None
+    assert holder.stdin is not None
+    assert holder.stdout.readline().strip() == "held"
+    longest_gap = 0.0
+    host = ExportHost()
+    try:
+        async with workspace.attached(host) as adapter:
+            await adapter.ready()
+            found = await host.tools["ToolSearch"].execute({"query": "frobnicate the gizmo"})
+            target = next(iter(found.details["matches"]))
+
+            async def release_later() -> None:
+                await anyio.sleep(2.0)
+                holder.stdin.close()  # type: ignore[union-attr]
+
+            async def tick() -> None:
+                nonlocal longest_gap
+                last = time.monotonic()
+                while True:
+                    await anyio.sleep(0.01)
+                    now = time.monotonic()
+                    longest_gap = max(longest_gap, now - last)
+                    last = now
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(tick)
+                tg.start_soon(release_later)
+                ran = await host.execute(target, {"text": "x"})
+                tg.cancel_scope.cancel()
+            assert not ran.is_error
+    finally:
+        if holder.stdin is not None and not holder.stdin.closed:
+            holder.stdin.close()
+        holder.wait(timeout=30)
+    assert "gizmo" in learned.read_text()  # learned once the lock was free
+    assert longest_gap < 1.0, f"the event loop stood still {longest_gap:.2f} s"

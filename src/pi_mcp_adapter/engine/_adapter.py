@@ -937,7 +937,9 @@ class McpAdapter:
         outcome = await self.pipeline.call(name, args, server=server, approval_scope=approval_scope)
         memory = self._search_memory
         if memory is not None and outcome.tool is not None and not outcome.is_error:
-            memory.note_call(outcome.tool)  # a search's words that led here are learned
+            lesson = memory.lesson_from_call(outcome.tool)  # a search's words that led here
+            if lesson is not None:
+                await anyio.to_thread.run_sync(memory.learn, lesson)
         return outcome
 
     async def ask_approvals(self, names: Iterable[str], *, scope: ApprovalScope) -> None:

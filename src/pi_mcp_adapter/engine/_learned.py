@@ -24,6 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,11 +64,21 @@ _LOCK_TIMEOUT_S = 5.0
 Words = dict[str, list[int]]
 
 
+@dataclass(frozen=True)
+class Lesson:
+    """What one call teaches: the words of the search that led to ``tool``."""
+
+    tool: ToolKey
+    terms: tuple[str, ...]
+    at_ms: int
+
+
 class SearchMemory:
     """This agent's learned words: read once, added to by calls that follow searches.
 
-    Every method is safe to call from the event loop; a write is a small file under a lock
-    (one per learned call, which follows a search: rare next to calls).
+    :meth:`note_search` and :meth:`lesson_from_call` are cheap enough for the event loop;
+    :meth:`learn` writes (a small file under a lock, or the team's Redis) and belongs in a
+    worker thread: the lock may be held by another process for up to :data:`_LOCK_TIMEOUT_S`.
     """
 
     def __init__(self, path: Path, *, clock: Callable[[], float] = time.time) -> None:
@@ -110,9 +121,9 @@ class SearchMemory:
             )
             del self._recent[:-RECENT_SEARCHES]
 
-    def note_call(self, tool: ToolInfo) -> None:
-        """A successful call of ``tool``: the newest fresh search that found it teaches its
-        words to it (once: the search is then used up)."""
+    def lesson_from_call(self, tool: ToolInfo) -> Lesson | None:
+        """A successful call of ``tool``: the words of the newest fresh search that found it,
+        for :meth:`learn` (once: the search is then used up), or None."""
         key = (tool.server, tool.original_name)
         now = self._clock()
         with self._lock:
@@ -120,19 +131,24 @@ class SearchMemory:
                 at, terms, found = self._recent[index]
                 if now - at <= SEARCH_FRESH_S and key in found:
                     del self._recent[index]
-                    break
-            else:
-                return
-        self._learn(key, terms, int(now * 1000))
+                    return Lesson(key, terms, int(now * 1000))
+        return None
 
-    def _learn(self, key: ToolKey, terms: Sequence[str], now_ms: int) -> None:
-        addition = {key: {term: [1, now_ms] for term in terms}}
+    def note_call(self, tool: ToolInfo) -> None:
+        """:meth:`lesson_from_call` and :meth:`learn` in one, for callers off the event loop."""
+        lesson = self.lesson_from_call(tool)
+        if lesson is not None:
+            self.learn(lesson)
+
+    def learn(self, lesson: Lesson) -> None:
+        addition = {lesson.tool: {term: [1, lesson.at_ms] for term in lesson.terms}}
         try:
             if not self._share(addition):
                 self._write_merged(addition)
         except (OSError, filelock.Timeout) as exc:
             logger.warning("could not write learned search words to %s: %s", self.path, exc)
-            _merge_into(self._stored, addition)
+            with self._lock:
+                _merge_into(self._stored, addition)
         self._words = _learned(self._stored, self._clock())
 
     def _share(self, addition: Mapping[ToolKey, Words]) -> bool:
