@@ -1098,7 +1098,7 @@ def _plain(value: object) -> object:
     if isinstance(value, RequestHeadersCommand):
         return value.model_dump(by_alias=True, exclude_unset=True)
     if isinstance(value, tuple):
-        return [_plain(item) for item in value]
+        return [item if type(item) is str else _plain(item) for item in value]
     if isinstance(value, dict):
         return {key: _plain(item) for key, item in value.items()}
     return value
