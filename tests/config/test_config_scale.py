@@ -24,9 +24,9 @@ from .conftest import Machine
 SMALL, LARGE = 20, 200
 """Two configuration sizes: what one more server costs is their difference, divided."""
 
-CALLS_PER_SERVER = 85
+CALLS_PER_SERVER = 80
 """Python calls one more server of the usual shape may cost (117 when every field went
-through a validator and every value through the substitution; 78 now)."""
+through a validator and every value through the substitution; 73 now)."""
 
 
 def usual_entry(name: str) -> dict[str, object]:
