@@ -18,8 +18,8 @@ is the median over rounds of each round's p50 ratio, which a load change during 
 moves little. "off again" is "off" measured a second time: its ratio to "off" is the noise
 floor of that run, what a ratio means nothing below. The pooled p50s are printed beside it,
 and the CPU time per call of the process that served the calls (all its threads, the
-exporter's included): telemetry finishes a span after the caller has its answer, so latency
-is not the whole of its cost.
+exporter's included): telemetry's worker thread makes a call's span after the caller has its
+answer, so latency is not the whole of its cost.
 
 A third measurement isolates what the upstream server pays for trace continuation: the same
 echo from a bare SDK client with and without a ``traceparent`` in ``params._meta``.
@@ -123,6 +123,8 @@ class Rounds:
     def __init__(self) -> None:
         self.rounds: list[dict[str, list[float]]] = []
         self.cpu_ms_per_call: dict[str, float] = {}
+        self.dropped: int | None = None
+        """Calls whose span the telemetry worker's full queue dropped (in process only)."""
 
     async def run(
         self,
@@ -194,6 +196,7 @@ async def adapter_rounds(rounds: int, calls: int, endpoint: str) -> Rounds:
             await measured.run(rounds, calls, calls_by_mode, switch, account)
             total = rounds * calls
             measured.cpu_ms_per_call = {m: cpu_s[m] / total * 1000 for m in cpu_s}
+            measured.dropped = telemetry._finisher.dropped
         _telemetry.install(None)
     # Flushed while the receiver still listens.
     telemetry.shutdown()
@@ -305,6 +308,8 @@ def report(title: str, metric: str, measured: Rounds) -> float:
             f"on {cpu['on']:.3f} ms (+{cpu['on'] - cpu['off']:.3f} ms), "
             f"off again {cpu['off again']:.3f} ms"
         )
+    if measured.dropped is not None:
+        print(f"calls whose span was dropped (telemetry's queue full): {measured.dropped}")
     verdict = "within" if ratio <= TARGET_RATIO else "OVER"
     print(f"median of per-round p50 ratios on/off: {ratio:.3f} ({verdict} target {TARGET_RATIO})")
     print(
