@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -264,3 +265,49 @@ async def test_a_stalled_span_pipeline_neither_holds_up_calls_nor_grows_without_
         _telemetry.install(previous)
         telemetry.shutdown()
         provider.shutdown()
+
+
+@pytest.mark.slow
+async def test_a_metrics_scrape_waiting_on_a_stalled_span_pipeline_does_not_stall_other_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pi_mcp_adapter.hosts import _gateway_telemetry
+
+    monkeypatch.setattr(_telemetry, "_FLUSH_TIMEOUT_S", 5.0)
+    flush_started = threading.Event()
+    real_flush = _gateway_telemetry.flush_pending
+
+    def flush_pending() -> None:
+        flush_started.set()
+        real_flush()
+
+    monkeypatch.setattr(_gateway_telemetry, "flush_pending", flush_pending)
+    stalled = _StalledProcessor()
+    try:
+        async with observed_gateway(tmp_path, {"fx": fixture_entry()}) as gateway:
+            processors: Any = gateway.telemetry.tracer
+            processors.span_processor.add_span_processor(stalled)
+            async with Client(gateway.url, mode="legacy", cache=None) as client:
+                await client.call_tool("mcp", {"tool": "fx_echo", "args": {"message": "one"}})
+                with anyio.fail_after(30):
+                    await anyio.to_thread.run_sync(stalled.entered.wait, 30)
+                scraped = anyio.Event()
+                async with httpx.AsyncClient(timeout=60) as web, anyio.create_task_group() as tg:
+
+                    async def scrape() -> None:
+                        response = await web.get(gateway.base + "/metrics")
+                        assert response.status_code == 200
+                        scraped.set()
+
+                    tg.start_soon(scrape)
+                    with anyio.fail_after(30):
+                        await anyio.to_thread.run_sync(flush_started.wait, 30)
+                    # The scrape waits for the stuck worker; the gateway answers meanwhile.
+                    result = await client.call_tool(
+                        "mcp", {"tool": "fx_echo", "args": {"message": "two"}}
+                    )
+                    assert not result.is_error
+                    assert not scraped.is_set()
+                stalled.released.set()
+    finally:
+        stalled.released.set()

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import anyio
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
@@ -145,7 +146,9 @@ class ObservabilityRoutes:
                 authenticate=True,
             )
             return
-        flush_pending()  # calls answered a moment ago are counted and listed
+        # Calls answered a moment ago are counted and listed; waited for in a thread, so a
+        # span processor that stalls the telemetry worker never stalls the gateway's loop.
+        await anyio.to_thread.run_sync(flush_pending)
         if path == METRICS_PATH:
             body = self._telemetry.prometheus_text()
             await _respond(send, 200, body, b"text/plain; version=0.0.4; charset=utf-8")
