@@ -371,7 +371,11 @@ def _load_config(
     # Claude plugin servers are the lowest defaults of all. One whose name only normalises to
     # a name defined above it (`my-db` under `my_db`) would become a second server with the
     # same tool prefix, so it is left out, as the reference leaves it out.
-    above = {name.replace("-", "_"): name for name in (*per_server, *file_defined)}
+    above = (
+        {name.replace("-", "_"): name for name in (*per_server, *file_defined)}
+        if plugins.claude
+        else {}
+    )
     for read in plugins.claude:
         for raw in read.entries:
             other = above.get(raw.name.replace("-", "_"), raw.name)
@@ -836,8 +840,9 @@ def _layer_from_document(
                 collector.errors.append(unnamed)
                 continue
             valid, errors, warnings = validate_server_entry(raw)
-            collector.errors.extend(errors)
-            collector.warnings.extend(warnings)
+            if errors or warnings:
+                collector.errors.extend(errors)
+                collector.warnings.extend(warnings)
             by_name[name] = (raw, valid, errors)
     loaded.entries = list(by_name.values())
 
