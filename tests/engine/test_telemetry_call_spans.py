@@ -252,3 +252,48 @@ async def test_shutting_telemetry_down_finishes_what_waits_and_ends_its_worker_t
     assert not worker.is_alive()
     assert telemetry._finisher.thread is None
     assert [s.name for s in observed.spans.ended].count(CALL_SPAN) == 1
+
+
+_FORKING_PROGRAM = """
+import os, threading
+from pi_mcp_adapter.engine import _telemetry
+
+finisher = _telemetry._Finisher()
+finished = []
+taken, gate = threading.Event(), threading.Event()
+
+def stuck():
+    taken.set()
+    gate.wait(30)
+
+finisher.submit(stuck, ())
+taken.wait(30)  # the parent's worker is busy with it...
+finisher.submit(finished.append, ("queued in the parent",))  # ...and this one waits
+pid = os.fork()
+if pid == 0:
+    finisher.submit(finished.append, ("the child's own",))
+    finisher.flush()
+    worker = finisher.thread
+    print(finished, worker is not None and worker.is_alive(), flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+gate.set()
+finisher.flush()
+print(finished, flush=True)
+"""
+
+
+def test_a_forked_child_finishes_only_its_own_calls_in_a_worker_of_its_own() -> None:
+    import subprocess
+    import sys
+
+    completed = subprocess.run(
+        [sys.executable, "-c", _FORKING_PROGRAM],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    child, parent = completed.stdout.splitlines()
+    assert child == '["the child\'s own"] True'
+    assert parent == "['queued in the parent']"

@@ -1416,6 +1416,9 @@ class _Finisher:
         self._thread = None
         self._sleeping = False
         self._wake = threading.Event()
+        # The parent's worker finishes what was queued there: finished here too, each of
+        # those spans would be exported twice.
+        self._queue.clear()
 
 
 _finishers: weakref.WeakSet[_Finisher] = weakref.WeakSet()
@@ -1433,6 +1436,8 @@ def flush_pending() -> None:
 
 def _forget_threads_after_fork() -> None:
     """A forked child has no worker thread: its next call starts one."""
+    global _start_lock
+    _start_lock = threading.Lock()  # another thread may have held it as the process forked
     for finisher in list(_finishers):
         finisher._forget_thread()
 
