@@ -44,8 +44,8 @@ reliability-long: install npm
 	$(BIN)/python bench/bench_reliability.py --minutes 10
 
 lint: install
-	$(BIN)/ruff check src tests bench bench/run
-	$(BIN)/ruff format --check src tests bench bench/run
+	$(BIN)/ruff check src tests bench bench/run examples
+	$(BIN)/ruff format --check src tests bench bench/run examples
 
 typecheck: install
 	$(BIN)/mypy

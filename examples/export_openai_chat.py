@@ -19,7 +19,7 @@ from pi_mcp_adapter.hosts import ExportHost, result_shape
 def scripted_model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
     """Searches with the proxy tool, calls what it found, then answers."""
     # The proxy tool, and mcp_script beside it when the `script` extra is installed.
-    assert [t["function"]["name"] for t in tools][0] == "mcp"
+    assert tools[0]["function"]["name"] == "mcp"
     step = sum(1 for m in messages if m["role"] == "assistant")
     if step == 0:
         arguments: dict[str, Any] = {"search": "current time timezone"}
