@@ -41,15 +41,22 @@ main(sys.argv[1:])
 SERVERS = 400
 
 
-def status_with_counts(root: Path, *args: str) -> tuple[str, dict[str, int]]:
+def probed_status(root: Path, probe: str, label: str, *args: str) -> tuple[str, str]:
+    """``pi-mcp status *args`` run under ``probe`` in a fresh process: what it printed, and
+    what the probe wrote on stderr after ``label``."""
     env = {**os.environ, "HOME": str(root), "PI_MCP_WARM": "0"}
-    command = [sys.executable, "-c", PROBE, "--config", str(root / "mcp.json")]
+    command = [sys.executable, "-c", probe, "--config", str(root / "mcp.json")]
     command += ["--agent-dir", str(root / "agent"), "--project", str(root), "status", *args]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    line = next(x for x in done.stderr.splitlines() if x.startswith("COUNTS "))
-    counts: dict[str, int] = json.loads(line.removeprefix("COUNTS "))
-    return done.stdout, counts
+    line = next(x for x in done.stderr.splitlines() if x.startswith(f"{label} "))
+    return done.stdout, line.removeprefix(f"{label} ")
+
+
+def status_with_counts(root: Path, *args: str) -> tuple[str, dict[str, int]]:
+    shown, counted = probed_status(root, PROBE, "COUNTS", *args)
+    counts: dict[str, int] = json.loads(counted)
+    return shown, counts
 
 
 @pytest.mark.slow
@@ -97,13 +104,7 @@ one by one and wrote it with the pure-Python indenting encoder; 109 and 122 now.
 
 
 def status_calls(root: Path, *args: str) -> int:
-    env = {**os.environ, "HOME": str(root), "PI_MCP_WARM": "0"}
-    command = [sys.executable, "-c", CALLS_PROBE, "--config", str(root / "mcp.json")]
-    command += ["--agent-dir", str(root / "agent"), "--project", str(root), "status", *args]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    line = next(x for x in done.stderr.splitlines() if x.startswith("CALLS "))
-    return int(line.removeprefix("CALLS "))
+    return int(probed_status(root, CALLS_PROBE, "CALLS", *args)[1])
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ from pydantic import TypeAdapter
 
 from _large_catalog import counted_calls  # tests/ is on sys.path
 from pi_mcp_adapter._errors import ConfigError
-from pi_mcp_adapter.config import LoadedConfig, _loader, load_config
+from pi_mcp_adapter.config import _loader
 
 from .conftest import Machine
 
@@ -45,15 +45,6 @@ def write_servers(machine: Machine, count: int, **extra: object) -> Path:
     servers: dict[str, object] = {f"server-{i:05d}": usual_entry(f"s{i}") for i in range(count)}
     servers.update(extra)
     return machine.write_layer("agent", {"mcpServers": servers})
-
-
-def load(machine: Machine) -> LoadedConfig:
-    return load_config(
-        agent_dir=machine.agent_dir,
-        project_dir=machine.project,
-        home=machine.home,
-        environ=machine.environ,
-    )
 
 
 @pytest.fixture
@@ -84,7 +75,7 @@ def test_one_more_server_of_the_usual_shape_costs_a_fixed_small_number_of_python
     for count in (SMALL, LARGE):
         write_servers(machine, count)
         with counted_calls() as calls:
-            config = load(machine)
+            config = machine.load()
         assert len(config.servers) == count
         costs[count] = calls[0]
 
@@ -98,7 +89,7 @@ def test_the_usual_field_values_are_taken_without_a_validator_call_each(
 ) -> None:
     write_servers(machine, LARGE)
 
-    config = load(machine)
+    config = machine.load()
 
     assert validator_calls == []
     entry = config.servers["server-00007"]
@@ -130,7 +121,7 @@ def test_an_unusual_value_among_many_usual_ones_still_gets_the_full_check(
     odd = {**usual_entry("odd"), field.partition("[")[0].partition(".")[0]: value}
     path = write_servers(machine, LARGE, odd=odd)
 
-    config = load(machine)
+    config = machine.load()
 
     assert validator_calls == [value]  # only the odd value went to the validator
     if expected is None:  # null is valid for the field; the entry then has no transport
@@ -153,7 +144,7 @@ def test_values_that_refer_to_variables_or_home_are_still_expanded(machine: Mach
     }
     write_servers(machine, SMALL, templated=templated)
 
-    entry = load(machine).servers["templated"]
+    entry = machine.load().servers["templated"]
 
     assert entry.command == str(machine.home / "bin" / "acme")
     assert entry.args == ("--token", "tok-123", "plain")
@@ -167,7 +158,7 @@ def test_a_large_configuration_is_moved_out_of_the_collectors_walks(
     write_servers(machine, _loader.LONG_LIVED_FROM_SERVERS)
     frozen_before = gc.get_freeze_count()
 
-    config = load(machine)
+    config = machine.load()
 
     assert len(config.servers) == _loader.LONG_LIVED_FROM_SERVERS
     # About 20 objects a server are out of every later collection's walk.
@@ -178,7 +169,7 @@ def test_a_small_configuration_is_left_to_the_collector(machine: Machine) -> Non
     write_servers(machine, SMALL)
     frozen_before = gc.get_freeze_count()
 
-    load(machine)
+    machine.load()
 
     assert gc.get_freeze_count() == frozen_before
 
@@ -186,7 +177,7 @@ def test_a_small_configuration_is_left_to_the_collector(machine: Machine) -> Non
 def test_a_replaced_configuration_holds_no_reference_cycle(machine: Machine) -> None:
     # What a frozen configuration relies on: replaced, it is freed by reference counting.
     write_servers(machine, SMALL, broken={"command": "npx", "args": 7})
-    config = load(machine)
+    config = machine.load()
     assert config.provenance["server-00003"].origin.line is not None  # positions found
     assert config.errors  # and an error with its line
     gc.collect()

@@ -15,7 +15,7 @@ import pytest
 from _large_catalog import counted_calls  # tests/ is on sys.path
 from pi_mcp_adapter._errors import ConfigError
 from pi_mcp_adapter.catalog import config_hash
-from pi_mcp_adapter.config import LoadedConfig, ServerEntry, _jsonc, load_config
+from pi_mcp_adapter.config import ServerEntry, _jsonc
 from pi_mcp_adapter.engine import McpAdapter
 from pi_mcp_adapter.servers import FailureMemory, ServerManager
 
@@ -108,20 +108,11 @@ def write_config(machine: Machine, servers: int, **extra: object) -> Path:
     return machine.write_layer("agent", {"mcpServers": entries})
 
 
-def load(machine: Machine) -> LoadedConfig:
-    return load_config(
-        agent_dir=machine.agent_dir,
-        project_dir=machine.project,
-        home=machine.home,
-        environ=machine.environ,
-    )
-
-
 def test_status_reads_the_failures_file_once_however_many_servers_are_configured(
     machine: Machine, failures_file_reads: list[Path]
 ) -> None:
     write_config(machine, LARGE)
-    adapter = McpAdapter(config=load(machine), agent_dir=machine.agent_dir)
+    adapter = McpAdapter(config=machine.load(), agent_dir=machine.agent_dir)
     failures = FailureMemory(machine.agent_dir / "mcp-failures.json")
     failures.record("server-0042", adapter.servers["server-0042"], "refused")
     failures_file_reads.clear()
@@ -138,7 +129,7 @@ def test_a_valid_configuration_loads_without_finding_its_key_positions(
 ) -> None:
     write_config(machine, servers)
 
-    config = load(machine)
+    config = machine.load()
 
     assert len(config.servers) == servers
     assert config.errors == ()
@@ -152,7 +143,7 @@ def test_an_error_in_a_large_configuration_names_its_file_line_and_field_from_on
     lines = path.read_text(encoding="utf-8").splitlines()
     args_line = next(i for i, line in enumerate(lines, 1) if '"args": 7' in line)
 
-    config = load(machine)
+    config = machine.load()
 
     (error,) = [e for e in config.errors if isinstance(e, ConfigError)]
     assert (error.path, error.line, error.field) == (str(path), args_line, "mcpServers.broken.args")
@@ -165,7 +156,7 @@ def test_the_line_a_server_came_from_is_found_when_asked(
     path = write_config(machine, SMALL)
     lines = path.read_text(encoding="utf-8").splitlines()
     expected = next(i for i, line in enumerate(lines, 1) if '"server-0011": {' in line)
-    config = load(machine)
+    config = machine.load()
     assert positions_passes == [0]
 
     origin = config.provenance["server-0011"].origin
