@@ -990,10 +990,10 @@ class _RequestSpan:
     def _end(self, duration_s: float, end_ns: int) -> None:
         """In the worker thread: the span (made now on pi-mcp's provider), the duration sample."""
         record = self._record
-        span = _made(self._telemetry, self._span, self._ids())
-        if span is not None:
-            _finish(span, record.error_type)
-            span.end(end_ns)
+        span = self._span
+        # A pending span gets its request's ids now; a span made at once had them at start.
+        extra = self._ids() if isinstance(span, _PendingSpan) else None
+        _end_span(self._telemetry, span, extra, record.error_type, end_ns)
         labels = self._shape.labels_for(record.outcome(), record.error_type)
         self._telemetry._request_duration.record(duration_s, labels)
 
@@ -1012,6 +1012,8 @@ class _PendingSpan:
     """Its attributes at start (never changed: a shape's, or a copy)."""
     parent: Any
     """The context it started in: the span's parent when it is made."""
+    parent_span: Any
+    """That context's span's ``SpanContext``, or ``None`` for a root span."""
     recording: bool
     """The sampler's decision: ``False``, and no span is made (the ids still go out)."""
     start_ns: int
@@ -1027,7 +1029,7 @@ def _pending_span_class() -> type[Any]:
     from opentelemetry.trace import NonRecordingSpan
 
     class PendingSpan(NonRecordingSpan, _PendingSpan):
-        __slots__ = ("attributes", "kind", "name", "parent", "recording", "start_ns")
+        __slots__ = ("attributes", "kind", "name", "parent", "parent_span", "recording", "start_ns")
 
     _PENDING_SPAN_CLASS.append(PendingSpan)
     return PendingSpan
@@ -1046,13 +1048,19 @@ class _DeferredSpans:
     """
 
     __slots__ = (
+        "_checked_processors",
         "_current_span",
+        "_direct",
         "_flags",
         "_ids",
         "_pending_class",
         "_random_ids",
+        "_readable_span",
         "_sampler",
         "_span_context",
+        "_status_error",
+        "_status_unset",
+        "direct_spans",
         "parent_decides",
     )
 
@@ -1078,6 +1086,16 @@ class _DeferredSpans:
             ],
         ]
         self._pending_class = _pending_span_class()
+        from opentelemetry.sdk.trace import ReadableSpan
+        from opentelemetry.trace import Status, StatusCode
+
+        self._readable_span = ReadableSpan
+        self._status_unset = Status(StatusCode.UNSET)
+        self._status_error = Status(StatusCode.ERROR)
+        self._checked_processors: tuple[Any, ...] | None = None
+        self._direct = False
+        self.direct_spans = 0
+        """Spans handed to the span processors made directly (:meth:`end`); for tests."""
 
     @classmethod
     def for_provider(cls, provider: TracerProvider) -> _DeferredSpans | None:
@@ -1105,6 +1123,9 @@ class _DeferredSpans:
             sampled = sampling.decision.is_sampled()
             recording = sampling.decision.is_recording()
             trace_state = sampling.trace_state
+            if recording and sampling.attributes is not None:
+                # What the SDK would give the span: the sampler may add attributes.
+                attributes = sampling.attributes
         context = self._span_context(
             trace_id,
             self._random_ids.generate_span_id(),
@@ -1117,9 +1138,68 @@ class _DeferredSpans:
         pending.kind = kind
         pending.attributes = attributes
         pending.parent = parent
+        pending.parent_span = parent_span if parent_span.is_valid else None
         pending.recording = recording
         pending.start_ns = time.time_ns()
         return pending
+
+    def end(
+        self,
+        tracer: Tracer,
+        pending: Any,
+        extra: Mapping[str, Any] | None,
+        error_type: str | None,
+        end_ns: int,
+    ) -> None:
+        """Make the span ``pending`` stood for (its ids, parent, start time, attributes and
+        ``extra`` ones), end it at ``end_ns`` and hand it to the span processors.
+
+        Where every span processor only looks at ended spans (the SDK's batch and simple
+        processors: their ``on_start`` does nothing), the finished span is built as the SDK
+        hands it to ``on_end`` (a ``ReadableSpan`` with the provider's resource and the
+        tracer's scope) and given to them directly: the SDK's start path (a second sampler
+        call, the id generator, locks, attribute re-validation, ``on_start``) would repeat
+        what :meth:`start` decided. Otherwise the SDK makes it (:meth:`make`)."""
+        processor = self._direct_processor(tracer)
+        if processor is None:
+            span = self.make(tracer, pending, extra)
+            _finish(span, error_type)
+            span.end(end_ns)
+            return
+        attributes = dict(pending.attributes)
+        if extra:
+            attributes.update(extra)
+        if error_type is not None:
+            attributes["error.type"] = error_type
+        sdk_tracer: Any = tracer
+        processor.on_end(
+            self._readable_span(
+                name=pending.name,
+                context=pending.get_span_context(),
+                parent=pending.parent_span,
+                resource=sdk_tracer.resource,
+                attributes=attributes,
+                kind=pending.kind,
+                instrumentation_info=sdk_tracer.instrumentation_info,
+                status=self._status_unset if error_type is None else self._status_error,
+                start_time=pending.start_ns,
+                end_time=end_ns,
+                instrumentation_scope=sdk_tracer._instrumentation_scope,
+            )
+        )
+        self.direct_spans += 1
+
+    def _direct_processor(self, tracer: Any) -> Any:
+        """The tracer's span processor when a span may be handed to it directly, else
+        ``None`` (checked again whenever a span processor is added)."""
+        processor = getattr(tracer, "span_processor", None)
+        processors = getattr(processor, "_span_processors", None)
+        if processors is None or not tracer._is_enabled():
+            return None
+        if processors is not self._checked_processors:
+            self._direct = _spans_may_be_made_directly(tracer, processors)
+            self._checked_processors = processors
+        return processor if self._direct else None
 
     def make(self, tracer: Tracer, pending: Any, extra: Mapping[str, Any] | None) -> Span:
         """The SDK span ``pending`` stood for: its ids, parent, start time and attributes
@@ -1141,20 +1221,66 @@ class _DeferredSpans:
             self._ids.preset(None)  # unused when the tracer is disabled: never a later span's
 
 
+_MIN_SPAN_ATTRIBUTES = 32
+"""A span limit below this (``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``) has the SDK make our spans:
+it drops attributes beyond it, which the direct path does not."""
+
+
+def _spans_may_be_made_directly(tracer: Any, processors: tuple[Any, ...]) -> bool:
+    """Whether nothing but ``on_end`` would see a span the SDK makes on ``tracer``: each
+    processor's ``on_start`` and ``_on_ending`` are the SDK's own no-ops, the SDK counts no
+    spans of its own (``OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED``), and no span limit would
+    cut or drop an attribute."""
+    from opentelemetry.sdk.trace import SpanProcessor, SynchronousMultiSpanProcessor
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+
+    if type(tracer.span_processor) is not SynchronousMultiSpanProcessor:
+        return False
+    quiet = (SpanProcessor, BatchSpanProcessor, SimpleSpanProcessor)
+    no_op_starts = {kind.on_start for kind in quiet}
+    no_op_endings = {getattr(kind, "_on_ending", None) for kind in quiet}
+    for processor in processors:
+        if type(processor).on_start not in no_op_starts:
+            return False
+        if getattr(type(processor), "_on_ending", None) not in no_op_endings:
+            return False
+    counting = getattr(tracer, "_tracer_metrics", None)
+    if counting is not None and type(counting).__name__ != "NoOpTracerMetrics":
+        return False
+    limits = getattr(tracer, "_span_limits", None)
+    if limits is None:
+        return False
+    count_limit = limits.max_span_attributes
+    return limits.max_span_attribute_length is None and (
+        count_limit is None or count_limit >= _MIN_SPAN_ATTRIBUTES
+    )
+
+
 def _is_recording(span: Any) -> bool:
     return bool(span.recording if isinstance(span, _PendingSpan) else span.is_recording())
 
 
-def _made(telemetry: Telemetry, span: Any, extra: Mapping[str, Any] | None = None) -> Span | None:
-    """``span`` itself, or the SDK span a pending one stood for, made now; ``None`` when it
-    was sampled out (nothing to make, nothing exported)."""
-    if not isinstance(span, _PendingSpan):
-        return span  # type: ignore[no-any-return]
-    if not span.recording:
-        return None
-    deferred = telemetry._deferred_spans
-    assert deferred is not None  # a pending span comes from it
-    return deferred.make(telemetry.tracer, span, extra)
+def _end_span(
+    telemetry: Telemetry,
+    span: Any,
+    extra: Mapping[str, Any] | None,
+    error_type: str | None,
+    end_ns: int,
+) -> None:
+    """End ``span`` at ``end_ns`` with ``extra`` attributes and ``error_type``; a pending
+    span's SDK span is made now (:meth:`_DeferredSpans.end`), or nothing when it was
+    sampled out (nothing to make, nothing exported)."""
+    if isinstance(span, _PendingSpan):
+        if not span.recording:
+            return
+        deferred = telemetry._deferred_spans
+        assert deferred is not None  # a pending span comes from it
+        deferred.end(telemetry.tracer, span, extra, error_type, end_ns)
+        return
+    if extra and span.is_recording():
+        span.set_attributes(extra)
+    _finish(span, error_type)
+    span.end(end_ns)
 
 
 class _UpstreamCallSpan:
@@ -1240,22 +1366,21 @@ class _UpstreamCallSpan:
         the status page's line."""
         telemetry = self._telemetry
         shape = self._shape
-        recorded = self._recorded_arguments
-        span = _made(
-            telemetry, self._span, {"gen_ai.tool.call.arguments": recorded} if recorded else None
-        )
         outcome = self._outcome
         if outcome is not None:
             outcome_name, error_type = _outcome_of(outcome)
             error_kind: str | None = outcome.error_kind
-            if recorded_result is not None and span is not None and span.is_recording():
-                span.set_attribute("gen_ai.tool.call.result", recorded_result)
         else:
             outcome_name = "failed"
             error_type = error_kind = raised
-        if span is not None:
-            _finish(span, error_type)
-            span.end(end_ns)
+        # Arguments were taken at start (a span made at once has them already); a result only
+        # when the call had one and its span records (see __exit__).
+        extra: dict[str, str] = {}
+        if self._recorded_arguments is not None:
+            extra["gen_ai.tool.call.arguments"] = self._recorded_arguments
+        if recorded_result is not None and outcome is not None:
+            extra["gen_ai.tool.call.result"] = recorded_result
+        _end_span(telemetry, self._span, extra, error_type, end_ns)
         telemetry._upstream_duration.record(duration_s, shape.labels_for(outcome_name, error_type))
         telemetry.recent.appendleft(
             RecentCall(
