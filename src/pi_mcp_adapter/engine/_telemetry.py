@@ -593,15 +593,23 @@ class Telemetry:
         self._call_shapes: dict[tuple[Any, ...], _Shape] = {}
         self._finisher = _Finisher()
         meter: Meter = meter_provider.get_meter(INSTRUMENTATION_NAME)
-        self._request_duration = meter.create_histogram(
-            "mcp.server.operation.duration",
-            unit="s",
-            description="Requests gateway clients sent, by method, tool, client and outcome.",
+        self._request_duration = _DurationHistogram(
+            meter.create_histogram(
+                "mcp.server.operation.duration",
+                unit="s",
+                description="Requests gateway clients sent, by method, tool, client and outcome.",
+            ),
+            direct=owns_meter_provider,
         )
-        self._upstream_duration = meter.create_histogram(
-            "mcp.client.operation.duration",
-            unit="s",
-            description="Requests to upstream servers, by method, server, tool, client, outcome.",
+        self._upstream_duration = _DurationHistogram(
+            meter.create_histogram(
+                "mcp.client.operation.duration",
+                unit="s",
+                description=(
+                    "Requests to upstream servers, by method, server, tool, client, outcome."
+                ),
+            ),
+            direct=owns_meter_provider,
         )
         # Counted in a plain dict and observed at collection: a synchronous instrument would
         # cost two measurements per call, the largest part of telemetry's per-call overhead.
@@ -866,6 +874,101 @@ class _Shape:
                 built["error.type"] = error_type
             labels = self.labels[key] = built
         return labels
+
+
+class _DurationHistogram:
+    """A duration histogram of the hot path: a sample goes straight into the SDK's
+    aggregation of its label set, in every metric reader's storage.
+
+    The SDK's ``Histogram.record`` copies, validates and hashes the labels again for every
+    sample and every reader (most of a call's metric cost); a call's labels are one of its
+    shape's cached mappings, so the aggregations they lead to are looked up once, by the
+    SDK's own first ``record``, and kept. Every reader still sees every sample as it is
+    recorded (nothing waits for a collection). Used only on pi-mcp's own meter provider,
+    without exemplars, where each label set keeps its aggregation from one collection to the
+    next (cumulative readers); otherwise, and whenever the SDK's storage is not laid out as
+    expected, each sample goes through ``record``. Called by one thread at a time (the
+    worker, or the caller when there is none)."""
+
+    __slots__ = ("_aggregations", "_context", "_direct", "_instrument", "_measurement", "_storages")
+
+    def __init__(self, instrument: Any, *, direct: bool) -> None:
+        self._instrument = instrument
+        self._direct = direct and self._may_be_direct()
+        self._storages: Any = None
+        self._aggregations: dict[int, tuple[Mapping[str, str], tuple[Any, ...]]] = {}
+        """id(labels) -> (labels, their aggregations in every reader's storage)."""
+
+    def _may_be_direct(self) -> bool:
+        try:
+            from opentelemetry.context import Context
+            from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter
+            from opentelemetry.sdk.metrics._internal.measurement import Measurement
+        except ImportError:
+            return False
+        consumer = getattr(self._instrument, "_measurement_consumer", None)
+        config = getattr(consumer, "_sdk_config", None)
+        if not isinstance(getattr(config, "exemplar_filter", None), AlwaysOffExemplarFilter):
+            return False
+        self._measurement = Measurement
+        self._context = Context()
+        return hasattr(consumer, "_reader_storages")
+
+    @property
+    def direct_label_sets(self) -> int:
+        """Label sets whose samples go straight into their aggregations (for tests)."""
+        return len(self._aggregations)
+
+    def record(self, value: float, labels: Mapping[str, str]) -> None:
+        instrument = self._instrument
+        if self._direct:
+            storages = instrument._measurement_consumer._reader_storages
+            if storages is not self._storages:  # a reader added or removed: look up again
+                self._aggregations.clear()
+                self._storages = storages
+            known = self._aggregations.get(id(labels))
+            if known is not None and known[0] is labels and instrument._is_enabled():
+                # Only the value is read: no exemplars, hence no time, context or labels.
+                measurement = self._measurement(value, 0, instrument, self._context, None)
+                for aggregation in known[1]:
+                    aggregation.aggregate(measurement, False)
+                return
+        instrument.record(value, labels)
+        if self._direct:
+            self._learn(labels)
+
+    def _learn(self, labels: Mapping[str, str]) -> None:
+        """Keep the aggregations ``labels`` lead to, now that ``record`` made them."""
+        try:
+            from opentelemetry.sdk.metrics._internal._view_instrument_match import (
+                _hash_attributes,
+            )
+
+            key = _hash_attributes(dict(labels))
+            aggregations: list[Any] = []
+            for storage in self._storages.values():
+                matches = storage._instrument_view_instrument_matches.get(self._instrument)
+                if not matches:
+                    return  # this reader does not aggregate it (yet)
+                for match in matches:
+                    if getattr(match, "_reset_on_collect", True) or (
+                        match._view._attribute_keys is not None
+                    ):
+                        # A delta reader starts each label set afresh at every collection,
+                        # a view may drop labels: the SDK's own path keeps them right.
+                        self._direct = False
+                        return
+                    aggregation = match._attributes_aggregation.get(key)
+                    if aggregation is None:
+                        return  # beyond the cardinality limit, say: the SDK's path
+                    aggregations.append(aggregation)
+        except (ImportError, AttributeError, TypeError):
+            logger.debug("telemetry: durations recorded through the SDK", exc_info=True)
+            self._direct = False
+            return
+        if len(self._aggregations) >= _MAX_SHAPES:
+            self._aggregations.clear()
+        self._aggregations[id(labels)] = (labels, tuple(aggregations))
 
 
 def _request_shape(
