@@ -311,3 +311,40 @@ async def test_a_metrics_scrape_waiting_on_a_stalled_span_pipeline_does_not_stal
                 stalled.released.set()
     finally:
         stalled.released.set()
+
+
+def test_thousands_of_tool_names_keep_the_duration_lookups_bounded_and_every_sample_counted() -> (
+    None
+):
+    """A gateway client may send any tool name: each new name is a label set. The label
+    sets whose samples go straight into the SDK's aggregations are bounded, and past the
+    SDK's cardinality limit every sample is still counted (in its overflow point)."""
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+
+    reader = InMemoryMetricReader()
+    telemetry = _telemetry.create_telemetry(
+        tracer_provider=TracerProvider(), metric_readers=[reader]
+    )
+    durations = telemetry._upstream_duration
+    names = 5_000
+    label_sets = [{"gen_ai.tool.name": f"tool-{index}"} for index in range(names)]
+    for labels in label_sets:
+        durations.record(0.001, labels)
+    for labels in label_sets[:10]:  # known ones, looked up directly
+        durations.record(0.001, labels)
+    try:
+        assert 0 < durations.direct_label_sets <= _telemetry._MAX_SHAPES
+        data = reader.get_metrics_data()
+        assert data is not None
+        counted = sum(
+            point.count
+            for resource in data.resource_metrics
+            for scope in resource.scope_metrics
+            for metric in scope.metrics
+            if metric.name == "mcp.client.operation.duration"
+            for point in metric.data.data_points  # type: ignore[attr-defined]
+        )
+        assert counted == names + 10
+    finally:
+        telemetry.shutdown()

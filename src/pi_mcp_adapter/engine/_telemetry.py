@@ -1513,6 +1513,11 @@ _POLL_INTERVAL_S = 0.01
 """How often a busy worker looks at its queue: a call's span ends within this of its answer,
 and the calls answered meanwhile are finished together, mostly while the caller waits for its
 next answer."""
+_CALLS_PER_GIL_RELEASE = 1
+"""Calls the worker finishes before it lets go of the GIL (``time.sleep(0)``) when more wait:
+a thread that wants the GIL otherwise gets it only when the holder blocks or after the
+interpreter's switch interval (5 ms), so an answer arriving for the caller would wait for
+the whole batch."""
 _IDLE_POLLS = 200
 """Empty looks (a second) before the worker sleeps until a call wakes it: an idle process
 is not woken every few milliseconds."""
@@ -1577,10 +1582,12 @@ class _Finisher:
     def _run(self) -> None:
         queue = self._queue
         empty_polls = 0
+        since_release = 0
         while True:
             try:
                 finish, args = queue.popleft()
             except IndexError:
+                since_release = 0
                 wake = self._wake
                 wake.clear()
                 if empty_polls < _IDLE_POLLS:
@@ -1603,6 +1610,10 @@ class _Finisher:
                 finish(*args)
             except Exception:  # one span's failure must not lose the others'
                 logger.debug("finishing a span failed", exc_info=True)
+            since_release += 1
+            if since_release >= _CALLS_PER_GIL_RELEASE and queue:
+                since_release = 0
+                time.sleep(0)  # lets a thread waiting for the GIL (the caller) run first
 
     def flush(self) -> None:
         """Return once every call submitted before is finished (at most ``_FLUSH_TIMEOUT_S``)."""
