@@ -231,6 +231,9 @@ class McpAdapter:
         self._reload_generation = 0
         self._cache_loaded = False
         """:meth:`load_cached` ran: :meth:`start` need not read the cache file again."""
+        self._held_while_loading: list[Callable[[], None]] | None = None
+        """While :meth:`start` reads the cache in a worker thread: what servers published
+        meanwhile, applied when it is done."""
         self._opened: anyio.Event | None = None
         """Set once :meth:`start` has opened the manager (made when someone waits)."""
         self.state = CatalogState(
@@ -362,8 +365,10 @@ class McpAdapter:
             manager.on_resource_updated(self._resource_updated)
             manager.on_state_changed(self.notices.server_state_changed)
             manager.on_state_changed(self._listing_progressed)
+            listed_early: list[str] = []
+            early_listed: anyio.Event | None = None
             if not self._cache_loaded:  # a host that showed cached tools first read it already
-                self.state.load_cache()
+                listed_early, early_listed = await self._load_cache_while_eager_servers_start(stack)
             stack.callback(self.notices.clear_status_line)
             _start_telemetry(self)
             # Closed, the adapter's last calls have their spans and durations (telemetry's
@@ -386,11 +391,18 @@ class McpAdapter:
             if self._stats is not None:
                 tasks.start_soon(self._stats.run_flusher)
             tasks.start_soon(self.notices.run_status_line)
-            self.state.rebuild()
+            if early_listed is None:
+                self.state.rebuild()
+            else:  # the catalog was built with the cache read, and nothing changed since
+                self.state.tell_listeners()
+            self._apply_held()
             if self.host is not None:
                 self._follow_host_events(self.host)
-            await self._list_at_start()
+            await self._list_at_start(exclude=listed_early)
+            if early_listed is not None:
+                await early_listed.wait()
         except BaseException:
+            self._held_while_loading = None
             if self._opened is not None:
                 self._opened.set()
             self._tasks = None
@@ -464,10 +476,61 @@ class McpAdapter:
 
     # ------------------------------------------------------------------ listing and readiness
 
-    async def _list_at_start(self, among: Collection[str] | None = None) -> None:
+    async def _load_cache_while_eager_servers_start(
+        self, stack: AsyncExitStack
+    ) -> tuple[list[str], anyio.Event | None]:
+        """Read the metadata cache; meanwhile the eager and keep-alive servers start.
+
+        Returns the servers being listed meanwhile and the event set when that listing is
+        done. At tens of thousands of cached tools the read (and the catalog built from it)
+        takes a second or more, and a server's process about as long to start: with the read
+        in a worker thread, neither waits for the other. What the servers publish meanwhile
+        is held back until :meth:`_apply_held` (a cached entry read after a live listing would
+        replace it, and a listing applied before the first catalog build would build it
+        twice).
+        """
+        early = (
+            self.state.servers_to_list(eager=True, missing=False, among=None)
+            if self._connect_eager
+            else []
+        )
+        if not early:
+            self.state.load_cache()
+            return [], None
+        self._held_while_loading = []
+        self.state.begin_listing(early)
+        listed = anyio.Event()
+
+        async def list_early() -> None:
+            try:
+                await self._list(early)
+            finally:
+                listed.set()
+
+        tasks = await stack.enter_async_context(anyio.create_task_group())
+        stack.callback(tasks.cancel_scope.cancel)
+        tasks.start_soon(list_early)
+
+        def read() -> None:
+            self.state.load_cache()
+            _ = self.state.full_catalog  # built here too, off the event loop
+
+        await anyio.to_thread.run_sync(read)
+        return early, listed
+
+    def _apply_held(self) -> None:
+        held, self._held_while_loading = self._held_while_loading, None
+        for apply in held or ():
+            apply()
+
+    async def _list_at_start(
+        self, among: Collection[str] | None = None, *, exclude: Collection[str] = ()
+    ) -> None:
         names = self.state.servers_to_list(
             eager=self._connect_eager, missing=self._connect_missing, among=among
         )
+        if exclude:
+            names = [n for n in names if n not in exclude]
         if not names:
             return
         self.state.begin_listing(names)
@@ -521,13 +584,19 @@ class McpAdapter:
                     self._progress(name, "failed", str(error))
         finally:
             for name in names:
-                self.state.end_listing(name)
+                self._end_listing(name)
 
     def _listing_progressed(self, state: ServerState) -> None:
         """A server being listed connected (its tools are published by now) or failed:
         whoever waits for it resumes at once, not when the slowest server is done."""
         if state.status not in ("connecting", "closed"):
-            self.state.end_listing(state.server)
+            self._end_listing(state.server)
+
+    def _end_listing(self, server: str) -> None:
+        if self._held_while_loading is not None:  # after what the server published
+            self._held_while_loading.append(functools.partial(self.state.end_listing, server))
+            return
+        self.state.end_listing(server)
 
     @functools.cached_property
     def routes(self) -> UpstreamRoutes:
@@ -690,6 +759,11 @@ class McpAdapter:
 
     def _server_listed(self, server: str, metadata: ServerMetadata) -> None:
         """A connection (re)opened or its tools changed: cache, rebuild, tell the person."""
+        if self._held_while_loading is not None:
+            self._held_while_loading.append(
+                functools.partial(self._server_listed, server, metadata)
+            )
+            return
         changes = self.state.publish(server, metadata)
         if changes:
             self.notices.definitions_changed(server, changes)

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from pi_mcp_adapter._collector import collector_paused
+from pi_mcp_adapter._collector import collector_paused, return_freed_memory
 from pi_mcp_adapter.catalog import (
     Catalog,
     DefinitionChanges,
@@ -161,6 +161,7 @@ class CatalogState:
                 self._changes[name] = self.cache.definition_changes(name)
             if sum(len(m.tools) for m in self._metadata.values()) >= LONG_LIVED_FROM_TOOLS:
                 gc.freeze()
+                return_freed_memory()
 
     def metadata(self, server: str) -> ServerMetadata | None:
         """What ``server`` offered when last listed (live or from the cache)."""
@@ -315,6 +316,10 @@ class CatalogState:
         """Views are built again when next read; listeners are told now."""
         self.revision += 1
         self._invalidate()
+        self._notify()
+
+    def tell_listeners(self) -> None:
+        """Tell listeners the catalog is what it is now (built since they last heard)."""
         self._notify()
 
     def changed_since(self, revision: int) -> list[str] | None:
@@ -527,6 +532,7 @@ class CatalogState:
                     self._catalog = Catalog.build(metadata, enabled, self._settings())
                     if len(self._catalog) >= LONG_LIVED_FROM_TOOLS:
                         gc.freeze()
+                        return_freed_memory()
             return self._catalog
         views = self._views_of(caller)
         if views.catalog is None:
@@ -593,6 +599,7 @@ class CatalogState:
                 index_store=store,
             )
             gc.freeze()
+            return_freed_memory()
         return index
 
     def tools(self, server: str | None = None) -> Sequence[ToolInfo]:
