@@ -1,4 +1,4 @@
-"""A long-lived process frees what a reload replaces.
+"""A long-lived process frees what a reload replaces, and gives back what a build freed.
 
 From ``LONG_LIVED_FROM_TOOLS`` tools a built catalog and search index are frozen out of the
 cyclic collector's view (``gc.freeze``): anything in them that sat on a reference cycle was
@@ -11,6 +11,8 @@ it is gone, together with its connection to the stored file.
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 import threading
 import weakref
 from pathlib import Path
@@ -19,6 +21,7 @@ import anyio
 import pytest
 
 from _large_catalog import server_metadata, server_name  # tests/ is on sys.path
+from pi_mcp_adapter._collector import _malloc_trim
 from pi_mcp_adapter.catalog._search import SearchIndex
 from pi_mcp_adapter.catalog._search_store import search_index_store_path
 from security._large_workspace import LargeWorkspace
@@ -113,3 +116,34 @@ async def test_a_search_running_on_a_replaced_index_finishes_and_then_frees_it(
         while workspace.wal_frames_not_folded_back() != 0:
             await anyio.sleep(0.05)
     assert workspace.wal_frames_not_folded_back() == 0
+
+
+_FRAGMENTED_HEAP = """
+import psutil
+from pi_mcp_adapter._collector import return_freed_memory
+
+def resident_mb() -> float:
+    return psutil.Process().memory_info().rss / 2**20
+
+blocks = [bytes(4096) for _ in range(50_000)]  # about 200 MB from the C allocator
+survivors = blocks[::16]  # the live ones are spread over the heap, as a build leaves it
+del blocks
+before = resident_mb()
+return_freed_memory()
+print(before, resident_mb())
+"""
+
+
+@pytest.mark.skipif(_malloc_trim() is None, reason="the C library has no malloc_trim")
+def test_memory_a_build_freed_between_live_objects_goes_back_to_the_system() -> None:
+    # Without it the freed blocks stay resident: the allocator gives memory back only from
+    # the top of its heap, and the survivors pin every part of it.
+    done = subprocess.run(
+        [sys.executable, "-c", _FRAGMENTED_HEAP],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=WAIT_S,
+    )
+    before, after = (float(x) for x in done.stdout.split())
+    assert before - after > 100, (before, after)
