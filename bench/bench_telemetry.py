@@ -19,7 +19,8 @@ moves little. "off again" is "off" measured a second time: its ratio to "off" is
 floor of that run, what a ratio means nothing below. The pooled p50s are printed beside it,
 and the CPU time per call of the process that served the calls (all its threads, the
 exporter's included): telemetry's worker thread makes a call's span after the caller has its
-answer, so latency is not the whole of its cost.
+answer, so latency is not the whole of its cost. In process it is also split by thread (the
+caller, telemetry's worker, the span exporter; "on" minus "off").
 
 A third measurement isolates what the upstream server pays for trace continuation: the same
 echo from a bare SDK client with and without a ``traceparent`` in ``params._meta``.
@@ -37,14 +38,17 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import AsyncExitStack, ExitStack, contextmanager
 from pathlib import Path
+from typing import cast
 
 import anyio
 import psutil
 from mcp import Client, StdioServerParameters
+from mcp_types import RequestParamsMeta
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
@@ -123,6 +127,8 @@ class Rounds:
     def __init__(self) -> None:
         self.rounds: list[dict[str, list[float]]] = []
         self.cpu_ms_per_call: dict[str, float] = {}
+        self.thread_cpu_us_per_call: dict[str, float] = {}
+        """In process, "on" minus "off": CPU per call of each thread (caller, worker, export)."""
         self.dropped: int | None = None
         """Calls whose span the telemetry worker's full queue dropped (in process only)."""
 
@@ -130,7 +136,7 @@ class Rounds:
         self,
         rounds: int,
         calls: int,
-        call: dict[str, Callable[[], Awaitable[object]]],
+        call: Mapping[str, Callable[[], Awaitable[object]]],
         before: Callable[[str], None] = lambda _mode: None,
         after: Callable[[str], None] = lambda _mode: None,
     ) -> None:
@@ -180,10 +186,13 @@ async def adapter_rounds(rounds: int, calls: int, endpoint: str) -> Rounds:
                 return outcome
 
             cpu_s = dict.fromkeys(MODES, 0.0)
+            threads_s: dict[str, dict[str, float]] = {mode: {} for mode in MODES}
             block_started = [0.0]
+            threads_started: list[dict[str, float]] = [{}]
 
             def switch(mode: str) -> None:
                 _telemetry.install(telemetry if mode == "on" else None)
+                threads_started[0] = _thread_cpu_s()
                 block_started[0] = time.process_time()
 
             def account(mode: str) -> None:
@@ -191,11 +200,21 @@ async def adapter_rounds(rounds: int, calls: int, endpoint: str) -> Rounds:
                     _telemetry.flush_pending()
                     trace.get_tracer_provider().force_flush()  # type: ignore[attr-defined]
                 cpu_s[mode] += time.process_time() - block_started[0]
+                for role, used in _thread_cpu_s().items():
+                    spent = used - threads_started[0].get(role, 0.0)
+                    threads_s[mode][role] = threads_s[mode].get(role, 0.0) + spent
 
             calls_by_mode = dict.fromkeys(MODES, echo)
             await measured.run(rounds, calls, calls_by_mode, switch, account)
             total = rounds * calls
             measured.cpu_ms_per_call = {m: cpu_s[m] / total * 1000 for m in cpu_s}
+            roles = set(threads_s["on"]) | set(threads_s["off"])
+            measured.thread_cpu_us_per_call = {
+                role: (threads_s["on"].get(role, 0.0) - threads_s["off"].get(role, 0.0))
+                / total
+                * 1e6
+                for role in sorted(roles)
+            }
             measured.dropped = telemetry._finisher.dropped
         _telemetry.install(None)
     # Flushed while the receiver still listens.
@@ -267,6 +286,8 @@ async def upstream_share_rounds(rounds: int, calls: int) -> Rounds:
     telemetry), with and without a ``traceparent`` in ``params._meta``. A server on the MCP
     SDK reads it and continues the trace; that costs it time whatever the caller does."""
     traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    # A key MCP's typed _meta does not name (read as an extra item).
+    with_traceparent = cast("RequestParamsMeta", {"traceparent": traceparent})
     params = StdioServerParameters(command=sys.executable, args=[str(FIXTURE)])
     async with Client(params, mode="legacy", cache=None) as session:
         for _ in range(WARMUP_CALLS):
@@ -276,13 +297,34 @@ async def upstream_share_rounds(rounds: int, calls: int) -> Rounds:
             return await session.call_tool("echo", {"message": "x"})
 
         async def carrying() -> object:
-            return await session.call_tool(
-                "echo", {"message": "x"}, meta={"traceparent": traceparent}
-            )
+            return await session.call_tool("echo", {"message": "x"}, meta=with_traceparent)
 
         measured = Rounds()
         await measured.run(rounds, calls, {"off": plain, "on": carrying, "off again": plain})
     return measured
+
+
+_THREAD_ROLES = {
+    "MainThread": "caller",
+    "pi-mcp-telemetry": "telemetry worker",
+    "OtelBatchSpanRecordProcessor": "span export",
+}
+
+
+def _thread_cpu_s() -> dict[str, float]:
+    """CPU seconds each thread of this process has used, by role (each thread's own CPU
+    clock: /proc's figures are in 10 ms ticks, coarser than a round's work)."""
+    used: dict[str, float] = {}
+    for thread in threading.enumerate():
+        if thread.ident is None:
+            continue
+        try:
+            seconds = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+        except (OSError, AttributeError):  # exited meanwhile, or not a POSIX system
+            continue
+        role = _THREAD_ROLES.get(thread.name, "other threads")
+        used[role] = used.get(role, 0.0) + seconds
+    return used
 
 
 def _cpu_s(process: psutil.Process) -> float:
@@ -307,6 +349,11 @@ def report(title: str, metric: str, measured: Rounds) -> float:
             f"CPU per call of the process serving it: off {cpu['off']:.3f} ms, "
             f"on {cpu['on']:.3f} ms (+{cpu['on'] - cpu['off']:.3f} ms), "
             f"off again {cpu['off again']:.3f} ms"
+        )
+    if measured.thread_cpu_us_per_call:
+        print(
+            "of which, by thread (on minus off, us per call): "
+            + ", ".join(f"{r} {us:+.0f}" for r, us in measured.thread_cpu_us_per_call.items())
         )
     if measured.dropped is not None:
         print(f"calls whose span was dropped (telemetry's queue full): {measured.dropped}")

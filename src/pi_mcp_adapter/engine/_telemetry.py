@@ -1212,15 +1212,16 @@ class _DeferredSpans:
     def start(self, name: str, attributes: Mapping[str, Any], parent: Any, kind: Any) -> Any:
         """The pending span ``name`` under ``parent`` (a context), starting now."""
         parent_span = self._current_span(parent).get_span_context()
-        if not parent_span.is_valid:
+        has_parent = parent_span.is_valid  # a property: computed on each read
+        if not has_parent:
             trace_id = self._random_ids.generate_trace_id()
             random_id = True
         else:
             trace_id = parent_span.trace_id
             random_id = parent_span.trace_flags.random_trace_id
         if self.parent_decides:
-            sampled = recording = not parent_span.is_valid or parent_span.trace_flags.sampled
-            trace_state = parent_span.trace_state if parent_span.is_valid else None
+            sampled = recording = not has_parent or parent_span.trace_flags.sampled
+            trace_state = parent_span.trace_state if has_parent else None
         else:
             sampling = self._sampler.should_sample(parent, trace_id, name, kind, attributes)
             sampled = sampling.decision.is_sampled()
@@ -1232,16 +1233,16 @@ class _DeferredSpans:
         context = self._span_context(
             trace_id,
             self._random_ids.generate_span_id(),
-            is_remote=False,
-            trace_flags=self._flags[sampled][random_id],
-            trace_state=trace_state,
+            False,  # is_remote
+            self._flags[sampled][random_id],
+            trace_state,
         )
         pending = self._pending_class(context)
         pending.name = name
         pending.kind = kind
         pending.attributes = attributes
         pending.parent = parent
-        pending.parent_span = parent_span if parent_span.is_valid else None
+        pending.parent_span = parent_span if has_parent else None
         pending.recording = recording
         pending.start_ns = time.time_ns()
         return pending
@@ -1416,12 +1417,11 @@ class _UpstreamCallSpan:
         shape = self._shape
         deferred = telemetry._deferred_spans
         span: Any
+        current = None  # set_span_in_context reads the current context itself
         if deferred is not None:
+            current = telemetry.get_current()
             span = deferred.start(
-                shape.span_name,
-                shape.attributes,
-                telemetry.get_current(),
-                telemetry.span_kinds.CLIENT,
+                shape.span_name, shape.attributes, current, telemetry.span_kinds.CLIENT
             )
             if telemetry.record_arguments and span.recording:
                 # Now, not after the answer: the caller may reuse its arguments meanwhile.
@@ -1437,7 +1437,7 @@ class _UpstreamCallSpan:
             if telemetry.record_arguments and span.is_recording():
                 span.set_attribute("gen_ai.tool.call.arguments", _recorded(dict(self._arguments)))
         self._span = span
-        self._token = telemetry.attach(telemetry.set_span_in_context(span))
+        self._token = telemetry.attach(telemetry.set_span_in_context(span, current))
         in_flight = telemetry._in_flight
         in_flight[shape.server] = in_flight.get(shape.server, 0) + 1
         self._started = time.perf_counter()
