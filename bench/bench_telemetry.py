@@ -196,11 +196,17 @@ async def adapter_rounds(rounds: int, calls: int, endpoint: str) -> Rounds:
                 block_started[0] = time.process_time()
 
             def account(mode: str) -> None:
+                calls_done = _thread_cpu_s()
                 if mode == "on":  # its spans' ends and export are its cost, not the next block's
                     _telemetry.flush_pending()
                     trace.get_tracer_provider().force_flush()  # type: ignore[attr-defined]
                 cpu_s[mode] += time.process_time() - block_started[0]
-                for role, used in _thread_cpu_s().items():
+                flushed = _thread_cpu_s()
+                # The caller's own part ends with its calls; the flush (the remaining spans'
+                # export, in the caller's thread) is counted apart.
+                flushed["flush at block end"] = flushed["caller"] - calls_done["caller"]
+                flushed["caller"] = calls_done["caller"]
+                for role, used in flushed.items():
                     spent = used - threads_started[0].get(role, 0.0)
                     threads_s[mode][role] = threads_s[mode].get(role, 0.0) + spent
 
