@@ -38,6 +38,7 @@ import anyio
 
 from pi_mcp_adapter._collector import collector_paused, return_freed_memory
 from pi_mcp_adapter.catalog import (
+    CachedListing,
     Catalog,
     DefinitionChanges,
     MetadataCache,
@@ -156,7 +157,7 @@ class CatalogState:
             self.cache.load()
             self.revision += 1
             self._invalidate()
-            for name, cached in self.cache.get_many(self.enabled()).items():
+            for name, cached in self.cache.get_listings(self.enabled()).items():
                 self._metadata[name] = cached
                 self._changes[name] = self.cache.definition_changes(name)
             if sum(len(m.tools) for m in self._metadata.values()) >= LONG_LIVED_FROM_TOOLS:
@@ -164,8 +165,14 @@ class CatalogState:
                 return_freed_memory()
 
     def metadata(self, server: str) -> ServerMetadata | None:
-        """What ``server`` offered when last listed (live or from the cache)."""
-        return self._metadata.get(server)
+        """What ``server`` offered when last listed (live or from the cache), whole: a
+        cached listing's tools get their schemas from the server's entry."""
+        metadata = self._metadata.get(server)
+        if isinstance(metadata, CachedListing):
+            entry = self._entries().get(server)
+            whole = self.cache.get(server, entry) if entry is not None else None
+            return whole if whole is not None else metadata
+        return metadata
 
     def is_known(self, server: str) -> bool:
         return server in self._metadata
