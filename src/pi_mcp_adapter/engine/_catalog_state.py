@@ -165,8 +165,14 @@ class CatalogState:
                 return_freed_memory()
 
     def metadata(self, server: str) -> ServerMetadata | None:
-        """What ``server`` offered when last listed (live or from the cache), whole: a
-        cached listing's tools get their schemas from the server's entry."""
+        """What ``server`` offered when last listed (live or from the cache). From the cache
+        it is a :class:`CachedListing`, whose tools lack their schemas (see
+        :meth:`whole_metadata`); resources, prompts and instructions are whole."""
+        return self._metadata.get(server)
+
+    def whole_metadata(self, server: str) -> ServerMetadata | None:
+        """:meth:`metadata` with every tool's schemas (a cached listing's are read from the
+        server's entry, which stays parsed)."""
         metadata = self._metadata.get(server)
         if isinstance(metadata, CachedListing):
             entry = self._entries().get(server)
