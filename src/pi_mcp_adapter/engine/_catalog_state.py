@@ -226,13 +226,16 @@ class CatalogState:
         for name in removed:
             self._metadata.pop(name, None)
             self._changes.pop(name, None)
+        from_cache: dict[str, ServerEntry] = {}
         for name, entry in entries.items():
             self._changes[name] = self.cache.definition_changes(name)
             if live(name) is not None and name not in restarted:
                 continue  # unchanged and connected: the live listing is the truth
-            cached = self.cache.get(name, entry)
-            if cached is not None:
-                self._metadata[name] = cached
+            from_cache[name] = entry
+        cached = self.cache.get_listings(from_cache)
+        for name in from_cache:
+            if name in cached:
+                self._metadata[name] = cached[name]
             elif name in restarted or name not in self._metadata:
                 self._metadata.pop(name, None)
         self.rebuild()
