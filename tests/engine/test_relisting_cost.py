@@ -99,7 +99,7 @@ async def test_a_relisting_that_drops_a_servers_prompts_is_announced_once(tmp_pa
         use_pool=False,
     ) as adapter:
         before = adapter.routes.listing_signature()
-        metadata = adapter.state.metadata("server-00007")
+        metadata = adapter.metadata("server-00007")
         assert metadata is not None
         adapter.state.publish("server-00007", dataclasses.replace(metadata, prompts=()))
         after = adapter.routes.listing_signature()

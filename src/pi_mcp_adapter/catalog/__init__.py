@@ -37,7 +37,7 @@ from ._cache import (
 from ._catalog import Catalog, NameCollision
 from ._definition_diff import ToolDefinitionDiff, diff_definitions
 from ._filters import ToolFilter
-from ._metadata import ServerMetadata, ToolInfo
+from ._metadata import CachedListing, ServerMetadata, ToolInfo
 from ._naming import (
     build_tool_infos,
     carries_prefix_of,
@@ -93,6 +93,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CACHE_FILE_NAME",
+    "CachedListing",
     "Catalog",
     "DefinitionChanges",
     "EntryState",

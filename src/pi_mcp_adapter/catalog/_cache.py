@@ -81,6 +81,7 @@ import sys
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
@@ -98,7 +99,15 @@ from pi_mcp_adapter._secrets import redact
 from pi_mcp_adapter.config import ServerEntry
 
 from . import _store
-from ._metadata import JsonObject, ServerMetadata
+from ._metadata import (
+    SCHEMA_DIGEST_KEY,
+    CachedListing,
+    DeferredSchemas,
+    JsonObject,
+    JsonSchema,
+    ServerMetadata,
+    schema_digest,
+)
 from ._store import (
     CatalogStore,
     StoreLockedError,
@@ -682,6 +691,62 @@ def _entry_text(raw: Any) -> str:
     return redact(json.dumps(raw, ensure_ascii=False, separators=(",", ":")))
 
 
+_ToolSchemas = tuple[JsonSchema | None, JsonSchema | None]
+_SCHEMA_KEYS = ("inputSchema", "outputSchema")
+_LISTING_KEYS = (
+    "configHash",
+    "cachedAt",
+    "ttlMs",
+    "clientCapabilities",
+    "resources",
+    "prompts",
+    "instructions",
+)
+RECENT_SCHEMA_ENTRIES = 64
+"""Cached entries whose tools' schemas are kept parsed (a call, a describe and a listing of
+direct tools read the same few servers again and again)."""
+
+
+def _listing_of(raw: Any) -> tuple[str, str] | None:
+    """The store's ``(listing, digest)`` of an entry (see ``CatalogStore.listings``): what
+    judging it and building the catalog read, without the tools' schemas."""
+    if not isinstance(raw, dict):
+        return None
+    listing = {k: raw[k] for k in _LISTING_KEYS if k in raw}
+    tools = raw.get("tools")
+    if isinstance(tools, list):
+        listing["tools"] = [_listed_tool(t) if isinstance(t, dict) else t for t in tools]
+    digest = hashlib.blake2b(_entry_text(tools).encode(), digest_size=20).hexdigest()
+    return _entry_text(listing), digest
+
+
+def _listed_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    listed = {k: v for k, v in tool.items() if k not in _SCHEMA_KEYS}
+    digest = schema_digest(tool.get("inputSchema"))
+    if digest is not None:
+        listed[SCHEMA_DIGEST_KEY] = digest
+    return listed
+
+
+def _schemas_by_tool(raw: Any) -> dict[str, _ToolSchemas]:
+    tools = raw.get("tools") if isinstance(raw, Mapping) else None
+    found: dict[str, _ToolSchemas] = {}
+    for tool in tools if isinstance(tools, list) else ():
+        if isinstance(tool, dict) and isinstance(name := tool.get("name"), str):
+            found.setdefault(
+                name,
+                (
+                    _mapping_or_none(tool.get("inputSchema")),
+                    _mapping_or_none(tool.get("outputSchema")),
+                ),
+            )
+    return found
+
+
+def _mapping_or_none(value: Any) -> JsonSchema | None:
+    return value if isinstance(value, Mapping) else None
+
+
 def _is_newer(incoming: Any, kept: Any) -> bool:
     """Whether an entry found in ``mcp-cache.json`` should replace the store's: it is an
     object and the store's is not, or it was listed later (``cachedAt``)."""
@@ -739,6 +804,10 @@ class MetadataCache:
         """Every server in the view, in the order first stored, with its summary's JSON text."""
         self._entries: dict[str, Any] = {}
         """Entries parsed so far (or stored by this process): the rest stay in the store."""
+        self._recent_schemas: OrderedDict[tuple[str, str], dict[str, _ToolSchemas]] = OrderedDict()
+        """The schemas of the cached entries read last for a :class:`CachedListing`'s tools
+        (by server and digest), the most recent last."""
+        self._schemas_lock = threading.Lock()
         self._unsettled: set[str] = set()
         """Servers this process added to the view that the store did not place yet."""
         self._seen_gen = -1
@@ -895,6 +964,72 @@ class MetadataCache:
                     raws[server] = raw
         return {server: _metadata_from_entry(raw) for server, raw in raws.items()}
 
+    def get_listings(self, entries: Mapping[str, ServerEntry]) -> dict[str, ServerMetadata]:
+        """What :meth:`get_many` answers, with a :class:`CachedListing` for each server the
+        store keeps a listing of: the tools without their schemas, which are read from the
+        entry when a tool's are first asked for (see :meth:`tool_schemas`). Opening a
+        catalog of 95,000 tools parses a third of what the entries hold, and keeps less."""
+        self._ensure_loaded()
+        unread: list[str] = []
+        with self._state_lock:
+            for server in entries:
+                if server not in self._entries and server in self._summaries:
+                    unread.append(server)
+            store = self._store
+        listings: dict[str, tuple[str, str]] = {}
+        if unread and store is not None:
+            try:
+                listings = store.listings(unread)
+            except (StoreLockedError, StoreUnreadableError, OSError) as exc:
+                self._warn(f"cannot read cached listings from {self.store_path.name}: {exc}")
+        found: dict[str, ServerMetadata] = {}
+        for server, (text, digest) in listings.items():
+            try:
+                raw = json.loads(text)
+            except ValueError:
+                continue  # read from its entry below
+            if self._state_of(raw, config_hash(entries[server], environ=self._environ)) != "valid":
+                continue
+            metadata = _metadata_from_entry(raw)
+            found[server] = CachedListing(
+                tools=metadata.tools,
+                resources=metadata.resources,
+                prompts=metadata.prompts,
+                instructions=metadata.instructions,
+                schemas=DeferredSchemas(self, server, digest),
+            )
+        rest = self.get_many({s: e for s, e in entries.items() if s not in listings})
+        return {s: m for s in entries if (m := found.get(s) or rest.get(s)) is not None}
+
+    def tool_schemas(
+        self, server: str, digest: str, tool: str
+    ) -> tuple[JsonSchema | None, JsonSchema | None]:
+        """``tool``'s ``(inputSchema, outputSchema)`` in ``server``'s entry (``None`` where it
+        has none, or the entry cannot be read), for a :class:`CachedListing` of digest
+        ``digest``. The entries read last are kept parsed; none is kept in the view."""
+        key = (server, digest)
+        with self._schemas_lock:
+            schemas = self._recent_schemas.get(key)
+            if schemas is not None:
+                self._recent_schemas.move_to_end(key)
+                return schemas.get(tool, (None, None))
+        with self._state_lock:
+            raw = self._entries.get(server, _ABSENT)
+            store = self._store
+        if raw is _ABSENT and store is not None:
+            try:
+                text = store.entry_text(server)
+                raw = _ABSENT if text is None else json.loads(text)
+            except (StoreLockedError, StoreUnreadableError, OSError, ValueError) as exc:
+                self._warn(f"cannot read {server!r} from {self.store_path.name}: {exc}")
+                return None, None
+        schemas = _schemas_by_tool(raw)
+        with self._schemas_lock:
+            self._recent_schemas[key] = schemas
+            while len(self._recent_schemas) > RECENT_SCHEMA_ENTRIES:
+                self._recent_schemas.popitem(last=False)
+        return schemas.get(tool, (None, None))
+
     def _state_and_entry(
         self, server: str, entry: ServerEntry, *, parse: bool
     ) -> tuple[EntryState, Any]:
@@ -939,6 +1074,8 @@ class MetadataCache:
         """Unacknowledged tool-definition changes recorded for ``server`` (empty if none)."""
         self._ensure_loaded()
         with self._state_lock:
+            if server not in self._entries and _summary_says_unchanged(self._summaries.get(server)):
+                return DefinitionChanges()  # no entry parsed for nothing
             raw = self._view_entry(server)
         if not isinstance(raw, Mapping):
             return DefinitionChanges()
@@ -960,6 +1097,8 @@ class MetadataCache:
         Raises:
             UsageError: ``metadata`` holds something JSON cannot represent (nothing is written).
         """
+        if isinstance(metadata, CachedListing):
+            raise UsageError(f"{server!r}: a cached listing lacks its tools' schemas; not stored")
         now_ms = self._now_ms()
         fresh: JsonObject = {
             "configHash": config_hash(entry, environ=self._environ),
@@ -1336,7 +1475,7 @@ class MetadataCache:
                 else:
                     summary, tools = summary_of(raw)
                     key = redact(json.dumps(server, ensure_ascii=False))
-                    txn.put(server, key, _entry_text(raw), summary, tools)
+                    txn.put(server, key, _entry_text(raw), summary, tools, _listing_of(raw))
             return written, txn.gen
 
     # ---------------------------------------------------------------- mcp-cache.json
@@ -1398,7 +1537,7 @@ class MetadataCache:
                     continue
                 summary, tools = summary_of(raw)
                 key = redact(json.dumps(name, ensure_ascii=False))
-                txn.put(name, key, _entry_text(raw), summary, tools)
+                txn.put(name, key, _entry_text(raw), summary, tools, _listing_of(raw))
             txn.set_meta("json_identity", identity)
             txn.set_meta("json_gen", "")  # the store may hold more: the next export writes it
         return "imported"
@@ -1547,3 +1686,15 @@ def _parse(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return _ABSENT
+
+
+def _summary_says_unchanged(text: str | None) -> bool:
+    """Whether a summary records that its entry has no definition changes (one written
+    before the summary said so does not)."""
+    if text is None or '"changes": false' not in text:
+        return False
+    try:
+        summary = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(summary, dict) and summary.get("changes") is False

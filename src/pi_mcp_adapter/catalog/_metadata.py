@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import marshal
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, Protocol
 
 JsonSchema = Mapping[str, Any]
 
@@ -76,3 +78,120 @@ class ServerMetadata:
             prompts=tuple(dump(p) for p in prompts),
             instructions=instructions,
         )
+
+
+class SchemaSource(Protocol):
+    """Where the schemas of a cached listing's tools are read when first asked for."""
+
+    def tool_schemas(
+        self, server: str, digest: str, tool: str
+    ) -> tuple[JsonSchema | None, JsonSchema | None]:
+        """``tool``'s ``(inputSchema, outputSchema)`` in ``server``'s cached entry."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class DeferredSchemas:
+    """The schemas of one server's cached tools, read from its entry on demand; ``digest``
+    identifies the entry's tools (schemas included) as stored."""
+
+    source: SchemaSource
+    server: str
+    digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class CachedListing(ServerMetadata):
+    """A server's metadata read from the metadata store's listing: its tools lack their
+    ``inputSchema`` and ``outputSchema``, which ``schemas`` reads on demand. What opening a
+    large catalog parses (a third of the entries); never stored back (its tools are not the
+    server's whole definitions)."""
+
+    schemas: DeferredSchemas | None = None
+
+
+DEFAULT_INPUT_SCHEMA: JsonSchema = {"type": "object", "properties": {}}
+_INPUT_SLOT = ToolInfo.__dict__["input_schema"]
+_OUTPUT_SLOT = ToolInfo.__dict__["output_schema"]
+_FIELD_NAMES = tuple(f.name for f in fields(ToolInfo))
+
+
+SCHEMA_DIGEST_KEY = "inputSchemaDigest"
+"""Where a cached listing's tool carries :func:`schema_digest` of the schema it lacks."""
+
+
+def schema_digest(schema: Any) -> str | None:
+    """A hash of an input schema as a tool gets it (not an object: the default one), the
+    same from a live listing and from the store; ``None`` for one that is not plain data."""
+    effective: Any = schema if isinstance(schema, Mapping) else DEFAULT_INPUT_SCHEMA
+    try:
+        # Version 2: no references to repeated objects, so equal schemas give equal bytes.
+        data = marshal.dumps(effective, 2)
+    except ValueError:
+        return None
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+class StoredToolInfo(ToolInfo):
+    """A tool of a :class:`CachedListing`: its schemas are read from its server's cached
+    entry each time they are asked for (recently read entries are kept by the source), so a
+    process holding 95,000 cached tools holds none of their schemas. Behaves as the
+    :class:`ToolInfo` with those schemas: equal to it, and copied or pickled as one."""
+
+    __slots__ = ("schema_digest", "schemas")
+    schemas: DeferredSchemas | None
+    schema_digest: str | None
+    """:func:`schema_digest` of the input schema, as the store recorded it."""
+
+    def __init__(
+        self,
+        *args: Any,
+        schemas: DeferredSchemas | None = None,
+        schema_digest: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        object.__setattr__(self, "schemas", schemas)
+        object.__setattr__(self, "schema_digest", schema_digest if schemas is not None else None)
+        ToolInfo.__init__(self, *args, **kwargs)
+
+    @property
+    def input_schema(self) -> JsonSchema:
+        schemas = self.schemas
+        if schemas is None:
+            value: JsonSchema = _INPUT_SLOT.__get__(self)
+            return value
+        found = schemas.source.tool_schemas(schemas.server, schemas.digest, self.original_name)[0]
+        return found if found is not None else DEFAULT_INPUT_SCHEMA
+
+    @input_schema.setter
+    def input_schema(self, value: JsonSchema) -> None:
+        _INPUT_SLOT.__set__(self, value)
+
+    @property
+    def output_schema(self) -> JsonSchema | None:
+        schemas = self.schemas
+        if schemas is None:
+            value: JsonSchema | None = _OUTPUT_SLOT.__get__(self)
+            return value
+        return schemas.source.tool_schemas(schemas.server, schemas.digest, self.original_name)[1]
+
+    @output_schema.setter
+    def output_schema(self, value: JsonSchema | None) -> None:
+        _OUTPUT_SLOT.__set__(self, value)
+
+    def _fields(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in _FIELD_NAMES)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ToolInfo):
+            return NotImplemented
+        return self._fields() == tuple(getattr(other, name) for name in _FIELD_NAMES)
+
+    __hash__ = ToolInfo.__hash__
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ToolInfo, self._fields())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in _FIELD_NAMES)
+        return f"ToolInfo({shown})"

@@ -24,7 +24,16 @@ from pi_mcp_adapter.config import ServerEntry, Settings
 from pi_mcp_adapter.config._models import ToolOverride, ToolPrefixMode
 
 from ._filters import ToolFilter, keywords_for
-from ._metadata import JsonObject, ServerMetadata, ToolInfo
+from ._metadata import (
+    DEFAULT_INPUT_SCHEMA,
+    SCHEMA_DIGEST_KEY,
+    CachedListing,
+    DeferredSchemas,
+    JsonObject,
+    ServerMetadata,
+    StoredToolInfo,
+    ToolInfo,
+)
 
 __all__ = [
     "MAX_TOOL_NAME_LENGTH",
@@ -158,6 +167,24 @@ def _tool_info(server: str, tool: JsonObject, prefix: str, separator: str) -> To
     )
 
 
+def _stored_tool_info(
+    server: str, tool: JsonObject, prefix: str, separator: str, schemas: DeferredSchemas
+) -> ToolInfo:
+    """:func:`_tool_info` of a cached listing's tool: its schemas are read when asked for."""
+    original = tool["name"]
+    return StoredToolInfo(
+        name=_qualify(original, server, prefix, separator),
+        original_name=original,
+        server=server,
+        description=_text(tool.get("description")) or _text(tool.get("title")),
+        annotations=_object_or_none(tool.get("annotations")),
+        meta=_object_or_none(tool.get("_meta")),
+        input_schema=DEFAULT_INPUT_SCHEMA,  # one shared object: the slot is not read
+        schemas=schemas,
+        schema_digest=digest if isinstance(digest := tool.get(SCHEMA_DIGEST_KEY), str) else None,
+    )
+
+
 def _resource_info(server: str, resource: JsonObject, prefix: str, separator: str) -> ToolInfo:
     uri: str = resource["uri"]
     base = resource_tool_name(resource["name"])
@@ -219,9 +246,15 @@ def build_tool_infos(
     separator = settings.tool_separator
     prefix = separated_prefix(server_prefix(server, mode), separator)
     infos: list[ToolInfo] = []
-    for tool in metadata.tools:
-        if _object_or_none(tool) is not None and _text(tool.get("name")):
-            infos.append(_tool_info(server, tool, prefix, separator))
+    schemas = metadata.schemas if isinstance(metadata, CachedListing) else None
+    if schemas is not None:
+        for tool in metadata.tools:
+            if _object_or_none(tool) is not None and _text(tool.get("name")):
+                infos.append(_stored_tool_info(server, tool, prefix, separator, schemas))
+    else:
+        for tool in metadata.tools:
+            if _object_or_none(tool) is not None and _text(tool.get("name")):
+                infos.append(_tool_info(server, tool, prefix, separator))
     if entry is None or entry.expose_resources:
         for resource in metadata.resources:
             if (

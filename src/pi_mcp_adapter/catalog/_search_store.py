@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ._metadata import ToolInfo
+from ._metadata import StoredToolInfo, ToolInfo, schema_digest
 
 __all__ = [
     "INDEX_STORE_NAME",
@@ -95,8 +95,10 @@ def server_fingerprint(tools: Sequence[ToolInfo]) -> str | None:
     holds a value that cannot be hashed this way (a schema that is not plain JSON data), and
     then nothing is stored.
 
-    ``marshal`` writes the fields in one C call (a tenth of a second for 100,000 tools):
-    a fingerprint that costs as much as the build would save nothing.
+    ``marshal`` writes the fields in one C call, each input schema by its
+    :func:`~._metadata.schema_digest` (a cached listing's tools carry theirs, so opening a
+    catalog from the store reads no schema): a fingerprint that costs as much as the build
+    would save nothing.
     """
     try:
         # Version 2: later versions write shared and interned strings as such, so the same
@@ -104,7 +106,18 @@ def server_fingerprint(tools: Sequence[ToolInfo]) -> str | None:
         # out: a call per tool is a tenth of the cost of opening a stored index.
         data = marshal.dumps(
             [
-                (t.name, t.original_name, t.description, t.keywords, t.resource_uri, t.input_schema)
+                (
+                    t.name,
+                    t.original_name,
+                    t.description,
+                    t.keywords,
+                    t.resource_uri,
+                    # The schema by its digest, which a cached listing's tool carries
+                    # (reading the schema would parse every entry opening a catalog skips).
+                    t.schema_digest
+                    if type(t) is StoredToolInfo and t.schema_digest is not None
+                    else schema_digest(t.input_schema),
+                )
                 for t in tools
             ],
             2,

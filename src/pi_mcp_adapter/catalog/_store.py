@@ -10,6 +10,7 @@ Schema (``user_version`` 1)::
 
     servers(name TEXT UNIQUE, key TEXT, entry TEXT, summary TEXT, tools INTEGER, gen INTEGER)
     meta(key TEXT PRIMARY KEY, value TEXT)
+    listings(name TEXT PRIMARY KEY, gen INTEGER, listing TEXT, digest TEXT)
 
 ``entry`` is the entry's JSON text exactly as ``mcp-cache.json`` carries it (redacted), so an
 export joins texts without serialising anything; ``key`` is the name's JSON text (redacted).
@@ -17,6 +18,11 @@ export joins texts without serialising anything; ``key`` is the name's JSON text
 process catches up with what others stored by reading the rows newer than the generation it
 saw; ``meta.removals`` counts deletions, which a reader notices and answers with a full reread
 of the names. The rowid keeps the order servers were first stored in.
+
+``listings`` holds what a catalog is built from without the tools' schemas (two thirds of the
+entries at 95,000 tools), written in the same transaction as the entry and valid while its
+``gen`` is the entry's: a process opening the catalog parses these, and a tool's schemas are
+read from its server's entry when first asked for (see ``MetadataCache.get_listings``).
 
 Concurrency: WAL journal (readers never wait for a writer), ``busy_timeout`` for writers
 waiting on each other, ``synchronous=FULL`` (a commit is on disk when it returns: the row
@@ -30,6 +36,7 @@ import contextlib
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +77,19 @@ CREATE TABLE IF NOT EXISTS servers (
 CREATE INDEX IF NOT EXISTS servers_by_gen ON servers(gen);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+
+_LISTINGS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS listings (
+    name TEXT PRIMARY KEY,
+    gen INTEGER NOT NULL,
+    listing TEXT NOT NULL,
+    digest TEXT NOT NULL
+);
+"""
+"""What opening a catalog reads of a server instead of its entry (see :meth:`CatalogStore.
+listings`). Added to a store of schema version 1 without changing its version: a program that
+does not know the table leaves it alone, and a row it did not write itself is told apart by its
+generation."""
 
 
 class StoreUnreadableError(Exception):
@@ -120,17 +140,37 @@ class Transaction:
         ).fetchone()
         return None if row is None else str(row[0])
 
-    def put(self, name: str, key: str, entry: str, summary: str, tools: int) -> None:
+    def put(
+        self,
+        name: str,
+        key: str,
+        entry: str,
+        summary: str,
+        tools: int,
+        listing: tuple[str, str] | None = None,
+    ) -> None:
+        """Store ``name``'s entry; ``listing`` is its ``(listing, digest)`` (see
+        :meth:`CatalogStore.listings`), ``None`` for an entry that has none."""
         self._connection.execute(
             "INSERT INTO servers(name, key, entry, summary, tools, gen) VALUES (?, ?, ?, ?, ?, ?)"
             " ON CONFLICT(name) DO UPDATE SET key = excluded.key, entry = excluded.entry,"
             " summary = excluded.summary, tools = excluded.tools, gen = excluded.gen",
             (name, key, entry, summary, tools, self.gen),
         )
+        if listing is None:
+            self._connection.execute("DELETE FROM listings WHERE name = ?", (name,))
+        else:
+            self._connection.execute(
+                "INSERT INTO listings(name, gen, listing, digest) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT(name) DO UPDATE SET gen = excluded.gen,"
+                " listing = excluded.listing, digest = excluded.digest",
+                (name, self.gen, *listing),
+            )
         self.rows_written += 1
 
     def delete(self, name: str) -> None:
         cursor = self._connection.execute("DELETE FROM servers WHERE name = ?", (name,))
+        self._connection.execute("DELETE FROM listings WHERE name = ?", (name,))
         self.removed += cursor.rowcount
 
     def set_meta(self, key: str, value: str) -> None:
@@ -156,7 +196,7 @@ class CatalogStore:
             # One connection for every thread: a memory database exists once per connection.
             self._memory = sqlite3.connect(":memory:", check_same_thread=False)
             self._memory.isolation_level = None
-            self._memory.executescript(_SCHEMA)
+            self._memory.executescript(_SCHEMA + _LISTINGS_SCHEMA)
 
     @property
     def in_memory(self) -> bool:
@@ -183,6 +223,21 @@ class CatalogStore:
         yield connection
 
     def _open(self) -> sqlite3.Connection:
+        # Two processes opening a new store at once: switching it to WAL needs it to
+        # themselves, and SQLite answers "locked" at once rather than through the busy
+        # timeout. The setup is tried again until the timeout has passed.
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        delay_s = 0.01
+        while True:
+            try:
+                return self._open_once()
+            except StoreLockedError:
+                if time.monotonic() + delay_s > deadline:
+                    raise
+                time.sleep(delay_s)
+                delay_s = min(delay_s * 2, 0.2)
+
+    def _open_once(self) -> sqlite3.Connection:
         assert self.path is not None
         try:
             connection = sqlite3.connect(
@@ -198,8 +253,12 @@ class CatalogStore:
             if version not in (0, SCHEMA_VERSION):
                 raise StoreUnreadableError(f"schema version {version}, expected {SCHEMA_VERSION}")
             if version == 0:
-                connection.executescript(_SCHEMA)
+                connection.executescript(_SCHEMA + _LISTINGS_SCHEMA)
                 connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            elif not connection.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'listings'"
+            ).fetchone():
+                connection.execute(_LISTINGS_SCHEMA)  # a store written before listings
         except sqlite3.Error as exc:
             connection.close()
             raise _translate(exc) from exc
@@ -259,6 +318,29 @@ class CatalogStore:
                         tuple(batch),
                     ).fetchall()
                     found.update((str(n), str(e)) for n, e in rows)
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+        return found
+
+    def listings(self, names: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """``name -> (listing, digest)`` for those of ``names`` whose listing was written with
+        their current entry. A listing is the entry's tools (without their input and output
+        schemas), resources, prompts and instructions, a third of the entry's size at most;
+        the digest is a hash of the entry's tools, schemas included. Names without one (an
+        entry written by a program that keeps no listing) are left out: read their entries."""
+        found: dict[str, tuple[str, str]] = {}
+        with self._connection() as connection:
+            try:
+                for start in range(0, len(names), _NAMES_PER_QUERY):
+                    batch = names[start : start + _NAMES_PER_QUERY]
+                    marks = ",".join("?" * len(batch))
+                    rows = connection.execute(
+                        "SELECT l.name, l.listing, l.digest FROM listings l"
+                        " JOIN servers s ON s.name = l.name AND s.gen = l.gen"
+                        f" WHERE l.name IN ({marks})",
+                        tuple(batch),
+                    ).fetchall()
+                    found.update((str(n), (str(t), str(d))) for n, t, d in rows)
             except sqlite3.Error as exc:
                 raise _translate(exc) from exc
         return found

@@ -852,8 +852,9 @@ class McpAdapter:
         return await self.get_prompt(prompt.server, prompt.original_name, arguments)
 
     def metadata(self, server: str) -> ServerMetadata | None:
-        """What ``server`` offered when last listed (live or from the cache)."""
-        return self.state.metadata(server)
+        """What ``server`` offered when last listed (live or from the cache), every tool with
+        its schemas."""
+        return self.state.whole_metadata(server)
 
     def server_status(self, name: str) -> ServerStatus:
         """One server's state; connects nothing.

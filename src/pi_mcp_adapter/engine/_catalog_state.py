@@ -38,6 +38,7 @@ import anyio
 
 from pi_mcp_adapter._collector import collector_paused, return_freed_memory
 from pi_mcp_adapter.catalog import (
+    CachedListing,
     Catalog,
     DefinitionChanges,
     MetadataCache,
@@ -156,7 +157,7 @@ class CatalogState:
             self.cache.load()
             self.revision += 1
             self._invalidate()
-            for name, cached in self.cache.get_many(self.enabled()).items():
+            for name, cached in self.cache.get_listings(self.enabled()).items():
                 self._metadata[name] = cached
                 self._changes[name] = self.cache.definition_changes(name)
             if sum(len(m.tools) for m in self._metadata.values()) >= LONG_LIVED_FROM_TOOLS:
@@ -164,8 +165,20 @@ class CatalogState:
                 return_freed_memory()
 
     def metadata(self, server: str) -> ServerMetadata | None:
-        """What ``server`` offered when last listed (live or from the cache)."""
+        """What ``server`` offered when last listed (live or from the cache). From the cache
+        it is a :class:`CachedListing`, whose tools lack their schemas (see
+        :meth:`whole_metadata`); resources, prompts and instructions are whole."""
         return self._metadata.get(server)
+
+    def whole_metadata(self, server: str) -> ServerMetadata | None:
+        """:meth:`metadata` with every tool's schemas (a cached listing's are read from the
+        server's entry, which stays parsed)."""
+        metadata = self._metadata.get(server)
+        if isinstance(metadata, CachedListing):
+            entry = self._entries().get(server)
+            whole = self.cache.get(server, entry) if entry is not None else None
+            return whole if whole is not None else metadata
+        return metadata
 
     def is_known(self, server: str) -> bool:
         return server in self._metadata
@@ -213,13 +226,16 @@ class CatalogState:
         for name in removed:
             self._metadata.pop(name, None)
             self._changes.pop(name, None)
+        from_cache: dict[str, ServerEntry] = {}
         for name, entry in entries.items():
             self._changes[name] = self.cache.definition_changes(name)
             if live(name) is not None and name not in restarted:
                 continue  # unchanged and connected: the live listing is the truth
-            cached = self.cache.get(name, entry)
-            if cached is not None:
-                self._metadata[name] = cached
+            from_cache[name] = entry
+        cached = self.cache.get_listings(from_cache)
+        for name in from_cache:
+            if name in cached:
+                self._metadata[name] = cached[name]
             elif name in restarted or name not in self._metadata:
                 self._metadata.pop(name, None)
         self.rebuild()

@@ -69,7 +69,7 @@ class UpstreamRoutes:
         await self._adapter.ready()
         prompts: list[types.Prompt] = []
         for info in self._adapter.prompts():
-            meta = self._adapter.metadata(info.server)
+            meta = self._adapter.state.metadata(info.server)
             listed = meta.prompts if meta is not None else ()
             raw = next((p for p in listed if p.get("name") == info.original_name), {})
             try:
@@ -119,7 +119,7 @@ class UpstreamRoutes:
         listed: list[tuple[str, str, Mapping[str, Any]]] = []
         owners: dict[str, str] = {}
         for server in self._adapter.enabled_servers():
-            meta = self._adapter.metadata(server)
+            meta = self._adapter.state.metadata(server)
             for raw in meta.resources if meta is not None else ():
                 uri = raw.get("uri")
                 if isinstance(uri, str) and uri not in owners:
@@ -191,7 +191,7 @@ class UpstreamRoutes:
         every connected one (templates are only known by asking)."""
         servers = []
         for server in self._adapter.enabled_servers():
-            meta = self._adapter.metadata(server)
+            meta = self._adapter.state.metadata(server)
             connected = self._adapter.server_status(server).status == "connected"
             if (meta is not None and meta.resources) or server in self._templates or connected:
                 servers.append(server)

@@ -135,7 +135,7 @@ class ServerStatuses:
         changed = record.names()
         diffs: tuple[ToolDefinitionDiff, ...] = ()
         if record:
-            meta = self._state.metadata(name)
+            meta = self._state.whole_metadata(name)
             diffs = diff_definitions(record, meta.tools if meta is not None else ())
         if current_caller() is not None:
             visible = {t.original_name for t in tools}

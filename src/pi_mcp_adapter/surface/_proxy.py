@@ -421,7 +421,7 @@ class ProxyTool:
         except McpAdapterError as exc:
             return ToolResult.text(str(exc), is_error=True, details={"mode": "instructions"})
         if text is None:
-            known = self._adapter.metadata(server) is not None
+            known = self._adapter.state.is_known(server)
             note = (
                 "has no instructions"
                 if known

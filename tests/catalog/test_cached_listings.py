@@ -1,0 +1,170 @@
+"""Opening a catalog from the metadata store reads each server's listing, not its entry.
+
+A listing is the entry without its tools' input and output schemas (two thirds of the
+entries at 95,000 tools); a tool's schemas are read from its server's entry when asked for.
+These tests pin that nothing else changes: the same tools, schemas and search index."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pi_mcp_adapter._errors import UsageError
+from pi_mcp_adapter.catalog import CachedListing, MetadataCache, ServerMetadata
+from pi_mcp_adapter.catalog._naming import build_tool_infos
+from pi_mcp_adapter.catalog._search import SearchIndex
+from pi_mcp_adapter.catalog._search_store import search_index_store_path
+from pi_mcp_adapter.catalog._store import CatalogStore
+from pi_mcp_adapter.config import ServerEntry, Settings
+
+
+def entry_of(name: str) -> ServerEntry:
+    return ServerEntry(command="server", args=(name,))
+
+
+def metadata_of(name: str) -> ServerMetadata:
+    return ServerMetadata(
+        tools=tuple(
+            {
+                "name": f"tool_{t}",
+                "description": f"Find the {name} records number {t} by a query.",
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {f"query_{t}": {"type": "string", "description": "words"}},
+                },
+                **({"outputSchema": {"type": "object"}} if t == 0 else {}),
+                "annotations": {"readOnlyHint": True},
+            }
+            for t in range(4)
+        ),
+        resources=({"uri": f"file:///{name}.txt", "name": f"{name} notes"},),
+        instructions=f"{name} instructions",
+    )
+
+
+SERVERS = [f"server-{s}" for s in range(6)]
+
+
+def stored(agent_dir: Path) -> Path:
+    path = agent_dir / "mcp-cache.json"
+    cache = MetadataCache(path)
+    for name in SERVERS:
+        cache.store(name, entry_of(name), metadata_of(name))
+    cache.flush()
+    return path
+
+
+def infos(metadata: dict[str, ServerMetadata]) -> list[Any]:
+    settings = Settings()
+    return [
+        info
+        for name, meta in metadata.items()
+        for info in build_tool_infos(name, meta, entry=entry_of(name), settings=settings)
+    ]
+
+
+class CountingStore(CatalogStore):
+    reads = 0
+
+    def entry_text(self, name: str) -> str | None:
+        CountingStore.reads += 1
+        return super().entry_text(name)
+
+    def entry_texts(self, names: Any) -> dict[str, str]:
+        CountingStore.reads += len(names)
+        return super().entry_texts(names)
+
+
+@pytest.fixture
+def entries() -> dict[str, ServerEntry]:
+    return {name: entry_of(name) for name in SERVERS}
+
+
+def test_a_catalog_from_cached_listings_has_the_tools_and_schemas_of_the_entries(
+    tmp_path: Path, entries: dict[str, ServerEntry]
+) -> None:
+    path = stored(tmp_path)
+    listed = MetadataCache(path).get_listings(entries)
+    whole = MetadataCache(path).get_many(entries)
+    assert list(listed) == SERVERS
+    assert all(type(m) is CachedListing for m in listed.values())
+    assert all("inputSchema" not in t for m in listed.values() for t in m.tools)
+    from_listings, from_entries = infos(listed), infos(whole)
+    assert from_listings == from_entries
+    assert [t.input_schema for t in from_listings] == [t.input_schema for t in from_entries]
+    assert [t.output_schema for t in from_listings] == [t.output_schema for t in from_entries]
+    assert from_listings[0].output_schema == {"type": "object"}
+    assert {t.resource_uri for t in from_listings} >= {f"file:///{s}.txt" for s in SERVERS}
+
+
+def test_opening_reads_no_entry_and_a_schema_reads_only_its_servers(
+    tmp_path: Path, entries: dict[str, ServerEntry], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = stored(tmp_path)
+    monkeypatch.setattr("pi_mcp_adapter.catalog._cache.CatalogStore", CountingStore)
+    CountingStore.reads = 0
+    cache = MetadataCache(path)
+    tools = infos(cache.get_listings(entries))
+    assert cache.definition_changes(SERVERS[0]).names() == ()
+    assert CountingStore.reads == 0
+
+    first = next(t for t in tools if t.server == SERVERS[2] and t.original_name == "tool_1")
+    assert first.input_schema["properties"] == {
+        "query_1": {"type": "string", "description": "words"}
+    }
+    assert CountingStore.reads == 1
+    sibling = next(t for t in tools if t.server == SERVERS[2] and t.original_name == "tool_3")
+    assert "query_3" in sibling.input_schema["properties"]
+    assert CountingStore.reads == 1  # the entry read for its sibling is kept
+
+
+def test_an_entry_stored_without_its_listing_is_read_whole(
+    tmp_path: Path, entries: dict[str, ServerEntry]
+) -> None:
+    path = stored(tmp_path)
+    # What a program that keeps no listing leaves: the entry rewritten, the listing not.
+    with sqlite3.connect(tmp_path / "mcp-cache.db") as db:
+        db.execute("UPDATE servers SET gen = gen + 100 WHERE name = ?", (SERVERS[1],))
+    db.close()
+    listed = MetadataCache(path).get_listings(entries)
+    assert type(listed[SERVERS[1]]) is ServerMetadata
+    assert listed[SERVERS[1]] == metadata_of(SERVERS[1])
+    assert type(listed[SERVERS[0]]) is CachedListing
+
+
+def test_a_cached_listing_is_never_stored_back(
+    tmp_path: Path, entries: dict[str, ServerEntry]
+) -> None:
+    path = stored(tmp_path)
+    cache = MetadataCache(path)
+    listing = cache.get_listings(entries)[SERVERS[0]]
+    with pytest.raises(UsageError, match="lacks its tools' schemas"):
+        cache.store(SERVERS[0], entries[SERVERS[0]], listing)
+    assert MetadataCache(path).get(SERVERS[0], entries[SERVERS[0]]) == metadata_of(SERVERS[0])
+
+
+def test_an_index_stored_from_live_listings_opens_unpatched_from_cached_ones(
+    tmp_path: Path, entries: dict[str, ServerEntry], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = stored(tmp_path)
+    store = search_index_store_path(tmp_path)
+    live = infos({name: metadata_of(name) for name in SERVERS})
+    built = SearchIndex(live, ranking="lexical", index_store=store)
+    query = "records number 2 query"
+    expected = [h.tool.name for h in built.search(query, limit=5).hits]
+    del built
+
+    monkeypatch.setattr("pi_mcp_adapter.catalog._cache.CatalogStore", CountingStore)
+    CountingStore.reads = 0
+    opened = SearchIndex(
+        infos(MetadataCache(path).get_listings(entries)), ranking="lexical", index_store=store
+    )
+    assert CountingStore.reads == 0  # the fingerprints take each schema's recorded digest
+    activity = opened.store_activity
+    assert activity is not None
+    assert activity.patched_servers == ()
+    assert activity.rows_written == 0
+    assert [h.tool.name for h in opened.search(query, limit=5).hits] == expected
