@@ -309,10 +309,11 @@ def test_the_json_export_is_written_a_piece_at_a_time_never_as_one_text(
     ).encode("utf-8")
 
 
-def test_opening_the_catalog_reads_its_entries_a_batch_at_a_time(
+def test_opening_the_catalog_reads_its_listings_a_batch_at_a_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # One query per server cost more than parsing the entries at 19,641 servers.
+    # One query per server cost more than parsing the entries at 19,641 servers; opening
+    # reads each server's listing, and no entry.
     from pi_mcp_adapter.catalog import _store
 
     servers = 1200
@@ -321,11 +322,16 @@ def test_opening_the_catalog_reads_its_entries_a_batch_at_a_time(
     entries["never-listed"] = entry(args=("never-listed",))
     entries[server_name(7)] = entry(args=("changed",))  # its entry is for another config
     queries: list[int] = []
-    for method in ("entry_text", "entry_texts"):
+    entry_reads: list[int] = []
+    for method in ("entry_text", "entry_texts", "listings"):
         original = getattr(_store.CatalogStore, method)
 
-        def recording(self: Any, names: Any, _original: Any = original) -> Any:
+        def recording(
+            self: Any, names: Any, _original: Any = original, _method: str = method
+        ) -> Any:
             queries.append(1 if isinstance(names, str) else len(names))
+            if _method != "listings":
+                entry_reads.append(1 if isinstance(names, str) else len(names))
             return _original(self, names)
 
         monkeypatch.setattr(_store.CatalogStore, method, recording)
@@ -339,7 +345,8 @@ def test_opening_the_catalog_reads_its_entries_a_batch_at_a_time(
     state.load_cache()
 
     assert len(queries) <= 3, queries
-    assert state.metadata(server_name(0)) == server_metadata(server_name(0))
+    assert entry_reads == []
+    assert state.whole_metadata(server_name(0)) == server_metadata(server_name(0))
     assert state.metadata(server_name(7)) is None
     assert state.metadata("never-listed") is None
     assert sum(1 for name in entries if state.is_known(name)) == servers - 1
