@@ -307,20 +307,8 @@ class CatalogStore:
     def entry_texts(self, names: Sequence[str]) -> dict[str, str]:
         """The entries of ``names`` that exist, read a batch of names per query (opening a
         catalog reads thousands: one query each cost more than parsing them)."""
-        found: dict[str, str] = {}
-        with self._connection() as connection:
-            try:
-                for start in range(0, len(names), _NAMES_PER_QUERY):
-                    batch = names[start : start + _NAMES_PER_QUERY]
-                    marks = ",".join("?" * len(batch))
-                    rows = connection.execute(
-                        f"SELECT name, entry FROM servers WHERE name IN ({marks})",
-                        tuple(batch),
-                    ).fetchall()
-                    found.update((str(n), str(e)) for n, e in rows)
-            except sqlite3.Error as exc:
-                raise _translate(exc) from exc
-        return found
+        rows = self._rows_named("SELECT name, entry FROM servers WHERE name IN ({})", names)
+        return {str(n): str(e) for n, e in rows}
 
     def listings(self, names: Sequence[str]) -> dict[str, tuple[str, str]]:
         """``name -> (listing, digest)`` for those of ``names`` whose listing was written with
@@ -328,19 +316,23 @@ class CatalogStore:
         schemas), resources, prompts and instructions, a third of the entry's size at most;
         the digest is a hash of the entry's tools, schemas included. Names without one (an
         entry written by a program that keeps no listing) are left out: read their entries."""
-        found: dict[str, tuple[str, str]] = {}
+        rows = self._rows_named(
+            "SELECT l.name, l.listing, l.digest FROM listings l"
+            " JOIN servers s ON s.name = l.name AND s.gen = l.gen WHERE l.name IN ({})",
+            names,
+        )
+        return {str(n): (str(t), str(d)) for n, t, d in rows}
+
+    def _rows_named(self, query: str, names: Sequence[str]) -> list[tuple[Any, ...]]:
+        """``query``'s rows for ``names``, bound :data:`_NAMES_PER_QUERY` at a time into the
+        ``IN ({})`` it ends with."""
+        found: list[tuple[Any, ...]] = []
         with self._connection() as connection:
             try:
                 for start in range(0, len(names), _NAMES_PER_QUERY):
-                    batch = names[start : start + _NAMES_PER_QUERY]
+                    batch = tuple(names[start : start + _NAMES_PER_QUERY])
                     marks = ",".join("?" * len(batch))
-                    rows = connection.execute(
-                        "SELECT l.name, l.listing, l.digest FROM listings l"
-                        " JOIN servers s ON s.name = l.name AND s.gen = l.gen"
-                        f" WHERE l.name IN ({marks})",
-                        tuple(batch),
-                    ).fetchall()
-                    found.update((str(n), (str(t), str(d))) for n, t, d in rows)
+                    found += connection.execute(query.format(marks), batch).fetchall()
             except sqlite3.Error as exc:
                 raise _translate(exc) from exc
         return found
