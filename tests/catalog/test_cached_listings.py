@@ -168,3 +168,16 @@ def test_an_index_stored_from_live_listings_opens_unpatched_from_cached_ones(
     assert activity.patched_servers == ()
     assert activity.rows_written == 0
     assert [h.tool.name for h in opened.search(query, limit=5).hits] == expected
+
+
+def test_a_server_whose_listing_is_unreadable_is_read_from_its_entry(
+    tmp_path: Path, entries: dict[str, ServerEntry]
+) -> None:
+    path = stored(tmp_path)
+    with sqlite3.connect(tmp_path / "mcp-cache.db") as db:
+        db.execute("UPDATE listings SET listing = '{not json' WHERE name = ?", (SERVERS[3],))
+    db.close()
+    listed = MetadataCache(path).get_listings(entries)
+    assert list(listed) == SERVERS
+    assert type(listed[SERVERS[3]]) is ServerMetadata
+    assert listed[SERVERS[3]] == metadata_of(SERVERS[3])

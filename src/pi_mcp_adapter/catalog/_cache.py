@@ -998,7 +998,9 @@ class MetadataCache:
                 instructions=metadata.instructions,
                 schemas=DeferredSchemas(self, server, digest),
             )
-        rest = self.get_many({s: e for s, e in entries.items() if s not in listings})
+        # Every server without a usable listing is judged and read from its entry (one whose
+        # listing is unreadable too, not only one that has none).
+        rest = self.get_many({s: e for s, e in entries.items() if s not in found})
         return {s: m for s in entries if (m := found.get(s) or rest.get(s)) is not None}
 
     def tool_schemas(
