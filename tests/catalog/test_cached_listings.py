@@ -100,6 +100,42 @@ def test_a_catalog_from_cached_listings_has_the_tools_and_schemas_of_the_entries
     assert {t.resource_uri for t in from_listings} >= {f"file:///{s}.txt" for s in SERVERS}
 
 
+ODD_TOOLS: tuple[Any, ...] = (
+    {"name": "x" * 80, "description": "a name cut to 64 characters"},
+    {"name": "odd_server_already_prefixed", "description": "keeps its own prefix"},
+    {"name": "odd_server_", "description": "only the prefix: prefixed again"},
+    {"name": "dots.and spaces/é", "title": "Only a title"},
+    {"name": "", "description": "no name: skipped"},
+    {"name": 7, "description": "not a name: skipped"},
+    {"description": "no name at all: skipped"},
+    {"name": "annotated", "annotations": {"title": "T"}, "_meta": {"ui": {"a": 1}}},
+)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [Settings(), Settings(tool_prefix="none"), Settings(tool_separator="__")],
+    ids=["server-prefix", "no-prefix", "double-underscore"],
+)
+def test_odd_tool_names_are_named_the_same_from_a_listing_and_from_the_entry(
+    tmp_path: Path, settings: Settings
+) -> None:
+    path = tmp_path / "mcp-cache.json"
+    entry = entry_of("odd-server")
+    MetadataCache(path).store("odd-server", entry, ServerMetadata(tools=ODD_TOOLS))
+    listed = MetadataCache(path).get_listings({"odd-server": entry})["odd-server"]
+    whole = MetadataCache(path).get_many({"odd-server": entry})["odd-server"]
+    assert type(listed) is CachedListing
+    from_listing = build_tool_infos("odd-server", listed, entry=entry, settings=settings)
+    from_entry = build_tool_infos("odd-server", whole, entry=entry, settings=settings)
+    assert from_listing == from_entry
+    assert [t.name for t in from_listing] == [t.name for t in from_entry]
+    assert len(from_listing) == 5
+    assert max(len(t.name) for t in from_listing) == 64
+    assert [t.annotations for t in from_listing] == [t.annotations for t in from_entry]
+    assert [t.meta for t in from_listing] == [t.meta for t in from_entry]
+
+
 def test_opening_reads_no_entry_and_a_schema_reads_only_its_servers(
     tmp_path: Path, entries: dict[str, ServerEntry], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -25,14 +25,13 @@ from pi_mcp_adapter.config._models import ToolOverride, ToolPrefixMode
 
 from ._filters import ToolFilter, keywords_for
 from ._metadata import (
-    DEFAULT_INPUT_SCHEMA,
     SCHEMA_DIGEST_KEY,
     CachedListing,
     DeferredSchemas,
     JsonObject,
     ServerMetadata,
-    StoredToolInfo,
     ToolInfo,
+    stored_tool_info,
 )
 
 __all__ = [
@@ -167,22 +166,43 @@ def _tool_info(server: str, tool: JsonObject, prefix: str, separator: str) -> To
     )
 
 
-def _stored_tool_info(
-    server: str, tool: JsonObject, prefix: str, separator: str, schemas: DeferredSchemas
-) -> ToolInfo:
-    """:func:`_tool_info` of a cached listing's tool: its schemas are read when asked for."""
-    original = tool["name"]
-    return StoredToolInfo(
-        name=_qualify(original, server, prefix, separator),
-        original_name=original,
-        server=server,
-        description=_text(tool.get("description")) or _text(tool.get("title")),
-        annotations=_object_or_none(tool.get("annotations")),
-        meta=_object_or_none(tool.get("_meta")),
-        input_schema=DEFAULT_INPUT_SCHEMA,  # one shared object: the slot is not read
-        schemas=schemas,
-        schema_digest=digest if isinstance(digest := tool.get(SCHEMA_DIGEST_KEY), str) else None,
-    )
+def _stored_tool_infos(
+    server: str, tools: Sequence[Any], prefix: str, separator: str, schemas: DeferredSchemas
+) -> list[ToolInfo]:
+    """:func:`_tool_info` of each of a cached listing's tools (their schemas are read when
+    asked for). A large catalog's build runs this once per server for every tool, so the
+    checks of :func:`build_tool_infos` and :func:`_qualify` are written out here."""
+    infos: list[ToolInfo] = []
+    append = infos.append
+    sanitize = _INVALID_NAME_CHARS.sub
+    prefixed = f"{prefix}_"
+    for tool in tools:
+        if type(tool) is not dict and not isinstance(tool, Mapping):
+            continue
+        original = tool.get("name")
+        if not isinstance(original, str) or not original:
+            continue
+        tool_part = sanitize("_", original) or "_"
+        if not prefix or (tool_part.startswith(prefixed) and len(tool_part) > len(prefixed)):
+            full = tool_part
+        else:
+            full = f"{prefix}{separator}{tool_part}"
+        if len(full) > MAX_TOOL_NAME_LENGTH:
+            full = _fit_length(full, f"{server}\x00{original}")
+        digest = tool.get(SCHEMA_DIGEST_KEY)
+        append(
+            stored_tool_info(
+                full,
+                original,
+                server,
+                _text(tool.get("description")) or _text(tool.get("title")),
+                _object_or_none(tool.get("annotations")),
+                _object_or_none(tool.get("_meta")),
+                schemas,
+                digest if isinstance(digest, str) else None,
+            )
+        )
+    return infos
 
 
 def _resource_info(server: str, resource: JsonObject, prefix: str, separator: str) -> ToolInfo:
@@ -245,13 +265,11 @@ def build_tool_infos(
     mode: ToolPrefixMode = (entry.tool_prefix if entry else None) or settings.tool_prefix
     separator = settings.tool_separator
     prefix = separated_prefix(server_prefix(server, mode), separator)
-    infos: list[ToolInfo] = []
     schemas = metadata.schemas if isinstance(metadata, CachedListing) else None
     if schemas is not None:
-        for tool in metadata.tools:
-            if _object_or_none(tool) is not None and _text(tool.get("name")):
-                infos.append(_stored_tool_info(server, tool, prefix, separator, schemas))
+        infos = _stored_tool_infos(server, metadata.tools, prefix, separator, schemas)
     else:
+        infos = []
         for tool in metadata.tools:
             if _object_or_none(tool) is not None and _text(tool.get("name")):
                 infos.append(_tool_info(server, tool, prefix, separator))
