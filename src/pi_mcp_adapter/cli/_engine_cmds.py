@@ -259,12 +259,10 @@ def run_from_cache(
 
 
 def _servers_to_list(adapter: McpAdapter, progress: _Progress) -> list[str]:
+    """Enabled servers missing from the cache that are not backing off after a failure."""
     import time
 
-    """Enabled servers missing from the cache that are not backing off after a failure."""
-    missing = [
-        n for n in adapter.enabled_servers() if adapter.server_status(n).status == "not-cached"
-    ]
+    missing = adapter.servers_not_cached()
     wanted = []
     for name in missing:
         waiting = adapter.backing_off(name)

