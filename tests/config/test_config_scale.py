@@ -11,22 +11,24 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import TypeAdapter
 
 from _large_catalog import counted_calls  # tests/ is on sys.path
 from pi_mcp_adapter._errors import ConfigError
-from pi_mcp_adapter.config import _loader
+from pi_mcp_adapter.config import ServerEntry, _loader
 
 from .conftest import Machine
 
 SMALL, LARGE = 20, 200
 """Two configuration sizes: what one more server costs is their difference, divided."""
 
-CALLS_PER_SERVER = 80
+CALLS_PER_SERVER = 50
 """Python calls one more server of the usual shape may cost (117 when every field went
-through a validator and every value through the substitution; 73 now)."""
+through a validator and every value through the substitution; 73 when the merged entry was
+validated a second time as a whole; 44 now)."""
 
 
 def usual_entry(name: str) -> dict[str, object]:
@@ -133,6 +135,31 @@ def test_an_unusual_value_among_many_usual_ones_still_gets_the_full_check(
     assert error.line is not None
     assert expected in error.message
     assert "odd" not in config.servers
+
+
+def test_a_merged_entry_is_not_validated_again_as_a_whole(
+    machine: Machine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each layer's fields were checked one by one (errors name the file, line and field);
+    # only an alwaysLoad needs the model's own validator, which folds it into directTools.
+    validated: list[object] = []
+    validate = ServerEntry.model_validate
+
+    def counted(cls: type[ServerEntry], value: object, **kwargs: Any) -> ServerEntry:
+        validated.append(value)
+        return validate(value, **kwargs)
+
+    monkeypatch.setattr(ServerEntry, "model_validate", classmethod(counted))
+    always = {"command": "npx", "directTools": ["a"], "alwaysLoad": ["b"]}
+    write_servers(machine, LARGE, always=always)
+
+    config = machine.load()
+
+    assert len(config.servers) == LARGE + 1
+    (whole,) = validated
+    assert isinstance(whole, dict)
+    assert whole["always_load"] == ("b",)
+    assert config.servers["always"].direct_tools == ("a", "b")
 
 
 def test_values_that_refer_to_variables_or_home_are_still_expanded(machine: Machine) -> None:

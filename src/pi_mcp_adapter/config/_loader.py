@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -395,10 +395,9 @@ def _load_config(
         invalid[name] = first_errors[name]
     for name, contributions in per_server.items():
         merged = merge_entries(contributions)
+        # The merged entry is not kept: its field sources become the provenance's own.
         provenance[name] = ServerProvenance(
-            layers=tuple(merged.contributions),
-            dropped=tuple(merged.dropped),
-            field_sources=dict(merged.field_sources),
+            tuple(merged.contributions), tuple(merged.dropped), merged.field_sources
         )
         result = _finish_server(name, merged, where, collector)
         if not isinstance(result, ConfigError):
@@ -697,7 +696,12 @@ def _resolved_where_trusted(entry: ServerEntry, merged: MergedEntry, where: Wher
     """A project file's relative ``command`` and ``cwd`` made absolute where that file really
     lies (see :func:`real_project_dir`); a server of a linked file with no ``cwd`` runs there
     too, so its relative arguments (``python server.py``) name the files that were trusted."""
-    paths = {c.source: c.path for c in merged.contributions if c.source in PROJECT_LAYERS}
+    paths: dict[str, Path] = {}
+    for contribution in merged.contributions:
+        if contribution.source in PROJECT_LAYERS:
+            paths[contribution.source] = contribution.path
+    if not paths:
+        return entry
     command_file = paths.get(merged.field_sources.get("command", ""))
     cwd_file = paths.get(merged.field_sources.get("cwd", ""))
     update: dict[str, object] = {}
@@ -829,12 +833,13 @@ def _layer_from_document(
         )
     loaded = _FileLayerData(ConfigSource(layer.name, "file", path, "loaded"))
     by_name: dict[str, tuple[RawEntry, ValidEntry | None, list[ConfigError]]] = {}
+    line_of = document.line_of
     for map_key in map_keys:
         servers = data.get(map_key)
         if not isinstance(servers, dict):
             continue
         for name, value in servers.items():
-            raw = RawEntry(name, value, path, (map_key, name), document.line_of)
+            raw = RawEntry(name, value, path, (map_key, name), line_of)
             unnamed = empty_name_error(raw)
             if unnamed is not None:
                 collector.errors.append(unnamed)
@@ -918,50 +923,34 @@ def _finish_server(
     name: str, merged: MergedEntry, where: Where, collector: _Collector
 ) -> ServerEntry | ConfigError:
     """Check the transport, interpolate variables and build the entry."""
-    last = merged.contributions[-1]
-
-    def invalid(message: str, field: str) -> ConfigError:
-        source = merged.field_sources.get(field)
-        contribution = next((c for c in reversed(merged.contributions) if c.source == source), last)
-        return ConfigError(
-            f"server {name!r} {message}",
-            path=str(contribution.path),
-            line=contribution.line,
-            field=field,
-        )
-
     fields = dict(merged.fields)
-    transports = [key for key in ("command", "url", "socket") if fields.get(key) is not None]
-    if len(transports) > 1:
-        described = " and ".join(
-            f"{key!r} (from {merged.field_sources.get(key, '?')})" for key in transports
-        )
-        both = "both " if len(transports) == 2 else ""
-        return invalid(f"sets {both}{described}; keep exactly one", transports[-1])
-    if not transports:
-        return invalid(
-            "has neither 'command' nor 'url'; set 'command' to run a local server, 'url' "
-            "for a remote one or 'socket' for a unix socket",
-            "command",
-        )
-    written = {
-        key: _plain(value)
-        for name, value in fields.items()
-        if (key := _WRITTEN_KEY_OF.get(name)) is not None
-    }
+    # Exactly one transport; counted without building a list, as this runs for every server.
+    if (fields.get("command") is None) + (fields.get("url") is None) + (
+        fields.get("socket") is None
+    ) != 2:
+        return _transport_error(name, merged, fields)
+    written: dict[str, object] = {}
+    for field_name, value in fields.items():
+        key = _WRITTEN_KEY_OF.get(field_name)
+        if key is not None:
+            written[key] = value if type(value) is str else _plain(value)
 
     missing_by_field: dict[str, tuple[str, ...]] = {}
     templates: dict[str, str] = {}
     # An agent plugin's args, env, cwd and headers are literal (its own placeholders were
     # expanded when it was read), as long as no config file replaced them.
-    literal = {
-        key
-        for key in ("args", "env", "cwd", "headers")
-        if merged.field_sources.get(key, "").startswith(LITERAL_SOURCE_PREFIX)
-    }
+    literal: Collection[str] = ()
+    for contribution in merged.contributions:
+        if contribution.source.startswith(LITERAL_SOURCE_PREFIX):
+            literal = {
+                key
+                for key in ("args", "env", "cwd", "headers")
+                if merged.field_sources.get(key, "").startswith(LITERAL_SOURCE_PREFIX)
+            }
+            break
 
     def resolve(value: str, field: str, *, home: bool = False) -> str:
-        if field.partition(".")[0].partition("[")[0] in literal or _is_literal_text(value):
+        if _is_literal_text(value) or field.partition(".")[0].partition("[")[0] in literal:
             return value
         result = interpolate(value, where.environ)
         for variable, secret in result.substituted:
@@ -1000,7 +989,9 @@ def _finish_server(
         fields["url"] = resolve(url, "url")
         if "url" in missing_by_field:
             names = ", ".join(missing_by_field["url"])
-            return invalid(
+            return _invalid_entry(
+                name,
+                merged,
                 f"cannot be used: its 'url' refers to {names}, which is not set in the environment",
                 "url",
             )
@@ -1009,7 +1000,7 @@ def _finish_server(
         if isinstance(path_value, str):
             fields[path_field] = resolve(path_value, key, home=True)
     command = fields.get("command")
-    if isinstance(command, str):
+    if isinstance(command, str) and not _is_literal_text(command):
         fields["command"] = resolve(command, "command", home=True)
     args = fields.get("args")
     if isinstance(args, tuple) and not all(map(_is_literal_text, args)):
@@ -1072,12 +1063,46 @@ def _finish_server(
             f"{field_name!r} uses an empty string in its place"
         )
     try:
-        entry = ServerEntry.model_validate({**fields, **merged.extras})
+        return ServerEntry.from_checked(
+            fields, merged.extras, written=written, env_templates=templates
+        )
     except ValidationError as exc:
         # Every field was checked per layer, so this is rare; name the fields, never values.
         where_wrong = ", ".join(format_json_path(tuple(e["loc"])) for e in exc.errors())
-        return invalid(f"has invalid values in {where_wrong}", where_wrong)
-    return entry.with_written(written).with_env_templates(templates)
+        return _invalid_entry(name, merged, f"has invalid values in {where_wrong}", where_wrong)
+
+
+def _transport_error(name: str, merged: MergedEntry, fields: Mapping[str, object]) -> ConfigError:
+    """The error of an entry with no transport, or with more than one."""
+    transports = [key for key in ("command", "url", "socket") if fields.get(key) is not None]
+    if not transports:
+        return _invalid_entry(
+            name,
+            merged,
+            "has neither 'command' nor 'url'; set 'command' to run a local server, 'url' "
+            "for a remote one or 'socket' for a unix socket",
+            "command",
+        )
+    described = " and ".join(
+        f"{key!r} (from {merged.field_sources.get(key, '?')})" for key in transports
+    )
+    both = "both " if len(transports) == 2 else ""
+    return _invalid_entry(name, merged, f"sets {both}{described}; keep exactly one", transports[-1])
+
+
+def _invalid_entry(name: str, merged: MergedEntry, message: str, field: str) -> ConfigError:
+    """An unusable server's error, naming the file (and line) that set ``field`` last."""
+    source = merged.field_sources.get(field)
+    contribution = next(
+        (c for c in reversed(merged.contributions) if c.source == source),
+        merged.contributions[-1],
+    )
+    return ConfigError(
+        f"server {name!r} {message}",
+        path=str(contribution.path),
+        line=contribution.line,
+        field=field,
+    )
 
 
 _WRITTEN_KEY_OF = {

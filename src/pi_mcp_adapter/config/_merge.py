@@ -85,26 +85,33 @@ def merge_entries(layers: Sequence[tuple[str, Path, ValidEntry]]) -> MergedEntry
     """Combine one server's entries, lowest precedence first."""
     merged = MergedEntry()
     for source, path, entry in layers:
-        written = (*[_key(n) for n in entry.fields], *entry.extras)
-        drop, reason = _keys_to_drop(merged, entry)
-        removed: list[str] = []
-        for key in drop:
-            if key in written:
-                continue
-            if _remove(merged, key):
-                removed.append(key)
-        for key in removed:
-            merged.field_sources.pop(key, None)
-        if removed:
-            merged.dropped.append(DroppedFields(source, tuple(removed), reason))
+        written = (*map(_key, entry.fields), *entry.extras)
+        if merged.contributions:  # the lowest layer has nothing below it to drop
+            _drop_replaced(merged, entry, source, written)
         merged.fields.update(entry.fields)
         merged.extras.update(entry.extras)
-        for key in written:
-            merged.field_sources[key] = source
+        merged.field_sources.update(dict.fromkeys(written, source))
         merged.contributions.append(
             LayerContribution(source, path, written, entry.json_path, entry.line_of)
         )
     return merged
+
+
+def _drop_replaced(
+    merged: MergedEntry, entry: ValidEntry, source: str, written: tuple[str, ...]
+) -> None:
+    """Remove the inherited keys that ``entry`` makes meaningless (see the module docstring)."""
+    drop, reason = _keys_to_drop(merged, entry)
+    removed: list[str] = []
+    for key in drop:
+        if key in written:
+            continue
+        if _remove(merged, key):
+            removed.append(key)
+    for key in removed:
+        merged.field_sources.pop(key, None)
+    if removed:
+        merged.dropped.append(DroppedFields(source, tuple(removed), reason))
 
 
 def _remove(merged: MergedEntry, key: str) -> bool:

@@ -12,10 +12,10 @@ the bearer token, URL passwords and credential-looking extras are masked (see ``
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -262,6 +262,47 @@ class ServerEntry(_Model):
         ``bearerToken``)."""
         return self._env_templates
 
+    @classmethod
+    def from_checked(
+        cls,
+        values: Mapping[str, object],
+        extras: Mapping[str, object],
+        *,
+        written: dict[str, object],
+        env_templates: dict[str, str],
+    ) -> ServerEntry:
+        """What ``model_validate({**values, **extras})`` returns, with :meth:`with_written` and
+        :meth:`with_env_templates` applied, for ``values`` (Python field names) each of which
+        already is what validating its own field returns; ``extras`` are unknown keys.
+
+        The loader validates every field of every layer on its own, so that an error names its
+        file, line and field (``config/_validate.py``), and interpolation only replaces strings
+        with strings: validating the merged entry a second time found nothing, and cost a
+        quarter of loading 19,641 servers (pydantic's set-up of the private attributes, in
+        Python). ``values``, ``written`` and ``env_templates`` are taken as they are, not
+        copied. An ``alwaysLoad`` goes through :meth:`model_validate`: the model validator folds
+        it into ``directTools``.
+        """
+        if "always_load" in values:
+            entry = cls.model_validate({**values, **extras})
+            return entry.with_written(written).with_env_templates(env_templates)
+        state = _SERVER_DEFAULTS.copy()
+        for name, factory in _SERVER_DEFAULT_FACTORIES:
+            state[name] = factory()
+        state.update(values)
+        private = _SERVER_PRIVATE_DEFAULTS.copy()
+        for name, private_factory in _SERVER_PRIVATE_FACTORIES:
+            private[name] = private_factory()
+        private["_written"] = written
+        private["_env_templates"] = env_templates
+        entry = cls.__new__(cls)
+        # The four slots pydantic's own model_construct fills.
+        _object_setattr(entry, "__dict__", state)
+        _object_setattr(entry, "__pydantic_fields_set__", {*values, *extras})
+        _object_setattr(entry, "__pydantic_extra__", dict(extras))
+        _object_setattr(entry, "__pydantic_private__", private)
+        return entry
+
     def with_env_templates(self, templates: dict[str, str]) -> ServerEntry:
         """Record where ``templates`` came from (the loader calls this); returns ``self``."""
         self._set_private("_env_templates", dict(templates))
@@ -376,6 +417,28 @@ class ServerEntry(_Model):
         ms = self.request_timeout_ms or DEFAULT_REQUEST_TIMEOUT_MS
         return ms / 1000
 
+
+_object_setattr = object.__setattr__
+_SERVER_DEFAULTS: dict[str, object] = {
+    name: info.default for name, info in ServerEntry.model_fields.items()
+}
+"""Defaults of :class:`ServerEntry`'s fields in field order (the order of ``__dict__``, so of a
+dump and a repr). Those without a factory are immutable (None, booleans, words, tuples) and
+shared by every entry, as pydantic shares them; a field with a factory gets a fresh value."""
+_SERVER_DEFAULT_FACTORIES = tuple(
+    # No factory of ServerEntry takes the validated data (pydantic's other kind of factory).
+    (name, cast("Callable[[], object]", info.default_factory))
+    for name, info in ServerEntry.model_fields.items()
+    if info.default_factory is not None
+)
+_SERVER_PRIVATE_DEFAULTS: dict[str, object] = {
+    name: attr.default for name, attr in ServerEntry.__private_attributes__.items()
+}
+_SERVER_PRIVATE_FACTORIES = tuple(
+    (name, cast("Callable[[], object]", attr.default_factory))
+    for name, attr in ServerEntry.__private_attributes__.items()
+    if attr.default_factory is not None and name not in ("_written", "_env_templates")
+)
 
 WRITTEN_KEYS = (
     "command",

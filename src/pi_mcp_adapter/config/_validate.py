@@ -47,7 +47,13 @@ def no_lines(_path: JsonPath) -> int | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
+# RawEntry and ValidEntry are the loader's working records, two for each server of each file,
+# made and read only inside this package; they are never changed once made. Not frozen: a
+# frozen dataclass sets each field through object.__setattr__, which made building them four
+# times slower (0.02 s of loading 19,641 servers).
+
+
+@dataclass(slots=True)
 class RawEntry:
     """One server entry as read from a file, already in this project's JSON shape."""
 
@@ -68,7 +74,7 @@ class RawEntry:
         return self.line_of(self.json_path)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ValidEntry:
     """A server entry whose every known field has the right type (values not yet interpolated)."""
 
