@@ -74,6 +74,7 @@ import contextlib
 import hashlib
 import json
 import math
+import operator
 import os
 import re
 import stat
@@ -191,6 +192,9 @@ def _utf16_order(key: object) -> bytes:
     return str(key).encode("utf-16-be", "surrogatepass")
 
 
+_item_key = operator.itemgetter(0)
+
+
 def _stable_text(value: Any) -> str:
     """Canonical text of a JSON-like value: object keys sorted, no spaces, unset as undefined.
 
@@ -208,14 +212,13 @@ def _stable_text(value: Any) -> str:
         return "[" + ",".join([_stable_text(v) for v in value]) + "]"
     if isinstance(value, dict | Mapping):
         items = [(str(k), v) for k, v in value.items()]
-        if "".join([k for k, _v in items]).isascii():
+        if "".join(map(_item_key, items)).isascii():
             # ASCII keys (field names, nearly always) sort the same by code point as by
             # UTF-16 unit: no encoding per key (hashing 19,641 servers sorted 300,000 keys).
-            items.sort(key=lambda item: item[0])
+            items.sort(key=_item_key)
         else:
             items.sort(key=lambda item: _utf16_order(item[0]))
-        members = [f"{_js_string(k)}:{_stable_text(v)}" for k, v in items]
-        return "{" + ",".join(members) + "}"
+        return "{" + ",".join([_js_string(k) + ":" + _stable_text(v) for k, v in items]) + "}"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))  # JavaScript writes 5.0 as 5
     try:
@@ -235,6 +238,8 @@ _HASH_PATTERNS = (
 
 
 def _hash_interpolate(value: str, env: Mapping[str, str]) -> str:
+    if "$" not in value and "{" not in value:
+        return value  # each pattern starts with one of them: nothing to read
     for pattern in _HASH_PATTERNS:
         value = pattern.sub(lambda m: env.get(m.group(1), ""), value)
     return value
@@ -249,6 +254,8 @@ def _hash_secret(value: str, env: Mapping[str, str]) -> str:
 
 def _hash_path(value: str, env: Mapping[str, str]) -> str:
     resolved = _hash_interpolate(value, env)
+    if not resolved.startswith("~"):
+        return resolved
     home = env.get("HOME") or str(Path.home())
     if resolved == "~":
         return home
@@ -288,30 +295,62 @@ def config_hash(entry: ServerEntry, *, environ: Mapping[str, str] | None = None)
     prefixes and the like only change how a server is used, so they are left out.
     """
     env = os.environ if environ is None else environ
-    explicit = entry.model_fields_set
     written = entry.written
-
-    def field(name: str, value: Any) -> Any:
-        return value if name in explicit else _UNSET
-
-    def as_written(key: str) -> Any:
-        return written.get(key, _UNSET)
-
-    def path(key: str) -> Any:
-        value = written.get(key)
-        return _hash_path(value, env) if isinstance(value, str) else _UNSET
-
-    bearer_token: Any = _UNSET
+    # The reference hashes the canonical JSON text of a record (sorted keys, unset members as
+    # undefined). That text is written here into a copy of the text of a record with every
+    # member unset, member by member, only for the members the entry sets: most members of
+    # most servers are unset, and every start and status hashes each configured server.
+    text = _ALL_UNSET_TEXT.copy()
+    for key, value in written.items():
+        member = _WRITTEN_MEMBERS.get(key)
+        if member is not None:
+            index, value_text = member
+            text[index] = value_text(value, env)
+    for name in _FIELD_MEMBERS.keys() & entry.model_fields_set:
+        text[_FIELD_MEMBERS[name]] = _stable_text(entry.__dict__[name])
     token = written.get("bearerToken")
     if isinstance(token, str):
-        bearer_token = _hash_secret(token, env)
+        text[_BEARER_TOKEN_MEMBER] = _stable_text(_hash_secret(token, env))
     elif entry.bearer_token_env:
-        bearer_token = env.get(entry.bearer_token_env, _UNSET)
-    headers_command: Any = _UNSET
-    command = written.get("requestHeadersCommand")
-    if isinstance(command, Mapping):
-        args = command.get("args")
-        headers_command = {
+        text[_BEARER_TOKEN_MEMBER] = _stable_text(env.get(entry.bearer_token_env, _UNSET))
+    return hashlib.sha256("".join(text).encode()).hexdigest()
+
+
+def _as_written(value: object, _env: Mapping[str, str]) -> str:
+    return _js_string(value) if type(value) is str else _stable_text(value)
+
+
+def _list_as_written(values: object, _env: Mapping[str, str]) -> str:
+    """:func:`_stable_text` of a written list, whose items are strings (arguments): one C call
+    per item instead of the type tests; a list with anything else takes the general way."""
+    if type(values) is list:
+        try:
+            return "[" + ",".join(map(_js_string, values)) + "]"
+        except TypeError:  # not a string among them
+            pass
+    return _stable_text(values)
+
+
+def _path_text(value: object, env: Mapping[str, str]) -> str:
+    return _stable_text(_hash_path(value, env)) if isinstance(value, str) else _UNDEFINED
+
+
+def _url_text(value: object, env: Mapping[str, str]) -> str:
+    return _stable_text(_hash_interpolate(value, env)) if isinstance(value, str) else _UNDEFINED
+
+
+def _record_text(value: object, env: Mapping[str, str]) -> str:
+    """``env`` or ``headers``: their values read as the reference reads secrets."""
+    record = _hash_record(value, env)
+    return _UNDEFINED if record is _UNSET else _stable_text(record)
+
+
+def _headers_command_text(command: object, env: Mapping[str, str]) -> str:
+    if not isinstance(command, Mapping):
+        return _UNDEFINED
+    args = command.get("args")
+    return _stable_text(
+        {
             "command": _hash_interpolate(str(command.get("command", "")), env),
             "args": [_hash_interpolate(str(a), env) for a in args]
             if isinstance(args, list | tuple)
@@ -319,64 +358,76 @@ def config_hash(entry: ServerEntry, *, environ: Mapping[str, str] | None = None)
             "env": _hash_record(command.get("env"), env),
             "timeoutMs": command.get("timeoutMs", _UNSET),
         }
-    url: Any = _UNSET
-    if isinstance(written.get("url"), str):
-        url = _hash_interpolate(str(written["url"]), env)
-    identity = {
-        "command": as_written("command"),
-        "args": as_written("args"),
-        "socket": path("socket"),
-        "env": _hash_record(written.get("env"), env),
-        "cwd": path("cwd"),
-        "url": url,
-        "headers": _hash_record(written.get("headers"), env),
-        "requestHeadersCommand": headers_command,
-        "auth": field("auth", entry.auth),
-        "protocolVersion": field("protocol_version", entry.protocol_version),
-        "bearerToken": bearer_token,
-        "bearerTokenEnv": field("bearer_token_env", entry.bearer_token_env),
-        "exposeResources": field("expose_resources", entry.expose_resources),
-        "includeTools": field("include_tools", entry.include_tools),
-        "excludeTools": field("exclude_tools", entry.exclude_tools),
-    }
-    # What _stable_text(identity) writes, without sorting the same fifteen keys per server.
-    # Most members are unset: written here, not through a call each.
-    text = ",".join(
-        [
-            f"{prefix}undefined"
-            if (value := identity[key]) is _UNSET
-            else prefix + _stable_text(value)
-            for key, prefix in _IDENTITY_KEYS
-        ]
     )
-    return hashlib.sha256(f"{{{text}}}".encode()).hexdigest()
 
 
-_IDENTITY_KEYS = tuple(
-    (key, f'"{key}":')
-    for key in sorted(
-        (
-            "command",
-            "args",
-            "socket",
-            "env",
-            "cwd",
-            "url",
-            "headers",
-            "requestHeadersCommand",
-            "auth",
-            "protocolVersion",
-            "bearerToken",
-            "bearerTokenEnv",
-            "exposeResources",
-            "includeTools",
-            "excludeTools",
-        )
+_UNDEFINED = "undefined"
+"""How the canonical text writes an unset member (JavaScript's ``undefined``)."""
+
+_MEMBER_KEYS = sorted(
+    (
+        "command",
+        "args",
+        "socket",
+        "env",
+        "cwd",
+        "url",
+        "headers",
+        "requestHeadersCommand",
+        "auth",
+        "protocolVersion",
+        "bearerToken",
+        "bearerTokenEnv",
+        "exposeResources",
+        "includeTools",
+        "excludeTools",
     )
 )
 """The members :func:`config_hash` hashes, in the order :func:`_stable_text` writes them (ASCII
-names: code-point order is UTF-16 order), each with its written ``"name":`` (nothing in the
-names needs escaping)."""
+names: code-point order is UTF-16 order; nothing in them needs escaping)."""
+
+_ALL_UNSET_TEXT = [
+    *(
+        piece
+        for position, key in enumerate(_MEMBER_KEYS)
+        for piece in (("," if position else "{") + f'"{key}":', _UNDEFINED)
+    ),
+    "}",
+]
+"""The canonical text of a record with every member unset, in pieces: the name of the n-th
+member at ``2 * n``, its value at ``2 * n + 1``."""
+
+_MEMBER_INDEX = {key: 2 * position + 1 for position, key in enumerate(_MEMBER_KEYS)}
+
+_WRITTEN_MEMBERS: dict[str, tuple[int, Callable[[Any, Mapping[str, str]], str]]] = {
+    "command": (_MEMBER_INDEX["command"], _as_written),
+    "args": (_MEMBER_INDEX["args"], _list_as_written),
+    "socket": (_MEMBER_INDEX["socket"], _path_text),
+    "cwd": (_MEMBER_INDEX["cwd"], _path_text),
+    "env": (_MEMBER_INDEX["env"], _record_text),
+    "headers": (_MEMBER_INDEX["headers"], _record_text),
+    "url": (_MEMBER_INDEX["url"], _url_text),
+    "requestHeadersCommand": (_MEMBER_INDEX["requestHeadersCommand"], _headers_command_text),
+}
+"""Members read from the written form (:attr:`ServerEntry.written`), each with how: command
+and args as written, paths and the url after the reference's variable reading, env and
+headers values as secrets. ``bearerToken`` is read apart: when it is not written, the value of
+the variable ``bearerTokenEnv`` names takes its place."""
+
+_FIELD_MEMBERS = {
+    name: _MEMBER_INDEX[key]
+    for name, key in (
+        ("auth", "auth"),
+        ("protocol_version", "protocolVersion"),
+        ("bearer_token_env", "bearerTokenEnv"),
+        ("expose_resources", "exposeResources"),
+        ("include_tools", "includeTools"),
+        ("exclude_tools", "excludeTools"),
+    )
+}
+"""Members read from the entry's fields when the configuration sets them (never defaults)."""
+
+_BEARER_TOKEN_MEMBER = _MEMBER_INDEX["bearerToken"]
 
 
 @dataclass(frozen=True, slots=True)
