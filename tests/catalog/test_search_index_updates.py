@@ -322,10 +322,10 @@ def test_a_stored_index_whose_tools_do_not_add_up_is_built_again(tmp_path: Path)
     catalog = catalog_of(10)
     expected = [h.tool.name for h in stored_index(catalog.tools(), path).search("email").hits]
     with sqlite3.connect(path) as connection:
-        (first,) = connection.execute("SELECT server FROM servers ORDER BY position").fetchone()
-        # A tool twice, one past the catalog.
+        (first,) = connection.execute("SELECT server FROM layout ORDER BY position").fetchone()
+        # A tool twice, one past the catalog (three tools with no name terms).
         connection.execute(
-            "UPDATE servers SET docs = ?, names = '[[],[],[]]' WHERE server = ?",
+            "UPDATE layout SET docs = ?, count = 3, names = char(30, 30) WHERE server = ?",
             (array("i", [0, 0, 10_000]).tobytes(), first),
         )
     connection.close()

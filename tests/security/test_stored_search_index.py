@@ -81,7 +81,7 @@ def test_a_tampered_server_row_makes_the_patch_fall_back_to_a_full_build(
     path = tmp_path / "mcp-search-index.sqlite"
     open_index(catalog_tools(8), path)
     # The row of the server that changes is the one the patch must decode.
-    tamper(path, "UPDATE servers SET tools = ? WHERE server = 'server-003'", (tools_blob,))
+    tamper(path, "UPDATE tools SET tools = ? WHERE server = 'server-003'", (tools_blob,))
     after = catalog_tools(8, changed=True)
 
     index = open_index(after, path)
@@ -122,16 +122,29 @@ def test_a_tampered_index_total_is_never_believed(tmp_path: Path, meta: dict[str
     assert answers(index) == answers(SearchIndex(tools, ranking="lexical"))
 
 
-def test_a_server_row_claiming_another_servers_documents_is_not_used(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "claim",
+    [
+        pytest.param(
+            "UPDATE layout SET first = (SELECT first FROM layout WHERE server = 'server-000') "
+            "WHERE server = 'server-001'",
+            id="by-first-id",
+        ),
+        pytest.param(
+            "UPDATE layout SET docs = (SELECT x'000000000100000002000000') "
+            "WHERE server = 'server-001'",
+            id="by-listed-ids",
+        ),
+    ],
+)
+def test_a_server_row_claiming_another_servers_documents_is_not_used(
+    tmp_path: Path, claim: str
+) -> None:
     path = tmp_path / "mcp-search-index.sqlite"
     tools = catalog_tools(8)
     open_index(tools, path)
     # server-001 (mail) claims server-000's (weather) documents as its own.
-    tamper(
-        path,
-        "UPDATE servers SET docs = (SELECT docs FROM servers WHERE server = 'server-000') "
-        "WHERE server = 'server-001'",
-    )
+    tamper(path, claim)
 
     index = open_index(tools, path)
 

@@ -206,27 +206,58 @@ class SearchIndex:
             self._ranking = FieldRanking(every_tool, store=index_store)
         else:
             self._ranking = RANKINGS[name](every_tool)
-        self._doc_tools: list[ToolInfo | None] = list(every_tool)
+        self._doc_tools: list[ToolInfo | None]
         """Each document id's tool; None once its server's relisting removed it."""
-        self._by_name: dict[str, int] = {}
-        self._by_server: dict[str, list[int]] = {}
-        self._by_origin: dict[ToolKey, int] = {}
-        doc_ids: Sequence[int] = range(len(every_tool))
-        if isinstance(self._ranking, FieldRanking) and index_store is not None:
-            # An index patched on open numbers a changed server's tools after the others
-            # (see _search_store): the tools take the ranking's document ids.
-            slots, server_docs = self._ranking.documents()
-            next_of = {server: iter(docs) for server, docs in server_docs.items()}
-            doc_ids = [next(next_of[tool.server]) for tool in every_tool]
-            self._doc_tools = [None] * slots
-            for doc, tool in zip(doc_ids, every_tool, strict=True):
-                self._doc_tools[doc] = tool
-        for position, tool in zip(doc_ids, every_tool, strict=True):
-            self._by_name.setdefault(tool.name, position)
-            self._by_origin.setdefault((tool.server, tool.original_name), position)
-            self._by_server.setdefault(tool.server, []).append(position)
+        self._by_server: dict[str, Sequence[int]]
+        """Each server's document ids, in the order of its tools; servers in catalog order."""
+        if isinstance(self._ranking, FieldRanking):
+            # The ranking numbered the tools already (an index patched on open numbers a
+            # changed server's tools after the others, see _search_store): its numbering is
+            # taken a server at a time, not worked out again per tool.
+            _, server_docs = self._ranking.documents()
+            placed = self._ranking.take_placed_tools()
+            self._doc_tools = list(every_tool) if placed is None else placed
+            servers = dict.fromkeys([tool.server for tool in every_tool])
+            self._by_server = {server: server_docs[server] for server in servers}
+            numbered_in_order = placed is None
+        else:
+            self._doc_tools = list(every_tool)
+            groups: dict[str, list[int]] = {}
+            for position, tool in enumerate(every_tool):
+                groups.setdefault(tool.server, []).append(position)
+            self._by_server = dict(groups)
+            numbered_in_order = True
+        self._unlooked: tuple[tuple[ToolInfo, ...], bool] | None = (
+            every_tool,
+            numbered_in_order,
+        )
+        """The tools as indexed, and whether their document ids are their positions, until
+        the lookups by name are made (see _lookups): a keyword search needs none."""
+        self._names: dict[str, int] = {}
+        self._origins: dict[ToolKey, int] = {}
         self._live = len(every_tool)
         self._catalog_order: list[int] | None = None
+
+    def _lookups(self) -> tuple[dict[str, int], dict[ToolKey, int]]:
+        """The document id of each tool name, and of each (server, original name): the
+        first in catalog order, as indexed, then as relistings change them. Made on first
+        use, and before the first relisting is applied (whose changes they then follow)."""
+        unlooked = self._unlooked
+        if unlooked is not None:
+            tools, numbered_in_order = unlooked
+            doc_ids: Sequence[int]
+            if numbered_in_order:
+                doc_ids = range(len(tools))
+            else:
+                next_of = {server: iter(docs) for server, docs in self._by_server.items()}
+                doc_ids = [next(next_of[tool.server]) for tool in tools]
+            names = [tool.name for tool in tools]
+            origins = [(tool.server, tool.original_name) for tool in tools]
+            # Built from the last tool back, so that the first of a name keeps it.
+            self._names = dict(zip(reversed(names), reversed(doc_ids), strict=True))
+            self._origins = dict(zip(reversed(origins), reversed(doc_ids), strict=True))
+            self._unlooked = None
+        return self._names, self._origins
 
     @property
     def tools(self) -> tuple[ToolInfo, ...]:
@@ -286,21 +317,22 @@ class SearchIndex:
             return False
         ranking = self._ranking
         assert isinstance(ranking, FieldRanking)
+        by_name, by_origin = self._lookups()
         ranking.apply(replacement.prepared)
         for doc in replacement.old_ids:
             tool = self._doc_tools[doc]
             self._doc_tools[doc] = None
             if tool is not None:
-                if self._by_name.get(tool.name) == doc:
-                    del self._by_name[tool.name]
-                if self._by_origin.get((tool.server, tool.original_name)) == doc:
-                    del self._by_origin[(tool.server, tool.original_name)]
+                if by_name.get(tool.name) == doc:
+                    del by_name[tool.name]
+                if by_origin.get((tool.server, tool.original_name)) == doc:
+                    del by_origin[(tool.server, tool.original_name)]
         first = len(self._doc_tools)
         self._doc_tools.extend(replacement.tools)
         new_ids = list(range(first, len(self._doc_tools)))
         for doc, tool in zip(new_ids, replacement.tools, strict=True):
-            self._by_name.setdefault(tool.name, doc)
-            self._by_origin.setdefault((tool.server, tool.original_name), doc)
+            by_name.setdefault(tool.name, doc)
+            by_origin.setdefault((tool.server, tool.original_name), doc)
         self._live += len(new_ids) - len(replacement.old_ids)
         if server in self._by_server or not new_ids:
             if new_ids:
@@ -323,8 +355,9 @@ class SearchIndex:
         """
         found: list[ToolInfo] = []
         seen: set[int] = set()
+        by_name = self._lookups()[0]
         for name in names:
-            position = self._by_name.get(name)
+            position = by_name.get(name)
             if position is not None and position not in seen:
                 seen.add(position)
                 found.append(self._tool(position))
@@ -375,8 +408,9 @@ class SearchIndex:
             return self._page(matched, limit, offset, confident=True)
         parsed = parse_tool_search_query(text)
         if parsed.is_select:
+            by_name = self._lookups()[0]
             chosen = [
-                (self._by_name[t.name], 0.0)
+                (by_name[t.name], 0.0)
                 for t in self.select(parsed.selected)
                 if server is None or t.server == server
             ]
@@ -402,8 +436,9 @@ class SearchIndex:
         if not learned:
             return {}
         found: dict[int, LearnedEvidence] = {}
+        by_origin = self._lookups()[1]
         for tool, score in learned.scores(keywords).items():
-            position = self._by_origin.get(tool)
+            position = by_origin.get(tool)
             if position is not None and (candidates is None or position in candidates):
                 found[position] = score
         return found

@@ -15,8 +15,10 @@ import bisect
 import hashlib
 import heapq
 import itertools
+import json
 import logging
 import math
+import operator
 import re
 import weakref
 from array import array
@@ -36,7 +38,11 @@ from ._search_store import (
     StoreActivity,
     StoredIndex,
     StoredLayout,
+    catalog_fingerprint,
+    pack_names,
     server_fingerprint,
+    texts_fingerprint,
+    unpack_names,
 )
 from ._search_text import (
     ABBREVIATIONS,
@@ -516,13 +522,22 @@ class FieldRanking:
         self._vectors: ToolVectors | None = None
         self._avg_len: dict[str, float] = {}
         self._clear()
-        groups: dict[str, list[ToolInfo]] | None = None
+        self._placed: list[ToolInfo | None] | None = None
+        texts: str | None = None
         if store is not None:
             groups = _by_server(tools)  # grouped once for opening and placing (95,000 tools)
-        if store is not None and groups is not None and self._open_store(store, tools, groups):
-            self._vectors = self._tool_vectors(self._tools_by_doc(groups))
-            return
-        self._vectors = vectors if vectors is not None else self._tool_vectors(tools)
+            texts = texts_fingerprint(tools)
+            if self._open_store(store, tools, groups, texts):
+                placed = self._tools_by_doc(groups)
+                if len(placed) == len(tools) and all(map(operator.is_, placed, tools)):
+                    # Numbered as the catalog lists them: the vectors' file is keyed by the
+                    # same hash of the tools' texts as the index.
+                    self._vectors = self._tool_vectors(tools, texts)
+                else:
+                    self._placed = placed
+                    self._vectors = self._tool_vectors(placed)
+                return
+        self._vectors = vectors if vectors is not None else self._tool_vectors(tools, texts)
         field_terms = self._field_terms(tools)
         n_docs = len(tools)
         self._avg_len = {
@@ -531,8 +546,8 @@ class FieldRanking:
         self._built_docs = n_docs
         self._add(self._doc_terms(tools, field_terms))
         self.store_activity.full_build = True
-        if store is not None:
-            self._store(store, tools)
+        if store is not None and texts is not None:
+            self._store(store, tools, texts)
 
     def _clear(self) -> None:
         """Empty structures, as before a build or an open."""
@@ -543,9 +558,11 @@ class FieldRanking:
         # cost is what that server offers; each term's document frequency is the size of its
         # posting list, and its IDF is worked out from that when a query reads it.
         self._server_of: list[str | None] = []
-        self._server_docs: dict[str, list[int]] = {}
-        self._server_words: dict[str, list[str]] = {}
-        self._servers_of_word: dict[str, set[str]] = defaultdict(set)
+        self._server_docs: dict[str, Sequence[int]] = {}
+        """Each server's document ids (a ``range`` as opened from the store, a list as built),
+        in the order of its tools."""
+        self._servers_of_word: dict[str, set[str]] = {}
+        """The servers whose names use a word (see _tools_of_server_named)."""
         self._postings: dict[str, _Posting] = {}
         """Term -> the documents using it, each with its BM25F pseudo term frequency (fields
         weighted and length-normalised, not yet saturated nor multiplied by IDF)."""
@@ -554,7 +571,9 @@ class FieldRanking:
         """The catalog's words by their first letters, for reading unknown words (see
         relative_prefix)."""
         self._name_postings: dict[str, array[int]] = {}
-        self._name_terms: list[tuple[str, ...]] = []
+        self._name_terms: list[tuple[str, ...] | str] = []
+        """Each document's name terms; packed (a str) as opened from the store until a query
+        reads them (see _names)."""
         self._phrases: dict[tuple[str, str], array[int]] = {}
         self._accepts: dict[str, set[int]] = defaultdict(set)
         self._exact: dict[str, list[int]] = defaultdict(list)
@@ -566,33 +585,53 @@ class FieldRanking:
         self._touched: dict[int, set[Any]] = {}
         """Table -> the keys of its entries the last patch on open changed."""
 
-    def _tool_vectors(self, tools: Sequence[ToolInfo | None]) -> ToolVectors | None:
-        """The vectors of the tools by document id (None: a removed document's row); the
-        lexical ranking has none."""
+    def _tool_vectors(
+        self, tools: Sequence[ToolInfo | None], texts: str | None = None
+    ) -> ToolVectors | None:
+        """The vectors of the tools by document id (None: a removed document's row), with
+        ``texts`` the hash of the tools' texts when already worked out; the lexical ranking
+        has none."""
         return None
 
     def _tools_by_doc(self, groups: Mapping[str, Sequence[ToolInfo]]) -> list[ToolInfo | None]:
         """The catalog's tools (``groups``: by server) placed at their document ids."""
         by_doc: list[ToolInfo | None] = [None] * len(self._server_of)
         for server, group in groups.items():
-            for doc, tool in zip(self._server_docs[server], group, strict=True):
-                by_doc[doc] = tool
+            docs = self._server_docs[server]
+            if len(docs) != len(group):
+                raise ValueError(f"{len(group)} tools of {server!r} for {len(docs)} documents")
+            if isinstance(docs, range) and docs.step == 1:
+                by_doc[docs.start : docs.stop] = group
+            else:
+                for doc, tool in zip(docs, group, strict=True):
+                    by_doc[doc] = tool
         return by_doc
 
     def documents(self) -> tuple[int, Mapping[str, Sequence[int]]]:
         """How many document ids are taken, and each server's, in the order of its tools."""
         return len(self._server_of), self._server_docs
 
+    def take_placed_tools(self) -> list[ToolInfo | None] | None:
+        """The catalog's tools at their document ids when this index, opened from its store,
+        numbers them otherwise than the catalog lists them (a server patched in on open);
+        None when document ids are catalog positions. Given once: the ranking keeps no
+        tools."""
+        placed, self._placed = self._placed, None
+        return placed
+
     # -- the stored index ------------------------------------------------------------------
 
-    def _store(self, path: Path, tools: Sequence[ToolInfo]) -> None:
-        """Write this freshly built index of ``tools`` to ``path``, whole.
+    def _store(self, path: Path, tools: Sequence[ToolInfo], texts: str) -> None:
+        """Write this freshly built index of ``tools`` to ``path``, whole; ``texts`` is the
+        hash of the tools' texts (see :func:`catalog_fingerprint`).
 
-        Entries are flat arrays and joined words, the per-server rows JSON: nothing in the
-        file is read back with a decoder that could build objects of its choosing."""
+        Entries are flat arrays, joined words and JSON, the layout JSON and joined words:
+        nothing in the file is read back with a decoder that could build objects of its
+        choosing."""
         groups = _by_server(tools)
         prints = {server: server_fingerprint(group) for server, group in groups.items()}
-        if any(p is None for p in prints.values()):
+        catalog = catalog_fingerprint(tools, texts)
+        if catalog is None or any(p is None for p in prints.values()):
             return
         stored = StoredIndex.open(path)
         if stored is None:
@@ -619,12 +658,16 @@ class FieldRanking:
                         _ACCEPTS,
                         ((k, array("i", sorted(d)).tobytes()) for k, d in self._accepts.items()),
                     ),
+                    (
+                        _SERVERS_OF_WORD,
+                        ((w, _servers_bytes(n)) for w, n in self._servers_of_word.items()),
+                    ),
                 ],
                 [
                     self._server_row(server, prints[server] or "", group)
                     for server, group in groups.items()
                 ],
-                self._meta(),
+                self._meta(catalog),
             )
             self.store_activity.rows_written += stored.rows_written
         finally:
@@ -632,34 +675,44 @@ class FieldRanking:
 
     def _server_row(self, server: str, fingerprint: str, tools: Sequence[ToolInfo]) -> ServerRow:
         docs = self._server_docs.get(server, [])
+        names = self._name_terms
         return ServerRow(
             server=server,
             fingerprint=fingerprint,
             docs=docs,
-            words=self._server_words.get(server, []),
-            name_terms=[self._name_terms[d] for d in docs],
+            names=[n if isinstance(n, str) else pack_names(n) for n in (names[d] for d in docs)],
             tools=tools,
         )
 
-    def _meta(self) -> dict[str, Any]:
-        return {"avg_len": self._avg_len, "built": self._built_docs, "next": len(self._server_of)}
+    def _meta(self, catalog: str) -> dict[str, Any]:
+        return {
+            "avg_len": self._avg_len,
+            "built": self._built_docs,
+            "next": len(self._server_of),
+            "catalog": catalog,
+        }
 
     def _open_store(
-        self, path: Path, tools: Sequence[ToolInfo], groups: Mapping[str, Sequence[ToolInfo]]
+        self,
+        path: Path,
+        tools: Sequence[ToolInfo],
+        groups: Mapping[str, Sequence[ToolInfo]],
+        texts: str,
     ) -> bool:
         """Take the index stored at ``path`` for ``tools``: as it is when it indexed exactly
         these tools, or with the servers whose tools differ patched in (and written back).
         False, with nothing taken, when there is no usable index there or it drifted too far
-        from its full build (see :attr:`rebuild_growth`): build it then."""
-        prints: dict[str, str] = {}
-        for server, group in groups.items():
-            fingerprint = server_fingerprint(group)
-            if fingerprint is None:
-                return False
-            prints[server] = fingerprint
+        from its full build (see :attr:`rebuild_growth`): build it then. ``texts`` is the
+        hash of the tools' texts (see :func:`catalog_fingerprint`)."""
+        catalog = catalog_fingerprint(tools, texts)
+        if catalog is None:
+            return False
         stored = StoredIndex.open(path)
         if stored is None:
             return False
+        # Worked out only when the catalog is not the one stored (a fifth of opening an
+        # unchanged index of 95,000 tools).
+        prints: dict[str, str] | None = None
         # A writer may commit between this process's write and its next read: the index is
         # then opened again, at most this many times.
         for _attempt in range(3):
@@ -668,10 +721,14 @@ class FieldRanking:
             layout = stored.read_layout(_index_parameters())
             if layout is None:
                 break
-            if not any(_differences(layout, prints)):
+            if layout.catalog == catalog:
                 if self._adopt(stored, layout, len(tools)):
                     return True
                 break
+            if prints is None:
+                prints = self._server_prints(groups)
+                if prints is None:
+                    break
             writing = stored.begin_write()
             if not writing:
                 stored.begin_read()
@@ -680,10 +737,16 @@ class FieldRanking:
                 layout = stored.read_layout(_index_parameters())
                 if layout is None:
                     break
-            changed, gone = _differences(layout, prints)
-            if not changed and not gone:
-                stored.begin_read()  # patched by another process: open it as it is now
-                continue
+                if layout.catalog == catalog:
+                    stored.begin_read()  # written for this catalog by another process
+                    continue
+            stored_prints = stored.fingerprints()
+            if stored_prints is None:
+                break
+            changed, gone = _differences(stored_prints, prints)
+            # With no server changed (the catalog lists its servers in another order), the
+            # patch writes only the catalog's fingerprint: the next process takes the index
+            # as it is, with no fingerprint per server.
             if not self._adopt(stored, layout, None) or not self._patch(
                 stored, changed, gone, groups
             ):
@@ -694,7 +757,7 @@ class FieldRanking:
                 # in stays open for the entries queries read later.
                 return True
             rows = [self._server_row(s, prints[s], groups[s]) for s in changed if s in groups]
-            meta = self._meta()
+            meta = self._meta(catalog)
             # Every changed entry is read before the write begins (a lazy read in the middle
             # of the write would interleave with it).
             entries = list(self._changed_entries())
@@ -710,6 +773,17 @@ class FieldRanking:
         stored.close()
         return False
 
+    @staticmethod
+    def _server_prints(groups: Mapping[str, Sequence[ToolInfo]]) -> dict[str, str] | None:
+        """Each server's :func:`server_fingerprint`; None when one cannot be worked out."""
+        prints: dict[str, str] = {}
+        for server, group in groups.items():
+            fingerprint = server_fingerprint(group)
+            if fingerprint is None:
+                return None
+            prints[server] = fingerprint
+        return prints
+
     def _adopt(self, stored: StoredIndex, layout: StoredLayout, n_tools: int | None) -> bool:
         """Take the stored layout: the per-document lists now, every table entry when a
         query first reads it. ``n_tools`` given: the layout must number that many tools.
@@ -718,39 +792,20 @@ class FieldRanking:
             meta = layout.meta
             avg_len = {f: float(meta["avg_len"][f]) for f in _FIELDS}
             built = int(meta["built"])
-            slots = int(meta["next"])
         except (KeyError, ValueError, TypeError) as exc:
             logger.info("ignoring the stored search index: %s", exc)
             return False
-        live = sum(len(row.docs) for row in layout.servers.values())
-        # Removed documents are at most rebuild_removed_share of the ids (see prepare): a
-        # file claiming many more ids is damaged, and its list is never allocated.
-        if not live <= slots <= 4 * live + 1024:
-            logger.info("ignoring the stored search index: %d document ids for %d", slots, live)
-            return False
-        server_of: list[str | None] = [None] * slots
-        name_terms: list[tuple[str, ...]] = [()] * slots
-        for server, row in layout.servers.items():
-            for doc, names in zip(row.docs, row.name_terms, strict=True):
-                # Every document once, under one server: a file that says otherwise is not
-                # used (a query would read past the catalog).
-                if not 0 <= doc < slots or server_of[doc] is not None:
-                    logger.info("ignoring the stored search index: its tools do not add up")
-                    return False
-                server_of[doc] = server
-                name_terms[doc] = names
-        if n_tools is not None and live != n_tools:
+        server_of = layout.server_of
+        removed = server_of.count(None)
+        if n_tools is not None and len(server_of) - removed != n_tools:
             return False
         self._server_of = server_of
-        self._name_terms = name_terms
-        self._server_docs = {s: list(r.docs) for s, r in layout.servers.items()}
-        self._server_words = {s: list(r.words) for s, r in layout.servers.items()}
-        for server, words in self._server_words.items():
-            for word in words:
-                self._servers_of_word[word].add(server)
-        self._removed = server_of.count(None)
+        self._name_terms = layout.names  # type: ignore[assignment]  # packed, see _names
+        self._server_docs = dict(layout.server_docs)
+        self._removed = removed
         self._avg_len = avg_len
         self._built_docs = built
+        slots = len(server_of)
         entry = stored.entry
 
         def decoded(table: int, key: str, decode: Callable[[bytes], V]) -> V | None:
@@ -805,6 +860,7 @@ class FieldRanking:
         self._by_original = table(_BY_ORIGINAL, id_list)  # type: ignore[assignment]
         self._by_prefix = table(_BY_PREFIX, word_list)  # type: ignore[assignment]
         self._accepts = table(_ACCEPTS, id_set)  # type: ignore[assignment]
+        self._servers_of_word = table(_SERVERS_OF_WORD, _servers_set)  # type: ignore[assignment]
         self._stored = stored
         return True
 
@@ -844,6 +900,7 @@ class FieldRanking:
                 touched[_ACCEPTS].update(entry.accepts)
                 touched[_EXACT].update(entry.exact_keys)
                 touched[_BY_ORIGINAL].add(entry.original_key)
+                touched[_SERVERS_OF_WORD].update(entry.server_words)
             self.apply(prepared)
         self._touched = touched
         return True
@@ -858,6 +915,7 @@ class FieldRanking:
             _BY_ORIGINAL: (self._by_original, lambda d: array("i", d).tobytes()),
             _BY_PREFIX: (self._by_prefix, lambda w: "\0".join(w).encode()),
             _ACCEPTS: (self._accepts, lambda d: array("i", sorted(d)).tobytes()),
+            _SERVERS_OF_WORD: (self._servers_of_word, _servers_bytes),
         }
         for table, keys in self._touched.items():
             mapping, encode = encoders[table]
@@ -865,6 +923,13 @@ class FieldRanking:
                 value = mapping.get(key)
                 row_key = _phrase_key(key) if table == _PHRASES else key
                 yield table, row_key, (encode(value) if value else None)
+
+    def _names(self, doc: int) -> tuple[str, ...]:
+        """Document ``doc``'s name terms (unpacked the first time a query reads them)."""
+        names = self._name_terms[doc]
+        if isinstance(names, str):
+            names = self._name_terms[doc] = unpack_names(names)
+        return names
 
     @property
     def _n_docs(self) -> int:
@@ -937,14 +1002,16 @@ class FieldRanking:
         postings = self._postings
         by_prefix = self._by_prefix
         prefix = self.relative_prefix
+        server_docs = self._server_docs
         for entry in docs:
             doc = len(self._server_of)
             self._server_of.append(entry.server)
-            self._server_docs.setdefault(entry.server, []).append(doc)
-            if entry.server not in self._server_words:
-                self._server_words[entry.server] = entry.server_words
+            ids = server_docs.get(entry.server)
+            if ids is None:
+                ids = server_docs[entry.server] = []
                 for word in entry.server_words:
-                    self._servers_of_word[word].add(entry.server)
+                    self._servers_of_word.setdefault(word, set()).add(entry.server)
+            ids.append(doc)  # type: ignore[attr-defined]  # a list: see apply
             for t, tf in entry.pseudo_tf.items():
                 posting = postings.get(t)
                 if posting is None:
@@ -992,8 +1059,8 @@ class FieldRanking:
                 _remove_from(self._exact, key, doc)
             _remove_from(self._by_original, entry.original_key, doc)
         self._removed += len(ids)
-        words = self._server_words.pop(server, [])
-        for word in words:
+        # A server's words are those of its name, which every one of its documents has.
+        for word in docs[0].server_words if docs else ():
             _remove_from(self._servers_of_word, word, server)
 
     def prepare(
@@ -1027,6 +1094,8 @@ class FieldRanking:
                 for key in (*entry.exact_keys, entry.original_key):
                     self._exact.get(key)
                     self._by_original.get(key)
+                for word in entry.server_words:
+                    self._servers_of_word.get(word)
         vectors = (
             self._vectors.prepare(new_tools) if self._vectors is not None and new_tools else None
         )
@@ -1041,6 +1110,9 @@ class FieldRanking:
         """Replace the server's documents as ``prepared`` says: the cost of its tools, on
         whichever thread owns the index (queries must not run meanwhile)."""
         first = len(self._server_of)
+        kept = self._server_docs.get(prepared.server)
+        if kept is not None and not prepared.removed and not isinstance(kept, list):
+            self._server_docs[prepared.server] = list(kept)  # _add appends to it
         if prepared.removed:
             removed_ids = tuple(self._server_docs.get(prepared.server, ()))
             self._remove(prepared.server, prepared.removed)
@@ -1173,7 +1245,7 @@ class FieldRanking:
         at least as much as all others (see :attr:`server_name_purity`). Worked out when a
         query names a product, from counts kept as servers come and go."""
         servers = self._servers_of_word.get(word)
-        if not servers or len(servers) > max(1.0, self.server_name_share * len(self._server_words)):
+        if not servers or len(servers) > max(1.0, self.server_name_share * len(self._server_docs)):
             return frozenset()
         named = frozenset(d for srv in servers for d in self._server_docs.get(srv, ()))
         # A product's name is used mostly by its own tools; a word that other tools use
@@ -1262,7 +1334,7 @@ class FieldRanking:
             common = qterms
             head = [d for d in within if candidates is None or d in candidates]
         if common:
-            name_terms = self._name_terms
+            names_of = self._names
             for q in common:
                 postings = postings_of[q.term]
                 qw = q.weight
@@ -1275,13 +1347,13 @@ class FieldRanking:
                     if frequency is not None:
                         evidence = term_idf * frequency * k1_plus / (frequency + k1)
                         acc[doc] = acc.get(doc, 0j) + (qw * evidence + step)
-                        if mass and q.term in name_terms[doc]:
+                        if mass and q.term in names_of(doc):
                             name_found[doc] = name_found.get(doc, 0.0) + mass
         if not acc:
             return None
 
         inv_known = self.coverage_gain / known_mass if known_mass else 0.0
-        name_terms = self._name_terms
+        names_of = self._names
         name_gain = self.name_gain
         final: dict[int, float] = {}
         for doc, a in acc.items():
@@ -1289,7 +1361,7 @@ class FieldRanking:
             found = name_found.get(doc)
             if found:
                 # The IDF mass of the tool's name, with the IDFs of now.
-                name_mass = sum(idf[t] for t in name_terms[doc])
+                name_mass = sum(idf[t] for t in names_of(doc))
                 boost += name_gain * min(1.0, found / name_mass)
             final[doc] = a.real * boost
         for doc in self._mentions(text).intersection(final):
@@ -1614,12 +1686,25 @@ def _phrase_key(pair: tuple[str, str]) -> str:
     return f"{pair[0]}\0{pair[1]}"
 
 
-def _differences(layout: StoredLayout, prints: Mapping[str, str]) -> tuple[list[str], list[str]]:
-    """The servers whose tools differ from the stored index's (changed or new, in catalog
-    order), and the stored servers the catalog no longer has."""
-    stored = layout.servers
-    changed = [s for s, p in prints.items() if s not in stored or stored[s].fingerprint != p]
+def _differences(
+    stored: Mapping[str, str], prints: Mapping[str, str]
+) -> tuple[list[str], list[str]]:
+    """The servers whose tools differ from the stored index's (``stored``: its servers'
+    fingerprints; changed or new, in catalog order), and the stored servers the catalog no
+    longer has."""
+    changed = [s for s, p in prints.items() if stored.get(s) != p]
     return changed, [s for s in stored if s not in prints]
+
+
+def _servers_bytes(servers: Iterable[str]) -> bytes:
+    return json.dumps(sorted(servers), ensure_ascii=False).encode()
+
+
+def _servers_set(data: bytes) -> set[str]:
+    servers = json.loads(data)
+    if not isinstance(servers, list) or not all(isinstance(s, str) for s in servers):
+        raise ValueError("a list of servers of the wrong shape")
+    return set(servers)
 
 
 def _idf(n_docs: int, doc_freq: int) -> float:
@@ -1627,7 +1712,16 @@ def _idf(n_docs: int, doc_freq: int) -> float:
 
 
 # Tables of the stored index (see _search_store).
-_POSTINGS, _NAME_POSTINGS, _PHRASES, _EXACT, _BY_ORIGINAL, _BY_PREFIX, _ACCEPTS = range(7)
+(
+    _POSTINGS,
+    _NAME_POSTINGS,
+    _PHRASES,
+    _EXACT,
+    _BY_ORIGINAL,
+    _BY_PREFIX,
+    _ACCEPTS,
+    _SERVERS_OF_WORD,
+) = range(8)
 
 
 @lru_cache(maxsize=1)
@@ -1935,13 +2029,15 @@ class HybridRanking(FieldRanking):
         self._vector_cache = vector_cache
         super().__init__(tools, store=store)
 
-    def _tool_vectors(self, tools: Sequence[ToolInfo | None]) -> ToolVectors | None:
+    def _tool_vectors(
+        self, tools: Sequence[ToolInfo | None], texts: str | None = None
+    ) -> ToolVectors | None:
         live = [t for t in tools if t is not None]
         # An empty catalog has nothing to compare with; it stays lexical.
         if self._model is None or not live:
             return None
         if len(live) == len(tools):
-            return ToolVectors(live, self._model, cache_path=self._vector_cache)
+            return ToolVectors(live, self._model, cache_path=self._vector_cache, texts=texts)
         rows = [doc for doc, t in enumerate(tools) if t is not None]
         return ToolVectors(
             live, self._model, cache_path=self._vector_cache, rows=rows, n_rows=len(tools)

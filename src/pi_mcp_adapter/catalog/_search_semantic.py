@@ -28,7 +28,6 @@ import importlib.metadata
 import importlib.util
 import json
 import logging
-import marshal
 import mmap
 import os
 import string
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ._metadata import ToolInfo
+from ._search_store import texts_fingerprint
 from ._search_text import split_words
 
 if TYPE_CHECKING:
@@ -406,10 +406,12 @@ class ToolVectors:
         cache_path: Path | None = None,
         rows: Sequence[int] | None = None,
         n_rows: int | None = None,
+        texts: str | None = None,
     ) -> None:
         """With ``rows``, tool ``i`` is row ``rows[i]`` of ``n_rows`` (the others are removed
         tools' rows, which never rank): the numbering of a search index patched on open (see
-        ``_search_store``). The file keeps the vectors in the order of ``tools``."""
+        ``_search_store``). The file keeps the vectors in the order of ``tools``. ``texts``
+        is :func:`texts_fingerprint` of ``tools`` when the caller has it already."""
         import numpy as np
 
         if rows is not None and (
@@ -418,7 +420,7 @@ class ToolVectors:
             raise ValueError(f"{len(tools)} tools placed at {len(rows)} rows of {n_rows}")
         self._embedder = embedder
         model_id = embedder.model_id
-        catalog = _catalog_digest(model_id, tools)
+        catalog = _catalog_digest(model_id, tools, texts)
         cached_rows: dict[str, int] = {}
         cached_vectors: FloatMatrix | None = None
         word_ids: dict[str, tuple[int, ...]] | None = None
@@ -713,22 +715,12 @@ class EmbeddedTexts:
         return float(self._vectors[text] @ self._mean)
 
 
-def _catalog_digest(model_id: str, tools: Sequence[ToolInfo]) -> str:
-    """A hash of what the model reads of every tool, in order (one C call per slice)."""
-    digest = hashlib.blake2b(digest_size=20)
-    digest.update(model_id.encode())
-    # Version 2: later versions write shared and interned strings as such, so the same
-    # tools could give different bytes. A slice at a time: one call over 95,000 tools
-    # spends half again as long growing its output as writing it.
-    for start in range(0, len(tools), _DIGEST_SLICE):
-        piece = tools[start : start + _DIGEST_SLICE]
-        digest.update(
-            marshal.dumps([(t.original_name, t.description, t.keywords) for t in piece], 2)
-        )
-    return digest.hexdigest()
-
-
-_DIGEST_SLICE = 1024
+def _catalog_digest(model_id: str, tools: Sequence[ToolInfo], texts: str | None = None) -> str:
+    """A hash of the model and of what it reads of every tool, in order (``texts``: that
+    of the tools, when worked out already)."""
+    if texts is None:
+        texts = texts_fingerprint(tools)
+    return hashlib.blake2b(f"{model_id}\0{texts}".encode(), digest_size=20).hexdigest()
 
 
 def _read_vectors(

@@ -8,13 +8,22 @@ hundreds of megabytes; a query reads a few dozen of its entries. So the index is
 
 - ``entries``: one row per entry of the index (a term's postings, a phrase's tools, a name's
   tools), read the first time a query needs it;
-- ``servers``: one row per server, with the fingerprint of what the index read of its tools
-  (names, description, search keywords, input schema, in order), its document ids, and those
-  tools' indexed fields, so that its documents can be taken out again;
+- ``layout``: one row per server, in the index's own order (``position``): its document ids
+  (``first`` and ``count`` when they follow each other, as they always do in an index this
+  code wrote, else the ids themselves in ``docs``), its tools' name terms, and the fingerprint
+  of what the index read of its tools (names, description, search keywords, input schema, in
+  order). Opening the index reads every row's names, ids and name terms in one aggregate
+  query, each column joined by SQLite (a few C calls for 20,000 servers, not two JSON
+  documents per server);
+- ``tools``: the indexed fields of each server's tools, so that its documents can be taken
+  out again (read only by a patch);
 - ``blobs``: the index's format and parameters (``key``) and its totals (``meta``: average
-  field lengths, the next free document id, a generation counted up by every write).
+  field lengths, the next free document id, a generation counted up by every write, and the
+  fingerprint of the whole catalog it indexes).
 
-A process opening the file compares each server's fingerprint with its catalog's: a server
+A process opening the file first compares the fingerprint of its whole catalog with the one
+stored: equal, the index is taken as it is, with no fingerprint per server worked out nor
+read. Otherwise it compares each server's fingerprint with its catalog's: a server
 that changed, appeared or disappeared is patched in (its old documents out, its new ones in,
 exactly as a relisting updates the index in memory), and the rows that patch changed are
 written back in one transaction, so the next process opens the file as it is. A file of
@@ -40,8 +49,10 @@ import sqlite3
 import threading
 import weakref
 import zlib
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
+from itertools import chain, repeat
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -54,20 +65,39 @@ __all__ = [
     "StoreActivity",
     "StoredIndex",
     "StoredLayout",
-    "StoredServer",
+    "catalog_fingerprint",
+    "pack_names",
     "search_index_store_path",
     "server_fingerprint",
+    "texts_fingerprint",
+    "unpack_names",
 ]
 
 logger = logging.getLogger(__name__)
 
 INDEX_STORE_NAME = "mcp-search-index.sqlite"
-_FORMAT = "2"
+_FORMAT = "3"
 # How long a process waits for another one's write before it patches its own index in
 # memory only: a patch writes one server's rows in milliseconds, a first full write of
 # 100,000 tools a few seconds.
 _BUSY_TIMEOUT_S = 10.0
 _WAL_KEPT_BYTES = 8 << 20
+# Tools fingerprinted per C call: one call over 95,000 tools spends half again as long
+# growing its output as writing it.
+_DIGEST_SLICE = 4096
+# A tool's name terms are stored joined by _NAME_SEPARATOR, a server's tools by
+# _TOOL_SEPARATOR: search terms are runs of letters and digits (_search_text.split_words),
+# which hold neither control character.
+_NAME_SEPARATOR = "\x1f"
+_TOOL_SEPARATOR = "\x1e"
+# Every server's names, first document ids, counts and name terms, each column joined by
+# SQLite in one pass over the table (so in the same order for every column): what opening
+# the index reads. ``label`` is the server's name as a JSON string.
+_LAYOUT_QUERY = (
+    "SELECT count(*), '[' || group_concat(label, ',') || ']', "
+    "'[' || group_concat(first, ',') || ']', '[' || group_concat(count, ',') || ']', "
+    "group_concat(names, char(30)), count(docs) FROM layout"
+)
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -127,6 +157,73 @@ def server_fingerprint(tools: Sequence[ToolInfo]) -> str | None:
     return hashlib.blake2b(data, digest_size=20).hexdigest()
 
 
+def texts_fingerprint(tools: Sequence[ToolInfo]) -> str:
+    """A hash of what the semantic model reads of every tool (its original name,
+    description and keywords: ``_search_semantic.embedding_text``), in order: the key of the
+    vectors' file, and part of :func:`catalog_fingerprint`, so that opening both costs it
+    once."""
+    digest = hashlib.sha256()
+    for start in range(0, len(tools), _DIGEST_SLICE):
+        piece = tools[start : start + _DIGEST_SLICE]
+        digest.update(_strings_bytes([t.original_name for t in piece]))
+        # Descriptions are written one by one: joined, one character past ASCII in a slice
+        # widens all of it, and encoding that back costs twice as long.
+        digest.update(
+            marshal.dumps(([t.description for t in piece], [t.keywords for t in piece]), 2)
+        )
+    return digest.hexdigest()
+
+
+def catalog_fingerprint(tools: Sequence[ToolInfo], texts: str) -> str | None:
+    """A hash of everything the index reads of ``tools``, servers included, in order: two
+    catalogs have the same one exactly when they list the same servers in the same order,
+    each with the same :func:`server_fingerprint`. ``texts`` is :func:`texts_fingerprint` of
+    the same tools. None as for :func:`server_fingerprint`.
+
+    A column of a slice of tools at a time: at 95,000 tools this costs a third of the
+    fingerprints of their 20,000 servers, and an index opened for the catalog it was
+    written for needs no other. SHA-256, which processors compute in hardware, hashes the
+    catalog's 20 MB in half the time of BLAKE2b.
+    """
+    digest = hashlib.sha256(texts.encode())
+    try:
+        for start in range(0, len(tools), _DIGEST_SLICE):
+            piece = tools[start : start + _DIGEST_SLICE]
+            digest.update(_strings_bytes([t.server for t in piece]))
+            digest.update(_strings_bytes([t.name for t in piece]))
+            schemas = [
+                t.schema_digest
+                if type(t) is StoredToolInfo and t.schema_digest is not None
+                else schema_digest(t.input_schema)
+                for t in piece
+            ]
+            # Version 2, as in server_fingerprint.
+            digest.update(marshal.dumps(([t.resource_uri for t in piece], schemas), 2))
+    except ValueError:
+        return None
+    return digest.hexdigest()
+
+
+def _strings_bytes(strings: list[str]) -> bytes:
+    """``strings`` as bytes that differ for any other list: their lengths (``marshal``
+    delimits them), then the strings end to end. A tenth of ``marshal``'s cost per string,
+    for names, which are short and almost always ASCII."""
+    return marshal.dumps(list(map(len, strings)), 2) + "".join(strings).encode(
+        "utf-8", "surrogatepass"
+    )
+
+
+def pack_names(names: Sequence[str]) -> str:
+    """One tool's name terms as the layout stores them (see :func:`unpack_names`)."""
+    return _NAME_SEPARATOR.join(names)
+
+
+def unpack_names(packed: str) -> tuple[str, ...]:
+    """The name terms :func:`pack_names` joined: split when a query first reads a tool's
+    names, not for every tool when the index is opened."""
+    return tuple(packed.split(_NAME_SEPARATOR)) if packed else ()
+
+
 def _encode_tools(tools: Sequence[ToolInfo]) -> bytes:
     fields = [list(_indexed_fields(t)) for t in tools]
     return zlib.compress(json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode())
@@ -158,23 +255,26 @@ def _decode_tools(server: str, data: bytes) -> list[ToolInfo]:
 
 
 @dataclass(frozen=True, slots=True)
-class StoredServer:
-    """One server as the stored index has it."""
-
-    fingerprint: str
-    docs: Sequence[int]
-    words: Sequence[str]
-    name_terms: Sequence[tuple[str, ...]]
-
-
-@dataclass(frozen=True, slots=True)
 class StoredLayout:
-    """What a process reads of the stored index when it opens it: everything but the entries
-    and the servers' tools. ``servers`` is in the index's own order."""
+    """What a process reads of the stored index when it opens it: everything but the entries,
+    the servers' fingerprints and their tools, placed by document id."""
 
     generation: int
     meta: Mapping[str, Any]
-    servers: Mapping[str, StoredServer]
+    server_docs: Mapping[str, Sequence[int]]
+    """Each server's document ids, in the order of its tools; servers in the index's own
+    order. A ``range`` for ids that follow each other."""
+    server_of: list[str | None]
+    """Each document id's server; None for the id of a removed document."""
+    names: list[str]
+    """Each document id's name terms, packed (see :func:`unpack_names`)."""
+
+    @property
+    def catalog(self) -> str | None:
+        """The fingerprint of the catalog the index was written for (see
+        :func:`catalog_fingerprint`); None in a file that has none."""
+        found = self.meta.get("catalog")
+        return found if isinstance(found, str) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,8 +284,8 @@ class ServerRow:
     server: str
     fingerprint: str
     docs: Sequence[int]
-    words: Sequence[str]
-    name_terms: Sequence[Sequence[str]]
+    names: Sequence[str]
+    """Each of its documents' name terms, packed (see :func:`pack_names`)."""
     tools: Sequence[ToolInfo]
 
 
@@ -288,7 +388,8 @@ class StoredIndex:
     def read_layout(self, parameters: str) -> StoredLayout | None:
         """The index's layout, read in the current transaction (a read transaction is begun
         when none is open); None when the file holds no index of this format and
-        ``parameters``, or cannot be read."""
+        ``parameters``, or cannot be read, or does not add up (every document id once,
+        under one server, within the ids the index counts)."""
         try:
             with self._lock:
                 if not self._connection.in_transaction:
@@ -298,25 +399,37 @@ class StoredIndex:
                 if bytes(blobs.get("key", b"")) != _parameters_key(parameters):
                     return None
                 meta = json.loads(bytes(blobs["meta"]))
-                rows = execute(
-                    "SELECT server, fingerprint, docs, words, names FROM servers ORDER BY position"
-                ).fetchall()
-            servers: dict[str, StoredServer] = {}
-            for server, fingerprint, docs, words, names in rows:
-                ids = _id_array(bytes(docs))
-                name_terms = [tuple(n) for n in json.loads(names)]
-                if len(name_terms) != len(ids):
-                    raise ValueError(f"server {server!r}: {len(ids)} documents, other names")
-                servers[str(server)] = StoredServer(
-                    fingerprint=str(fingerprint),
-                    docs=ids,
-                    words=list(json.loads(words)),
-                    name_terms=name_terms,
-                )
-            return StoredLayout(int(meta["generation"]), meta, servers)
+                generation, slots = int(meta["generation"]), int(meta["next"])
+                rows, labels, firsts, counts, names, listed = execute(_LAYOUT_QUERY).fetchone()
+                placed = None
+                if not listed:
+                    placed = _consecutive_layout(
+                        int(rows), labels, firsts, counts, names or "", slots
+                    )
+                if placed is None:
+                    # Ids listed one by one (a catalog whose servers' tools were interleaved),
+                    # or rows that do not follow each other: every id is checked.
+                    placed = _listed_layout(
+                        execute(
+                            "SELECT label, first, count, docs, names FROM layout ORDER BY position"
+                        ).fetchall(),
+                        slots,
+                    )
+            return StoredLayout(generation, meta, *placed)
         except (sqlite3.Error, KeyError, ValueError, TypeError) as exc:
             logger.info("ignoring the stored search index %s: %s", self.path, exc)
             return None
+
+    def fingerprints(self) -> dict[str, str] | None:
+        """Each stored server's fingerprint, read in the current transaction; None when they
+        cannot be read. Read only when the catalog differs from the one stored."""
+        try:
+            with self._lock:
+                rows = self._connection.execute("SELECT server, fingerprint FROM layout").fetchall()
+        except sqlite3.Error as exc:
+            logger.info("ignoring the stored search index %s: %s", self.path, exc)
+            return None
+        return {str(server): str(fingerprint) for server, fingerprint in rows}
 
     def generation(self) -> int | None:
         """The generation of the index in the current transaction (a read transaction is
@@ -337,7 +450,7 @@ class StoredIndex:
         try:
             with self._lock:
                 row = self._connection.execute(
-                    "SELECT tools FROM servers WHERE server = ?", (server,)
+                    "SELECT tools FROM tools WHERE server = ?", (server,)
                 ).fetchone()
             return None if row is None else _decode_tools(server, bytes(row[0]))
         except (sqlite3.Error, ValueError) as exc:
@@ -370,16 +483,20 @@ class StoredIndex:
         logged, and costs only a build next time)."""
 
         def write(execute: Callable[..., sqlite3.Cursor]) -> int:
-            for table in ("entries", "servers", "blobs"):
+            # "servers": the table of format 2, which held the layout and the tools.
+            for table in ("entries", "servers", "layout", "tools", "blobs"):
                 execute(f"DROP TABLE IF EXISTS {table}")
             execute(
                 "CREATE TABLE entries (tab INTEGER, key TEXT, value BLOB, "
                 "PRIMARY KEY (tab, key)) WITHOUT ROWID"
             )
+            # The layout apart from the tools, whose large rows a scan would read through.
             execute(
-                "CREATE TABLE servers (server TEXT PRIMARY KEY, position INTEGER, "
-                "fingerprint TEXT, docs BLOB, words TEXT, names TEXT, tools BLOB)"
+                "CREATE TABLE layout (position INTEGER PRIMARY KEY, server TEXT NOT NULL UNIQUE, "
+                "label TEXT NOT NULL, fingerprint TEXT NOT NULL, first INTEGER NOT NULL, "
+                "count INTEGER NOT NULL, docs BLOB, names TEXT NOT NULL)"
             )
+            execute("CREATE TABLE tools (server TEXT PRIMARY KEY, tools BLOB)")
             execute("CREATE TABLE blobs (name TEXT PRIMARY KEY, value BLOB)")
             written = 0
             for number, rows in tables:
@@ -416,9 +533,10 @@ class StoredIndex:
                     execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?)", (table, key, value))
                 written += 1
             for server in removed:
-                execute("DELETE FROM servers WHERE server = ?", (server,))
+                execute("DELETE FROM layout WHERE server = ?", (server,))
+                execute("DELETE FROM tools WHERE server = ?", (server,))
                 written += 1
-            (last,) = execute("SELECT coalesce(max(position), -1) FROM servers").fetchone()
+            (last,) = execute("SELECT coalesce(max(position), -1) FROM layout").fetchone()
             written += self._write_servers(servers, first_position=int(last) + 1)
             execute(
                 "UPDATE blobs SET value = ? WHERE name = 'meta'",
@@ -429,20 +547,32 @@ class StoredIndex:
         return self._commit(write)
 
     def _write_servers(self, servers: Iterable[ServerRow], *, first_position: int) -> int:
-        cursor = self._connection.executemany(
-            "INSERT OR REPLACE INTO servers VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (
+        rows = list(servers)
+        layout = []
+        for n, row in enumerate(rows):
+            names = _TOOL_SEPARATOR.join(row.names)
+            if names.count(_TOOL_SEPARATOR) != max(0, len(row.docs) - 1):
+                raise ValueError(f"server {row.server!r}: name terms with a separator")
+            first = row.docs[0] if row.docs else 0
+            consecutive = all(d == first + i for i, d in enumerate(row.docs))
+            layout.append(
                 (
-                    row.server,
                     first_position + n,
+                    row.server,
+                    json.dumps(row.server),
                     row.fingerprint,
-                    _id_bytes(row.docs),
-                    json.dumps(list(row.words), ensure_ascii=False),
-                    json.dumps([list(t) for t in row.name_terms], ensure_ascii=False),
-                    _encode_tools(row.tools),
+                    first,
+                    len(row.docs),
+                    None if consecutive else _id_bytes(row.docs),
+                    names,
                 )
-                for n, row in enumerate(servers)
-            ),
+            )
+        cursor = self._connection.executemany(
+            "INSERT OR REPLACE INTO layout VALUES (?, ?, ?, ?, ?, ?, ?, ?)", layout
+        )
+        self._connection.executemany(
+            "INSERT OR REPLACE INTO tools VALUES (?, ?)",
+            ((row.server, _encode_tools(row.tools)) for row in rows),
         )
         return max(0, cursor.rowcount)
 
@@ -476,17 +606,119 @@ def _meta_blob(meta: Mapping[str, Any], *, generation: int) -> bytes:
 
 
 def _id_bytes(ids: Sequence[int]) -> bytes:
-    from array import array
-
     return array("i", ids).tobytes()
 
 
 def _id_array(data: bytes) -> list[int]:
-    from array import array
-
     ids = array("i")
     ids.frombytes(data)
     return ids.tolist()
+
+
+_Placed = tuple[dict[str, Sequence[int]], list[str | None], list[str]]
+"""Each server's document ids, each document id's server, and its packed name terms."""
+
+
+def _check_total(live: int, slots: int) -> None:
+    # Removed documents are at most rebuild_removed_share of the ids (see
+    # FieldRanking.prepare): a file claiming many more ids is damaged, and its lists are
+    # never allocated.
+    if not live <= slots <= 4 * live + 1024:
+        raise ValueError(f"{slots} document ids for {live} documents")
+
+
+def _consecutive_layout(
+    rows: int,
+    labels: str | None,
+    firsts: str | None,
+    counts: str | None,
+    names: str,
+    slots: int,
+) -> _Placed | None:
+    """The layout of an index whose servers' document ids each follow each other, servers in
+    increasing order of ids (every index this code writes): placed a server at a time. None
+    when the rows are not so (then every id is checked, see :func:`_listed_layout`).
+
+    Raises:
+        ValueError: the ids claimed are out of proportion with the documents.
+    """
+    servers: list[Any] = []
+    first_ids: list[Any] = []
+    sizes: list[Any] = []
+    tool_names: list[str] = []
+    if rows:
+        if labels is None or firsts is None or counts is None:
+            return None
+        servers, first_ids, sizes = json.loads(labels), json.loads(firsts), json.loads(counts)
+        tool_names = names.split(_TOOL_SEPARATOR)
+    if not len(servers) == len(first_ids) == len(sizes) == rows:
+        return None
+    server_docs: dict[str, Sequence[int]] = {}
+    end = 0
+    for server, first, size in zip(servers, first_ids, sizes, strict=True):
+        if type(server) is not str or type(first) is not int or type(size) is not int:
+            return None
+        if first < end or size < 1 or server in server_docs:
+            return None
+        end = first + size
+        server_docs[server] = range(first, end)
+    live = len(tool_names)
+    _check_total(live, slots)
+    if end > slots or sum(sizes) != live:
+        return None
+    if end == live == slots:
+        # No removed documents: the servers' tools end to end.
+        return server_docs, list(chain.from_iterable(map(repeat, servers, sizes))), tool_names
+    server_of: list[str | None] = [None] * slots
+    placed_names = [""] * slots
+    at = 0
+    for server, docs in server_docs.items():
+        size = len(docs)
+        server_of[docs[0] : docs[0] + size] = [server] * size
+        placed_names[docs[0] : docs[0] + size] = tool_names[at : at + size]
+        at += size
+    return server_docs, server_of, placed_names
+
+
+def _listed_layout(rows: Sequence[tuple[Any, ...]], slots: int) -> _Placed:
+    """The layout read row by row, each document id checked.
+
+    Raises:
+        ValueError, TypeError: the rows do not add up.
+    """
+    listed: list[tuple[str, Sequence[int], list[str]]] = []
+    live = 0
+    for label, first, count, docs, names in rows:
+        server = json.loads(label)
+        if not isinstance(server, str) or not isinstance(names, str):
+            raise ValueError("a layout row of the wrong shape")
+        ids: Sequence[int] = (
+            _id_array(bytes(docs))
+            if docs is not None
+            else range(int(first), int(first) + int(count))
+        )
+        tool_names = names.split(_TOOL_SEPARATOR)
+        # Compared before any id is read: a row claiming billions of ids has as many names.
+        if len(tool_names) != len(ids):
+            raise ValueError(f"server {server!r}: {len(ids)} documents, other names")
+        listed.append((server, ids, tool_names))
+        live += len(ids)
+    _check_total(live, slots)
+    server_docs: dict[str, Sequence[int]] = {}
+    server_of: list[str | None] = [None] * slots
+    placed_names = [""] * slots
+    for server, ids, tool_names in listed:
+        for doc, packed in zip(ids, tool_names, strict=True):
+            # Every document once, under one server: a file that says otherwise is not
+            # used (a query would read past the catalog).
+            if not 0 <= doc < slots or server_of[doc] is not None:
+                raise ValueError("its tools do not add up")
+            server_of[doc] = server
+            placed_names[doc] = packed
+        if server in server_docs:
+            raise ValueError(f"server {server!r} twice")
+        server_docs[server] = ids
+    return server_docs, server_of, placed_names
 
 
 def _remove_database(path: Path) -> None:
