@@ -798,6 +798,11 @@ class FieldRanking:
         server_of = layout.server_of
         removed = server_of.count(None)
         if n_tools is not None and len(server_of) - removed != n_tools:
+            logger.info(
+                "ignoring the stored search index: %d tools for a catalog of %d",
+                len(server_of) - removed,
+                n_tools,
+            )
             return False
         self._server_of = server_of
         self._name_terms = layout.names  # type: ignore[assignment]  # packed, see _names
