@@ -180,7 +180,11 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 def _js_string(value: str) -> str:
     # JSON.stringify escapes a lone surrogate as \udXXX; every other character is kept.
     # What json.dumps(value, ensure_ascii=False) returns, without building an encoder per call.
-    text: str = encode_basestring(value)
+    return _js_escaped(encode_basestring(value))
+
+
+def _js_escaped(text: str) -> str:
+    """``text``, JSON written by ``encode_basestring``, with its lone surrogates escaped."""
     if text.isascii():
         return text
     return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
@@ -211,20 +215,33 @@ def _stable_text(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "[" + ",".join([_stable_text(v) for v in value]) + "]"
     if isinstance(value, dict | Mapping):
-        items = [(str(k), v) for k, v in value.items()]
-        if "".join(map(_item_key, items)).isascii():
-            # ASCII keys (field names, nearly always) sort the same by code point as by
-            # UTF-16 unit: no encoding per key (hashing 19,641 servers sorted 300,000 keys).
-            items.sort(key=_item_key)
-        else:
-            items.sort(key=lambda item: _utf16_order(item[0]))
-        return "{" + ",".join([_js_string(k) + ":" + _stable_text(v) for k, v in items]) + "}"
+        return _object_text([(str(k), v) for k, v in value.items()])
     if isinstance(value, float) and value.is_integer():
         return str(int(value))  # JavaScript writes 5.0 as 5
     try:
         return json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         return json.dumps(str(value), ensure_ascii=False)
+
+
+def _object_text(members: list[tuple[str, Any]]) -> str:
+    """:func:`_stable_text` of an object, given as its members (distinct names); sorts them."""
+    if "".join(map(_item_key, members)).isascii():
+        # ASCII keys (field names, nearly always) sort the same by code point as by
+        # UTF-16 unit: no encoding per key (hashing 19,641 servers sorted 300,000 keys).
+        members.sort(key=_item_key)
+    else:
+        members.sort(key=lambda member: _utf16_order(member[0]))
+    return (
+        "{"
+        + ",".join(
+            [
+                _js_string(k) + ":" + (_js_string(v) if type(v) is str else _stable_text(v))
+                for k, v in members
+            ]
+        )
+        + "}"
+    )
 
 
 # The reference's reading of variables, applied in this order: ``${VAR}``, then ``$env:VAR``,
@@ -306,7 +323,7 @@ def config_hash(entry: ServerEntry, *, environ: Mapping[str, str] | None = None)
         if member is not None:
             index, value_text = member
             text[index] = value_text(value, env)
-    for name in _FIELD_MEMBERS.keys() & entry.model_fields_set:
+    for name in _FIELD_NAMES & entry.model_fields_set:
         text[_FIELD_MEMBERS[name]] = _stable_text(entry.__dict__[name])
     token = written.get("bearerToken")
     if isinstance(token, str):
@@ -317,15 +334,20 @@ def config_hash(entry: ServerEntry, *, environ: Mapping[str, str] | None = None)
 
 
 def _as_written(value: object, _env: Mapping[str, str]) -> str:
-    return _js_string(value) if type(value) is str else _stable_text(value)
+    if type(value) is str:
+        text: str = encode_basestring(value)
+        return text if text.isascii() else _js_escaped(text)
+    return _stable_text(value)
 
 
 def _list_as_written(values: object, _env: Mapping[str, str]) -> str:
-    """:func:`_stable_text` of a written list, whose items are strings (arguments): one C call
-    per item instead of the type tests; a list with anything else takes the general way."""
+    """:func:`_stable_text` of a written list, whose items are strings (arguments): escaped by
+    one C call each, their lone surrogates in one pass over the whole; a list with anything
+    else takes the general way."""
     if type(values) is list:
         try:
-            return "[" + ",".join(map(_js_string, values)) + "]"
+            text = f"[{','.join(map(encode_basestring, values))}]"
+            return text if text.isascii() else _js_escaped(text)
         except TypeError:  # not a string among them
             pass
     return _stable_text(values)
@@ -342,7 +364,7 @@ def _url_text(value: object, env: Mapping[str, str]) -> str:
 def _record_text(value: object, env: Mapping[str, str]) -> str:
     """``env`` or ``headers``: their values read as the reference reads secrets."""
     record = _hash_record(value, env)
-    return _UNDEFINED if record is _UNSET else _stable_text(record)
+    return _UNDEFINED if record is _UNSET else _object_text(list(record.items()))
 
 
 def _headers_command_text(command: object, env: Mapping[str, str]) -> str:
@@ -426,6 +448,7 @@ _FIELD_MEMBERS = {
     )
 }
 """Members read from the entry's fields when the configuration sets them (never defaults)."""
+_FIELD_NAMES = frozenset(_FIELD_MEMBERS)
 
 _BEARER_TOKEN_MEMBER = _MEMBER_INDEX["bearerToken"]
 
