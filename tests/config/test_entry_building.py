@@ -199,3 +199,14 @@ def test_no_two_loaded_entries_share_a_mutable_value(loaded: LoadedConfig) -> No
     for name, entry in loaded.servers.items():
         for value in mutable_values(entry):
             assert owner.setdefault(id(value), name) == name, (name, owner[id(value)])
+
+
+def test_every_validator_of_a_server_entry_is_one_the_loading_shortcut_applies() -> None:
+    # ServerEntry.from_checked builds a merged entry from values each checked on its own and
+    # runs no model validator but the alwaysLoad one (through model_validate). A validator
+    # added to ServerEntry would be skipped by it for most entries: teach from_checked first.
+    decorators = ServerEntry.__pydantic_decorators__
+    assert list(decorators.model_validators) == ["_always_load_is_direct"]
+    assert not decorators.field_validators
+    assert not decorators.validators
+    assert not decorators.root_validators
