@@ -216,10 +216,16 @@ class SearchIndex:
             # taken a server at a time, not worked out again per tool.
             _, server_docs = self._ranking.documents()
             placed = self._ranking.take_placed_tools()
-            self._doc_tools = list(every_tool) if placed is None else placed
-            servers = dict.fromkeys([tool.server for tool in every_tool])
-            self._by_server = {server: server_docs[server] for server in servers}
             numbered_in_order = placed is None
+            if placed is None:
+                # Tool i is document i: the servers in the order of their first ids are in
+                # catalog order.
+                self._doc_tools = list(every_tool)
+                self._by_server = dict(server_docs)
+            else:
+                self._doc_tools = placed
+                servers = dict.fromkeys([tool.server for tool in every_tool])
+                self._by_server = {server: server_docs[server] for server in servers}
         else:
             self._doc_tools = list(every_tool)
             groups: dict[str, list[int]] = {}

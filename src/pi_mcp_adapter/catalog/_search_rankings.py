@@ -12,13 +12,13 @@ regular expressions or ``select:``; :class:`~._search.SearchIndex` adds those.
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import heapq
 import itertools
 import json
 import logging
 import math
-import operator
 import re
 import weakref
 from array import array
@@ -525,17 +525,17 @@ class FieldRanking:
         self._placed: list[ToolInfo | None] | None = None
         texts: str | None = None
         if store is not None:
-            groups = _by_server(tools)  # grouped once for opening and placing (95,000 tools)
+            # Grouped by server only to patch or place them: an index numbering the tools
+            # as the catalog lists them needs neither (95,000 tools).
+            grouped = functools.cache(lambda: _by_server(tools))
             texts = texts_fingerprint(tools)
-            if self._open_store(store, tools, groups, texts):
-                placed = self._tools_by_doc(groups)
-                if len(placed) == len(tools) and all(map(operator.is_, placed, tools)):
-                    # Numbered as the catalog lists them: the vectors' file is keyed by the
-                    # same hash of the tools' texts as the index.
+            if self._open_store(store, tools, grouped, texts):
+                if self._numbered_as_listed(tools):
+                    # The vectors' file is keyed by the same hash of the tools' texts.
                     self._vectors = self._tool_vectors(tools, texts)
                 else:
-                    self._placed = placed
-                    self._vectors = self._tool_vectors(placed)
+                    self._placed = self._tools_by_doc(grouped())
+                    self._vectors = self._tool_vectors(self._placed)
                 return
         self._vectors = vectors if vectors is not None else self._tool_vectors(tools, texts)
         field_terms = self._field_terms(tools)
@@ -607,8 +607,19 @@ class FieldRanking:
                     by_doc[doc] = tool
         return by_doc
 
+    def _numbered_as_listed(self, tools: Sequence[ToolInfo]) -> bool:
+        """Whether document ``i`` is ``tools[i]``: each server's ids follow each other (so
+        its tools take them in order) and the servers of the documents are those of the
+        tools, in order."""
+        return (
+            len(self._server_of) == len(tools)
+            and all(isinstance(docs, range) for docs in self._server_docs.values())
+            and self._server_of == [tool.server for tool in tools]
+        )
+
     def documents(self) -> tuple[int, Mapping[str, Sequence[int]]]:
-        """How many document ids are taken, and each server's, in the order of its tools."""
+        """How many document ids are taken, and each server's, in the order of its tools;
+        servers in the order of their first ids."""
         return len(self._server_of), self._server_docs
 
     def take_placed_tools(self) -> list[ToolInfo | None] | None:
@@ -696,14 +707,15 @@ class FieldRanking:
         self,
         path: Path,
         tools: Sequence[ToolInfo],
-        groups: Mapping[str, Sequence[ToolInfo]],
+        grouped: Callable[[], Mapping[str, Sequence[ToolInfo]]],
         texts: str,
     ) -> bool:
         """Take the index stored at ``path`` for ``tools``: as it is when it indexed exactly
         these tools, or with the servers whose tools differ patched in (and written back).
         False, with nothing taken, when there is no usable index there or it drifted too far
         from its full build (see :attr:`rebuild_growth`): build it then. ``texts`` is the
-        hash of the tools' texts (see :func:`catalog_fingerprint`)."""
+        hash of the tools' texts (see :func:`catalog_fingerprint`), ``grouped`` gives the
+        tools by server."""
         catalog = catalog_fingerprint(tools, texts)
         if catalog is None:
             return False
@@ -725,6 +737,7 @@ class FieldRanking:
                 if self._adopt(stored, layout, len(tools)):
                     return True
                 break
+            groups = grouped()
             if prints is None:
                 prints = self._server_prints(groups)
                 if prints is None:

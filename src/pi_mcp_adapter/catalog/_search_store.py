@@ -44,6 +44,7 @@ import hashlib
 import json
 import logging
 import marshal
+import operator
 import os
 import sqlite3
 import threading
@@ -262,8 +263,8 @@ class StoredLayout:
     generation: int
     meta: Mapping[str, Any]
     server_docs: Mapping[str, Sequence[int]]
-    """Each server's document ids, in the order of its tools; servers in the index's own
-    order. A ``range`` for ids that follow each other."""
+    """Each server's document ids, in the order of its tools (a ``range`` for ids that follow
+    each other); servers in the order of their first ids."""
     server_of: list[str | None]
     """Each document id's server; None for the id of a removed document."""
     names: list[str]
@@ -642,40 +643,49 @@ def _consecutive_layout(
     Raises:
         ValueError: the ids claimed are out of proportion with the documents.
     """
-    servers: list[Any] = []
-    first_ids: list[Any] = []
-    sizes: list[Any] = []
-    tool_names: list[str] = []
-    if rows:
-        if labels is None or firsts is None or counts is None:
-            return None
-        servers, first_ids, sizes = json.loads(labels), json.loads(firsts), json.loads(counts)
-        tool_names = names.split(_TOOL_SEPARATOR)
+    if not rows:
+        _check_total(0, slots)
+        return {}, [None] * slots, [""] * slots
+    if labels is None or firsts is None or counts is None:
+        return None
+    servers: list[Any] = json.loads(labels)
+    tool_names = names.split(_TOOL_SEPARATOR)
+    try:
+        # One C call each checks a column's types: ids are whole numbers (a float or a
+        # string fails), names strings (joining anything else fails).
+        first_ids = array("q", json.loads(firsts))
+        sizes = array("q", json.loads(counts))
+        "".join(servers)
+    except (TypeError, OverflowError):
+        return None
     if not len(servers) == len(first_ids) == len(sizes) == rows:
         return None
-    server_docs: dict[str, Sequence[int]] = {}
-    end = 0
-    for server, first, size in zip(servers, first_ids, sizes, strict=True):
-        if type(server) is not str or type(first) is not int or type(size) is not int:
-            return None
-        if first < end or size < 1 or server in server_docs:
-            return None
-        end = first + size
-        server_docs[server] = range(first, end)
     live = len(tool_names)
     _check_total(live, slots)
-    if end > slots or sum(sizes) != live:
+    ends = array("q", map(operator.add, first_ids, sizes))
+    # Each server's ids follow the previous server's, at least one each, all below slots.
+    if (
+        min(sizes) < 1
+        or first_ids[0] < 0
+        or ends[-1] > slots
+        or not all(map(operator.ge, first_ids[1:], ends[:-1]))
+        or sum(sizes) != live
+    ):
         return None
-    if end == live == slots:
+    server_docs: dict[str, Sequence[int]] = dict(
+        zip(servers, map(range, first_ids, ends), strict=True)
+    )
+    if len(server_docs) != rows:
+        return None  # a server twice
+    if ends[-1] == live == slots:
         # No removed documents: the servers' tools end to end.
         return server_docs, list(chain.from_iterable(map(repeat, servers, sizes))), tool_names
     server_of: list[str | None] = [None] * slots
     placed_names = [""] * slots
     at = 0
-    for server, docs in server_docs.items():
-        size = len(docs)
-        server_of[docs[0] : docs[0] + size] = [server] * size
-        placed_names[docs[0] : docs[0] + size] = tool_names[at : at + size]
+    for server, first, size in zip(servers, first_ids, sizes, strict=True):
+        server_of[first : first + size] = [server] * size
+        placed_names[first : first + size] = tool_names[at : at + size]
         at += size
     return server_docs, server_of, placed_names
 
@@ -718,7 +728,9 @@ def _listed_layout(rows: Sequence[tuple[Any, ...]], slots: int) -> _Placed:
         if server in server_docs:
             raise ValueError(f"server {server!r} twice")
         server_docs[server] = ids
-    return server_docs, server_of, placed_names
+    # In the order of their first ids, as a layout read a server at a time has them.
+    ordered = dict(sorted(server_docs.items(), key=lambda item: min(item[1], default=slots)))
+    return ordered, server_of, placed_names
 
 
 def _remove_database(path: Path) -> None:
