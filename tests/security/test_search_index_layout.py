@@ -22,6 +22,7 @@ import pytest
 
 from pi_mcp_adapter.catalog import Catalog, ServerMetadata, ToolInfo
 from pi_mcp_adapter.catalog._search import SearchIndex
+from pi_mcp_adapter.catalog._search_store import pack_names, unpack_names
 from pi_mcp_adapter.config import ServerEntry, Settings
 
 QUERIES = ("send an email to Anna", "weather forecast for Paris", "count quokkas")
@@ -190,3 +191,17 @@ def test_name_terms_are_split_only_at_their_separators(tmp_path: Path) -> None:
         assert [(h.tool.name, h.score) for h in opened.search(query, limit=5).hits] == [
             (h.tool.name, h.score) for h in built.search(query, limit=5).hits
         ]
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        pytest.param(["read\x1fwrite"], id="a-word-separator"),
+        pytest.param(["read\x1ewrite"], id="a-tool-separator"),
+    ],
+)
+def test_name_terms_holding_a_separator_are_refused_rather_than_stored(names: list[str]) -> None:
+    with pytest.raises(ValueError, match="separator"):
+        pack_names(names)
+    assert unpack_names(pack_names(["read", "write"])) == ("read", "write")
+    assert unpack_names(pack_names([])) == ()

@@ -644,6 +644,14 @@ class FieldRanking:
         catalog = catalog_fingerprint(tools, texts)
         if catalog is None or any(p is None for p in prints.values()):
             return
+        try:
+            rows = [
+                self._server_row(server, prints[server] or "", group)
+                for server, group in groups.items()
+            ]
+        except ValueError as exc:
+            logger.info("cannot store the search index: %s", exc)
+            return
         stored = StoredIndex.open(path)
         if stored is None:
             return
@@ -674,10 +682,7 @@ class FieldRanking:
                         ((w, _servers_bytes(n)) for w, n in self._servers_of_word.items()),
                     ),
                 ],
-                [
-                    self._server_row(server, prints[server] or "", group)
-                    for server, group in groups.items()
-                ],
+                rows,
                 self._meta(catalog),
             )
             self.store_activity.rows_written += stored.rows_written
@@ -769,7 +774,12 @@ class FieldRanking:
                 # The patch lives in this process only; the read transaction it was read
                 # in stays open for the entries queries read later.
                 return True
-            rows = [self._server_row(s, prints[s], groups[s]) for s in changed if s in groups]
+            try:
+                rows = [self._server_row(s, prints[s], groups[s]) for s in changed if s in groups]
+            except ValueError as exc:
+                logger.info("cannot store the search index: %s", exc)
+                stored.rollback()
+                break
             meta = self._meta(catalog)
             # Every changed entry is read before the write begins (a lazy read in the middle
             # of the write would interleave with it).

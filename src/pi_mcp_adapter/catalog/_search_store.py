@@ -215,8 +215,16 @@ def _strings_bytes(strings: list[str]) -> bytes:
 
 
 def pack_names(names: Sequence[str]) -> str:
-    """One tool's name terms as the layout stores them (see :func:`unpack_names`)."""
-    return _NAME_SEPARATOR.join(names)
+    """One tool's name terms as the layout stores them (see :func:`unpack_names`).
+
+    Raises:
+        ValueError: a term holds a separator (search terms never do), so it would not
+            unpack as it was.
+    """
+    packed = _NAME_SEPARATOR.join(names)
+    if packed.count(_NAME_SEPARATOR) != max(0, len(names) - 1) or _TOOL_SEPARATOR in packed:
+        raise ValueError(f"name terms holding a separator: {names!r}")
+    return packed
 
 
 def unpack_names(packed: str) -> tuple[str, ...]:
