@@ -233,24 +233,26 @@ class SearchIndex:
                 groups.setdefault(tool.server, []).append(position)
             self._by_server = dict(groups)
             numbered_in_order = True
-        self._unlooked: tuple[tuple[ToolInfo, ...], bool] | None = (
+        self._unnamed: tuple[tuple[ToolInfo, ...], bool] | None = (
             every_tool,
             numbered_in_order,
         )
         """The tools as indexed, and whether their document ids are their positions, until
-        the lookups by name are made (see _lookups): a keyword search needs none."""
+        the lookup by name is made (see _by_name): a keyword search needs none."""
         self._names: dict[str, int] = {}
-        self._origins: dict[ToolKey, int] = {}
+        self._origins: dict[str, dict[str, int]] = {}
+        """Per server, the document id of each original tool name, made the first time a
+        search with learned words asks for that server (see _doc_of)."""
         self._live = len(every_tool)
         self._catalog_order: list[int] | None = None
 
-    def _lookups(self) -> tuple[dict[str, int], dict[ToolKey, int]]:
-        """The document id of each tool name, and of each (server, original name): the
-        first in catalog order, as indexed, then as relistings change them. Made on first
-        use, and before the first relisting is applied (whose changes they then follow)."""
-        unlooked = self._unlooked
-        if unlooked is not None:
-            tools, numbered_in_order = unlooked
+    def _by_name(self) -> dict[str, int]:
+        """The document id of each tool name: the first in catalog order, as indexed, then
+        as relistings change it. Made on first use (95,000 names take 10 ms), and before the
+        first relisting is applied, whose changes it then follows."""
+        unnamed = self._unnamed
+        if unnamed is not None:
+            tools, numbered_in_order = unnamed
             doc_ids: Sequence[int]
             if numbered_in_order:
                 doc_ids = range(len(tools))
@@ -258,12 +260,23 @@ class SearchIndex:
                 next_of = {server: iter(docs) for server, docs in self._by_server.items()}
                 doc_ids = [next(next_of[tool.server]) for tool in tools]
             names = [tool.name for tool in tools]
-            origins = [(tool.server, tool.original_name) for tool in tools]
             # Built from the last tool back, so that the first of a name keeps it.
             self._names = dict(zip(reversed(names), reversed(doc_ids), strict=True))
-            self._origins = dict(zip(reversed(origins), reversed(doc_ids), strict=True))
-            self._unlooked = None
-        return self._names, self._origins
+            self._unnamed = None
+        return self._names
+
+    def _doc_of(self, tool: ToolKey) -> int | None:
+        """The document id of a server's tool by its original name (the first the server
+        lists): the cost of that server's tools, once."""
+        server, original_name = tool
+        origins = self._origins.get(server)
+        if origins is None:
+            origins = self._origins[server] = {}
+            for doc in self._by_server.get(server, ()):
+                found = self._doc_tools[doc]
+                if found is not None:
+                    origins.setdefault(found.original_name, doc)
+        return origins.get(original_name)
 
     @property
     def tools(self) -> tuple[ToolInfo, ...]:
@@ -323,22 +336,19 @@ class SearchIndex:
             return False
         ranking = self._ranking
         assert isinstance(ranking, FieldRanking)
-        by_name, by_origin = self._lookups()
+        by_name = self._by_name()
         ranking.apply(replacement.prepared)
         for doc in replacement.old_ids:
             tool = self._doc_tools[doc]
             self._doc_tools[doc] = None
-            if tool is not None:
-                if by_name.get(tool.name) == doc:
-                    del by_name[tool.name]
-                if by_origin.get((tool.server, tool.original_name)) == doc:
-                    del by_origin[(tool.server, tool.original_name)]
+            if tool is not None and by_name.get(tool.name) == doc:
+                del by_name[tool.name]
         first = len(self._doc_tools)
         self._doc_tools.extend(replacement.tools)
         new_ids = list(range(first, len(self._doc_tools)))
         for doc, tool in zip(new_ids, replacement.tools, strict=True):
             by_name.setdefault(tool.name, doc)
-            by_origin.setdefault((tool.server, tool.original_name), doc)
+        self._origins.pop(server, None)
         self._live += len(new_ids) - len(replacement.old_ids)
         if server in self._by_server or not new_ids:
             if new_ids:
@@ -361,7 +371,7 @@ class SearchIndex:
         """
         found: list[ToolInfo] = []
         seen: set[int] = set()
-        by_name = self._lookups()[0]
+        by_name = self._by_name()
         for name in names:
             position = by_name.get(name)
             if position is not None and position not in seen:
@@ -414,7 +424,7 @@ class SearchIndex:
             return self._page(matched, limit, offset, confident=True)
         parsed = parse_tool_search_query(text)
         if parsed.is_select:
-            by_name = self._lookups()[0]
+            by_name = self._by_name()
             chosen = [
                 (by_name[t.name], 0.0)
                 for t in self.select(parsed.selected)
@@ -442,9 +452,8 @@ class SearchIndex:
         if not learned:
             return {}
         found: dict[int, LearnedEvidence] = {}
-        by_origin = self._lookups()[1]
         for tool, score in learned.scores(keywords).items():
-            position = by_origin.get(tool)
+            position = self._doc_of(tool)
             if position is not None and (candidates is None or position in candidates):
                 found[position] = score
         return found
