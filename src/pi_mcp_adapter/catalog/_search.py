@@ -248,7 +248,7 @@ class SearchIndex:
 
     def _by_name(self) -> dict[str, int]:
         """The document id of each tool name: the first in catalog order, as indexed, then
-        as relistings change it. Made on first use (95,000 names take 10 ms), and before the
+        as relistings change it. Made on first use (95,000 names take 12 ms), and before the
         first relisting is applied, whose changes it then follows."""
         unnamed = self._unnamed
         if unnamed is not None:

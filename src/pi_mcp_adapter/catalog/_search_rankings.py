@@ -1089,7 +1089,11 @@ class FieldRanking:
         self._removed += len(ids)
         # A server's words are those of its name, which every one of its documents has.
         for word in docs[0].server_words if docs else ():
-            _remove_from(self._servers_of_word, word, server)
+            servers = self._servers_of_word.get(word)
+            if servers is not None:  # None: a stored entry that was damaged
+                servers.discard(server)
+                if not servers:
+                    del self._servers_of_word[word]
 
     def prepare(
         self, old_tools: Sequence[ToolInfo], new_tools: Sequence[ToolInfo]

@@ -168,7 +168,9 @@ def texts_fingerprint(tools: Sequence[ToolInfo]) -> str:
         piece = tools[start : start + _DIGEST_SLICE]
         digest.update(_strings_bytes([t.original_name for t in piece]))
         # Descriptions are written one by one: joined, one character past ASCII in a slice
-        # widens all of it, and encoding that back costs twice as long.
+        # widens all of it, and encoding that back costs twice as long. Version 2: later
+        # versions write shared and interned strings as references, so equal tools could
+        # give different bytes.
         digest.update(
             marshal.dumps(([t.description for t in piece], [t.keywords for t in piece]), 2)
         )
@@ -181,9 +183,10 @@ def catalog_fingerprint(tools: Sequence[ToolInfo], texts: str) -> str | None:
     each with the same :func:`server_fingerprint`. ``texts`` is :func:`texts_fingerprint` of
     the same tools. None as for :func:`server_fingerprint`.
 
-    A column of a slice of tools at a time: at 95,000 tools this costs a third of the
-    fingerprints of their 20,000 servers, and an index opened for the catalog it was
-    written for needs no other. SHA-256, which processors compute in hardware, hashes the
+    A column of a slice of tools at a time: at 95,000 tools this and
+    :func:`texts_fingerprint` cost 0.07 s, the fingerprints of their 20,000 servers and the
+    vectors' own hash 0.16 s, and an index opened for the catalog it was written for needs
+    no other. SHA-256, which most processors made since 2017 compute in hardware, hashes the
     catalog's 20 MB in half the time of BLAKE2b.
     """
     digest = hashlib.sha256(texts.encode())
@@ -207,8 +210,9 @@ def catalog_fingerprint(tools: Sequence[ToolInfo], texts: str) -> str | None:
 
 def _strings_bytes(strings: list[str]) -> bytes:
     """``strings`` as bytes that differ for any other list: their lengths (``marshal``
-    delimits them), then the strings end to end. A tenth of ``marshal``'s cost per string,
-    for names, which are short and almost always ASCII."""
+    delimits them), then the strings end to end. For names, which are short and almost
+    always ASCII, half the cost of ``marshal`` writing them one by one (95,000 names: 4 ms
+    against 7)."""
     return marshal.dumps(list(map(len, strings)), 2) + "".join(strings).encode(
         "utf-8", "surrogatepass"
     )
