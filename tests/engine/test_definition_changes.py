@@ -125,3 +125,23 @@ async def test_block_refuses_changed_tools_until_trusted_even_on_a_lazy_connect(
             now_new = await adapter.call("changing_shiny")
         assert now_new.error_kind is None
         assert adapter.server_status("changing").changed_tools == ()
+
+
+async def test_changes_recorded_by_an_earlier_process_are_shown_and_enforced_from_the_cache(
+    workspace: Workspace,
+) -> None:
+    # A catalog opened from the cache reads a server's change record when first asked for
+    # it: the status, the block and the trust must still see what an earlier process saw.
+    await trusted_then_changed(workspace, on_change="block")
+    async with workspace.adapter(connect_missing=False) as adapter:
+        with anyio.fail_after(30):
+            first = await adapter.call("changing_search", {"query": "x"})
+        assert first.error_kind == "definition_changed"
+    async with workspace.adapter(connect_missing=False) as adapter:
+        assert set(adapter.server_status("changing").changed_tools) == {"search", "shiny", "old"}
+        with anyio.fail_after(30):
+            refused = await adapter.call("changing_search", {"query": "x"})
+        assert refused.error_kind == "definition_changed"
+        assert refused.connect_ms == 0
+        assert set(adapter.trust("changing")) == {"search", "shiny", "old"}
+        assert adapter.server_status("changing").changed_tools == ()
