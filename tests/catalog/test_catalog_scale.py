@@ -103,6 +103,21 @@ def test_a_server_listed_for_the_first_time_takes_its_configured_place() -> None
     assert derived.lookup("beta_tool_1", server="beta").original_name == "tool_1"
 
 
+def test_a_relisted_server_in_a_new_server_order_takes_that_order() -> None:
+    entries = {name: entry() for name in ("alpha", "beta", "gamma")}
+    metadata = {name: server_metadata(name) for name in entries}
+    before = Catalog.build(metadata, entries, Settings())
+    tools = Catalog.build({"beta": server_metadata("beta", 1)}, entries, Settings()).tools()
+
+    derived = before.replacing_server("beta", tools, servers=["gamma", "beta", "alpha"])
+
+    assert derived is not None
+    assert derived.servers == ("gamma", "beta", "alpha")
+    assert [t.server for t in derived.tools()][:3] == ["gamma"] * 3
+    assert derived.tools("beta") == tuple(tools)
+    assert before.servers == ("alpha", "beta", "gamma")
+
+
 def test_a_contested_name_is_left_to_a_full_build() -> None:
     entries = {"alpha": entry(toolPrefix="none"), "beta": entry(toolPrefix="none")}
     before = Catalog.build(

@@ -11,8 +11,10 @@ of the real functions (wrapped, never replaced) and rows written, never time.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
+import threading
 from array import array
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -248,3 +250,39 @@ def test_an_index_file_of_the_previous_format_is_written_again_with_the_same_ans
     reopened = open_index(tools, path)
     assert not activity_of(reopened).full_build
     assert answers(reopened) == expected
+
+
+def test_a_relistings_prepare_makes_the_lookup_by_name_so_its_apply_makes_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The prepare runs in a worker thread and the apply on the event loop: making the lookup
+    # of 95,000 names in the apply stalled every client of a gateway for tens of ms.
+    tools = catalog_tools(50)
+    index = open_index(tools, tmp_path / "index.sqlite")
+    made: list[str] = []
+    real = SearchIndex._name_documents
+
+    def counting(self: SearchIndex) -> None:
+        made.append(threading.current_thread().name)
+        real(self)
+
+    monkeypatch.setattr(SearchIndex, "_name_documents", counting)
+    server = "server-00007"
+    renamed = [dataclasses.replace(t, name=f"{t.name}_v2") for t in tools if t.server == server]
+    prepared: list[Any] = []
+    worker = threading.Thread(
+        target=lambda: prepared.append(index.prepare_replacement(server, renamed)), name="prep"
+    )
+    worker.start()
+    worker.join(timeout=60)
+    assert len(prepared) == 1
+    assert prepared[0] is not None
+    assert made == ["prep"]
+    servers = list(dict.fromkeys(t.server for t in tools))
+    assert index.apply_replacement(prepared[0], servers)
+    assert made == ["prep"]
+    assert [t.name for t in index.select([renamed[0].name, tools[0].name])] == [
+        renamed[0].name,
+        tools[0].name,
+    ]
+    assert index.select([f"{renamed[0].name[:-3]}"]) == []

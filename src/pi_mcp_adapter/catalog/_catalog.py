@@ -343,11 +343,18 @@ class Catalog:
         catalog._by_name = by_name
         catalog._tools = None
         known = self._by_server
-        catalog._by_server = {
-            s: tuple(tools) if s == server else known.get(s, ())
-            for s in servers
-            if s in known or s == server
-        }
+        if server in known and len(servers) == len(known) and list(known) == list(servers):
+            # A relisting in an unchanged server order (nearly always): a copy, in C, with
+            # one server's tools replaced, not a Python loop over every server (8 ms at
+            # 19,641 servers, on the event loop).
+            catalog._by_server = known.copy()
+            catalog._by_server[server] = tuple(tools)
+        else:
+            catalog._by_server = {
+                s: tuple(tools) if s == server else known.get(s, ())
+                for s in servers
+                if s in known or s == server
+            }
         catalog._collisions = self._collisions
         catalog._by_original = _derived(self._by_original)
         for tool in old:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -240,6 +241,10 @@ class SearchIndex:
         """The tools as indexed, and whether their document ids are their positions, until
         the lookup by name is made (see _by_name): a keyword search needs none."""
         self._names: dict[str, int] = {}
+        self._naming = threading.Lock()
+        """Held while the lookup by name is made: :meth:`prepare_replacement` makes it in a
+        worker thread, so that the first relisting's apply on the event loop finds it made,
+        and a query or apply asking meanwhile waits for it rather than making another."""
         self._origins: dict[str, dict[str, int]] = {}
         """Per server, the document id of each original tool name, made the first time a
         search with learned words asks for that server (see _doc_of)."""
@@ -248,8 +253,15 @@ class SearchIndex:
 
     def _by_name(self) -> dict[str, int]:
         """The document id of each tool name: the first in catalog order, as indexed, then
-        as relistings change it. Made on first use (95,000 names take 12 ms), and before the
-        first relisting is applied, whose changes it then follows."""
+        as relistings change it. Made on first use (95,000 names take 12 ms; a relisting's
+        prepare makes it in its worker thread, before the first apply), then follows the
+        changes."""
+        if self._unnamed is not None:
+            with self._naming:
+                self._name_documents()
+        return self._names
+
+    def _name_documents(self) -> None:
         unnamed = self._unnamed
         if unnamed is not None:
             tools, numbered_in_order = unnamed
@@ -263,7 +275,6 @@ class SearchIndex:
             # Built from the last tool back, so that the first of a name keeps it.
             self._names = dict(zip(reversed(names), reversed(doc_ids), strict=True))
             self._unnamed = None
-        return self._names
 
     def _doc_of(self, tool: ToolKey) -> int | None:
         """The document id of a server's tool by its original name (the first the server
@@ -320,6 +331,7 @@ class SearchIndex:
         old_ids = tuple(self._by_server.get(server, ()))
         old_tools = [self._doc_tools[d] for d in old_ids]
         prepared = ranking.prepare([t for t in old_tools if t is not None], tools)
+        self._by_name()  # made here, off the event loop, for the apply (see _naming)
         if prepared is None:
             return None
         return PreparedReplacement(server, tuple(tools), old_ids, prepared)

@@ -415,7 +415,7 @@ class CatalogState:
             if entry is not None and metadata is not None
             else []
         )
-        order = [s for s in enabled if s in self._metadata]
+        order = list(filter(self._metadata.__contains__, enabled))  # in C: 19,641 servers
         replaced = full.replacing_server(server, tools, servers=order)
         if replaced is None:
             self._invalidate()
