@@ -171,28 +171,19 @@ def _stored_tool_infos(
 ) -> list[ToolInfo]:
     """:func:`_tool_info` of each of a cached listing's tools (their schemas are read when
     asked for). A large catalog's build runs this once per server for every tool, so the
-    checks of :func:`build_tool_infos` and :func:`_qualify` are written out here."""
+    checks of :func:`build_tool_infos` are written out here; the name is :func:`_qualify`'s."""
     infos: list[ToolInfo] = []
     append = infos.append
-    sanitize = _INVALID_NAME_CHARS.sub
-    prefixed = f"{prefix}_"
     for tool in tools:
         if type(tool) is not dict and not isinstance(tool, Mapping):
             continue
         original = tool.get("name")
         if not isinstance(original, str) or not original:
             continue
-        tool_part = sanitize("_", original) or "_"
-        if not prefix or (tool_part.startswith(prefixed) and len(tool_part) > len(prefixed)):
-            full = tool_part
-        else:
-            full = f"{prefix}{separator}{tool_part}"
-        if len(full) > MAX_TOOL_NAME_LENGTH:
-            full = _fit_length(full, f"{server}\x00{original}")
         digest = tool.get(SCHEMA_DIGEST_KEY)
         append(
             stored_tool_info(
-                full,
+                _qualify(original, server, prefix, separator),
                 original,
                 server,
                 _text(tool.get("description")) or _text(tool.get("title")),
