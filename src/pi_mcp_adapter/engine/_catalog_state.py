@@ -30,7 +30,7 @@ from __future__ import annotations
 import functools
 import gc
 import time
-from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -163,9 +163,7 @@ class CatalogState:
             self._invalidate()
             listings = self.cache.get_listings(self.enabled())
             self._metadata.update(listings)
-            for name in listings:
-                self._changes.pop(name, None)
-            self._changes_unread.update(listings)
+            self._read_changes_when_asked(listings)
             if sum(len(m.tools) for m in self._metadata.values()) >= LONG_LIVED_FROM_TOOLS:
                 gc.freeze()
                 return_freed_memory()
@@ -203,6 +201,13 @@ class CatalogState:
     def _set_changes(self, server: str, changes: DefinitionChanges) -> None:
         self._changes[server] = changes
         self._changes_unread.discard(server)
+
+    def _read_changes_when_asked(self, servers: Iterable[str]) -> None:
+        """Forget the change records of ``servers``: each is read from the cache again when
+        :meth:`changes` is first asked for it."""
+        for name in servers:
+            self._changes.pop(name, None)
+            self._changes_unread.add(name)
 
     def publish(self, server: str, metadata: ServerMetadata) -> DefinitionChanges | None:
         """A listing of ``server`` arrived: cache it, rebuild the views, tell listeners.
@@ -242,8 +247,8 @@ class CatalogState:
             self._changes.pop(name, None)
             self._changes_unread.discard(name)
         from_cache: dict[str, ServerEntry] = {}
+        self._read_changes_when_asked(entries)
         for name, entry in entries.items():
-            self._set_changes(name, self.cache.definition_changes(name))
             if live(name) is not None and name not in restarted:
                 continue  # unchanged and connected: the live listing is the truth
             from_cache[name] = entry
