@@ -2,12 +2,15 @@
 instead of the catalog. What it shows must be what the catalog would show, whatever the entry
 and its configuration say, and whatever an older or tampered summary holds: where the summary
 cannot tell (filters, overrides, unreviewed definition changes, a summary without counts or
-with counts that are no counts) that one entry is read as before."""
+with counts that are no counts) that one entry is read as before. A failed connect shows as a
+started manager would show it, from the failures file."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +18,8 @@ import pytest
 
 from pi_mcp_adapter.catalog import MetadataCache, ServerMetadata
 from pi_mcp_adapter.config import LoadedConfig, ServerEntry, load_config
-from pi_mcp_adapter.engine import McpAdapter, StatusReport
+from pi_mcp_adapter.engine import McpAdapter, ServerStatus, StatusReport
+from pi_mcp_adapter.servers import FAILURES_FILE_NAME, FailureMemory
 
 TOOLS = ({"name": "alpha"}, {"name": "beta"}, {"name": "gamma"})
 RESOURCES = ({"uri": "file:///a", "name": "a"}, {"uri": "file:///b", "name": "b"})
@@ -124,3 +128,58 @@ def test_unreviewed_definition_changes_still_show_with_their_diff(
     changed = next(row for row in from_summaries.servers if row.name == "changed")
     assert changed.changed_tools == ("alpha",)
     assert [d.tool for d in changed.definition_changes] == ["alpha"]
+
+
+# Seconds ago and attempts of each server's last failed connect (backoff: 60 s, doubling).
+FAILED = {
+    "plain": (10, 1),  # backing off
+    "never-listed": (100, 2),  # backing off, nothing cached
+    "included": (1000, 1),  # backoff over: tried again at the next need
+    "disabled": (5, 1),  # not tried at all
+}
+
+
+def record_failures(root: Path, config: LoadedConfig) -> None:
+    path = root / "agent" / FAILURES_FILE_NAME
+    memory = FailureMemory(path)
+    for name in (*FAILED, "excluded"):
+        memory.record(name, config.servers[name], f"{name} refused the connection")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    now_ms = time.time() * 1000
+    for name, (ago_s, attempts) in FAILED.items():
+        data["servers"][name].update(failedAt=int(now_ms - ago_s * 1000), attempts=attempts)
+    data["servers"]["excluded"]["configHash"] = "0" * 64  # recorded for another configuration
+    path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def without_age(row: ServerStatus) -> ServerStatus:
+    return dataclasses.replace(row, failed_ago_s=None)
+
+
+async def test_a_failed_connect_shows_from_the_files_as_a_started_manager_shows_it(
+    tmp_path: Path,
+) -> None:
+    config = workspace(tmp_path)
+    record_failures(tmp_path, config)
+
+    from_files = adapter(tmp_path, config).cached_status()
+    async with adapter(tmp_path, config) as started:
+        from_manager = started.status()
+
+    rows = {row.name: row for row in from_files.servers}
+    assert {name: row.status for name, row in rows.items() if name in FAILED} == {
+        "plain": "failed",
+        "never-listed": "failed",
+        "included": "cached",
+        "disabled": "disabled",
+    }
+    assert rows["excluded"].status == "cached"
+    assert rows["plain"].error == "plain refused the connection"
+    assert rows["plain"].tool_count == 3
+    assert rows["plain"].failed_ago_s == pytest.approx(10, abs=30)
+    assert rows["included"].error is None
+    by_manager = {row.name: row for row in from_manager.servers}
+    for name, row in rows.items():
+        assert without_age(row) == without_age(by_manager[name]), name
+        if row.failed_ago_s is not None:
+            assert by_manager[name].failed_ago_s == pytest.approx(row.failed_ago_s, abs=30)

@@ -394,30 +394,17 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
 
     try:
         # Status runs nothing, so it shows `untrusted` rather than asking.
-        adapter, progress = create_adapter(
+        adapter, _progress = create_adapter(
             get_context(ctx), connect_missing=False, quiet=as_json, ask_trust=False
         )
-        if not _failed_recently(adapter):
-            # The common case answers from the cache alone: no event loop, no manager, and
-            # no catalog (each server's count is in the cache's summary of it).
-            body(adapter, adapter.cached_status())
-            _report_warnings(adapter, set())
-            return
+        # From the files alone: no event loop, no manager, and no catalog (each server's
+        # count is in the cache's summary of it, a failed connect in the failures file).
+        body(adapter, adapter.cached_status())
+        _report_warnings(adapter, set())
     except UsageError as exc:
         raise fail(cli_wording(str(exc)), code=EXIT_USAGE) from None
     except McpAdapterError as exc:
         raise fail(cli_wording(str(exc))) from None
-
-    async def in_loop(started: McpAdapter) -> None:
-        body(started, started.status())
-
-    # A failed server's backoff and last error live in a started manager.
-    run(ctx, in_loop, quiet=as_json, prepared=(adapter, progress))
-
-
-def _failed_recently(adapter: McpAdapter) -> bool:
-    """Whether an enabled server's last connect failed (in this or another process)."""
-    return bool(adapter.last_failures())
 
 
 @app.command(short_help="List the known tools.")

@@ -270,6 +270,7 @@ class McpAdapter:
             state=self.state,
             manager=lambda: self._manager,
             oauth=lambda: self.oauth,
+            failures=self._failures,
         )
 
     def _load_config(self) -> LoadedConfig:
@@ -882,7 +883,9 @@ class McpAdapter:
         """:meth:`status` as the metadata cache tells it, for a one-shot status with nothing
         started: each server's tool count comes from the cache's summary of its entry, so no
         entry is parsed and no catalog or search index is built (at 95,000 tools these took
-        seconds). Reads the cache; connects nothing."""
+        seconds), and a server whose recent connect failed (in any process) shows its backoff
+        and error from the failures file, as a started manager would show them. Reads the
+        cache and the failures file; connects nothing."""
         self.cache.load()
         return self._statuses.report(from_cache=True)
 

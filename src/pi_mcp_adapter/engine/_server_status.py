@@ -26,7 +26,7 @@ from ._catalog_state import CatalogState
 from ._values import ServerStatus, StatusReport
 
 if TYPE_CHECKING:
-    from pi_mcp_adapter.servers import OAuthProviders, ServerManager
+    from pi_mcp_adapter.servers import FailureMemory, FailureRecord, OAuthProviders, ServerManager
 
 _Known = tuple[bool, int, tuple[str, ...], tuple[ToolDefinitionDiff, ...]]
 """Of one server: whether its tools are known, how many, changed tools and their diffs."""
@@ -42,11 +42,13 @@ class ServerStatuses:
         state: CatalogState,
         manager: Callable[[], ServerManager | None],
         oauth: Callable[[], OAuthProviders],
+        failures: FailureMemory,
     ) -> None:
         self._config = config
         self._state = state
         self._manager = manager
         self._oauth = oauth
+        self._failures = failures
 
     @property
     def _servers(self) -> Mapping[str, ServerEntry]:
@@ -77,6 +79,7 @@ class ServerStatuses:
         manager: ServerManager | None,
         *,
         from_cache: bool,
+        failure: tuple[FailureRecord, float] | None = None,
     ) -> ServerStatus:
         # The configuration and the manager are looked up by the caller: a report asks once
         # for all its servers (19,641 of them at 95,000 tools), not once per server.
@@ -98,6 +101,20 @@ class ServerStatuses:
                     name, "untrusted", 0, lifecycle=entry.lifecycle, error=untrusted.message
                 )
             return ServerStatus(name, "disabled", 0, lifecycle=entry.lifecycle)
+        if failure is not None:
+            # What a manager recalls of the record at its start (see ``report``).
+            record, now = failure
+            if record.backoff_left_s(now) > 0:
+                return ServerStatus(
+                    name,
+                    "failed",
+                    tool_count,
+                    lifecycle=entry.lifecycle,
+                    error=record.message,
+                    failed_ago_s=max(0.0, now - record.failed_at),
+                    changed_tools=changed,
+                    definition_changes=diffs,
+                )
         state = manager.state(name) if manager is not None else None
         if manager is None or state is None or state.status in ("closed", "idle", "new"):
             status = "cached" if known else "not-cached"
@@ -167,12 +184,21 @@ class ServerStatuses:
     def report(self, *, from_cache: bool = False) -> StatusReport:
         """Every configured server's state, invalid ones included, and the config errors;
         ``from_cache``: as the metadata cache tells it, without the catalog (see
-        :meth:`_known_from_cache`)."""
+        :meth:`_known_from_cache`), and, with no manager started, each failed connect as the
+        failures file tells it (a started manager would have recalled the same records: a
+        one-shot status shows a server's backoff without starting anything)."""
         manager = self._manager()
         config = self._config()
         servers, invalid = config.servers, config.invalid_servers
+        recalled: dict[str, tuple[FailureRecord, float]] = {}
+        if from_cache and manager is None:
+            now = self._failures.now()
+            enabled = {n: e for n, e in servers.items() if e.is_enabled}
+            recalled = {n: (r, now) for n, r in self._failures.get_many(enabled).items()}
         rows = [
-            self._status_of(n, e, invalid.get(n), manager, from_cache=from_cache)
+            self._status_of(
+                n, e, invalid.get(n), manager, from_cache=from_cache, failure=recalled.get(n)
+            )
             for n, e in servers.items()
         ]
         rows += [

@@ -96,6 +96,17 @@ class FailureRecord:
         if self.attempts < 1:
             raise ValueError("a failure record counts at least one attempt")
 
+    @property
+    def message(self) -> str:
+        """What a server's state shows as its error (a record may hold no reason)."""
+        return self.reason or "connect failed"
+
+    def backoff_left_s(self, now: float, *, base_s: float = DEFAULT_BACKOFF_S) -> float:
+        """Seconds (at wall-clock ``now``) until the server is tried again; zero or less once
+        its backoff is over. The one rule for a manager recalling the record at its start and
+        for a status read from the files alone."""
+        return backoff_after_s(base_s, self.attempts) - max(0.0, now - self.failed_at)
+
 
 def _record_of(server: str, raw: object, entry: ServerEntry) -> FailureRecord | None:
     """The record ``raw`` (one server's value in the file) holds for the configuration
@@ -153,7 +164,7 @@ class FailureMemory:
         record = self.get(server, entry)
         if record is None:
             return None
-        remaining_s = backoff_after_s(base_s, record.attempts) - (self._clock() - record.failed_at)
+        remaining_s = record.backoff_left_s(self._clock(), base_s=base_s)
         return (record, remaining_s) if remaining_s > 0 else None
 
     def record(self, server: str, entry: ServerEntry, reason: str) -> FailureRecord:

@@ -943,8 +943,8 @@ class ServerManager(AsyncContextManagerMixin):
         for name, record in records.items():
             slot = self._slots[name]
             ago_s = max(0.0, wall_now - record.failed_at)
-            remaining_s = backoff_after_s(self._backoff_s, record.attempts) - ago_s
-            slot.error = record.reason or "connect failed"
+            remaining_s = record.backoff_left_s(wall_now, base_s=self._backoff_s)
+            slot.error = record.message
             slot.failed_at = now - ago_s
             slot.has_history = True
             if remaining_s > 0:
