@@ -21,7 +21,7 @@ Per size, in a fresh process each (so memory is that size's own):
 - metadata store: opening it, storing one server until its row is durable, and the
   ``mcp-cache.json`` export after it (see ``cache_figures``);
 - CLI ``pi-mcp search`` and ``pi-mcp status`` (``--json``), a fresh process each
-  (``PI_MCP_WARM=0``), wall time.
+  (``PI_MCP_WARM=0``), wall time; ``status`` again with one server's failed connect recorded.
 
 Ratios are against the 2,375-tool row of the same run (the issue's targets: list and call
 within 1.5x, a stall of at most 50 ms at 95,000 tools).
@@ -32,6 +32,7 @@ Usage: .venv/bin/python bench/bench_scale.py [--copies 1,10,40] [--calls N]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -40,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -272,10 +274,12 @@ def measure(root: Path, calls: int) -> dict[str, float]:
     )
     # The CLI rows before the in-process ones: the relisting measured there stores one
     # server's listing under the sampling and elicitation a relaying gateway offers, which a
-    # CLI process lacks, so the CLI would list that server itself (``/bin/false``: a failed
-    # server, which sends a status down its slow path) and time that instead.
+    # CLI process lacks, so the CLI would list that server itself (``/bin/false``, which
+    # fails) and time that instead.
     cli_search_s = cli_seconds(root, "search", QUERY)
     cli_status_s = cli_seconds(root, "status")
+    with one_failed_server(root):
+        cli_status_failed_s = cli_seconds(root, "status")
     done = subprocess.run(
         [sys.executable, __file__, "--measure", str(root), "--calls", str(calls)],
         check=True,
@@ -287,7 +291,24 @@ def measure(root: Path, calls: int) -> dict[str, float]:
     figures.update(json.loads(first.stdout.strip().splitlines()[-1]))
     figures["cli_search_s"] = cli_search_s
     figures["cli_status_s"] = cli_status_s
+    figures["cli_status_failed_s"] = cli_status_failed_s
     return figures
+
+
+@contextlib.contextmanager
+def one_failed_server(root: Path) -> Iterator[None]:
+    """A failed connect of one cached server recorded, as a catalog of thousands of servers
+    nearly always holds one: the status shows its backoff and error."""
+    from pi_mcp_adapter.config import ServerEntry
+    from pi_mcp_adapter.servers import FAILURES_FILE_NAME, FailureMemory
+
+    path = root / "agent" / FAILURES_FILE_NAME
+    name = next(iter(base_catalog()))
+    FailureMemory(path).record(name, ServerEntry(command="/bin/false", args=(name,)), "refused")
+    try:
+        yield
+    finally:
+        path.unlink()
 
 
 ROWS = [
@@ -303,6 +324,7 @@ ROWS = [
     ("mcp-cache.json export after it (none above 32 MiB)", "json_export_s", "s"),
     ("`pi-mcp search`, fresh process", "cli_search_s", "s"),
     ("`pi-mcp status`, fresh process", "cli_status_s", "s"),
+    ("`pi-mcp status`, one server failed, fresh process", "cli_status_failed_s", "s"),
 ]
 
 
