@@ -171,6 +171,29 @@ def test_an_entry_stored_without_its_listing_is_read_whole(
     assert type(listed[SERVERS[0]]) is CachedListing
 
 
+@pytest.mark.parametrize(
+    "asked",
+    [
+        pytest.param([SERVERS[4], SERVERS[1]], id="a few: read by name"),
+        pytest.param([*reversed(SERVERS[1:]), "never-stored"], id="most: one pass over the table"),
+    ],
+)
+def test_the_store_reads_the_same_listings_by_name_and_in_one_pass(
+    tmp_path: Path, asked: list[str]
+) -> None:
+    stored(tmp_path)
+    with sqlite3.connect(tmp_path / "mcp-cache.db") as db:  # see the test above
+        db.execute("UPDATE servers SET gen = gen + 100 WHERE name = ?", (SERVERS[1],))
+    db.close()
+    store = CatalogStore(tmp_path / "mcp-cache.db")
+    one_by_one = {name: store.listings([name]) for name in asked}
+
+    listed = store.listings(asked)
+
+    assert set(listed) == set(asked) - {SERVERS[1], "never-stored"}
+    assert listed == {name: found[name] for name, found in one_by_one.items() if found}
+
+
 def test_a_cached_listing_is_never_stored_back(
     tmp_path: Path, entries: dict[str, ServerEntry]
 ) -> None:
