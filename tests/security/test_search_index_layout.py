@@ -138,6 +138,29 @@ def test_a_layout_that_does_not_add_up_is_ignored_and_written_again(
     assert not reopened.store_activity.full_build
 
 
+@pytest.mark.parametrize("table", ["blobs", "layout"])
+def test_a_new_file_is_built_in_silence_and_a_missing_table_is_said(
+    tmp_path: Path, table: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "mcp-search-index.sqlite"
+    tools = catalog_tools(4)
+    with caplog.at_level(logging.INFO):
+        first = open_index(tools, path)
+    assert first.store_activity is not None
+    assert first.store_activity.full_build
+    assert not any(IGNORED in record.getMessage() for record in caplog.records), caplog.text
+    tamper(path, f"DROP TABLE {table}")
+    caplog.clear()
+
+    with caplog.at_level(logging.INFO):
+        again = open_index(tools, path)
+
+    assert again.store_activity is not None
+    assert again.store_activity.full_build
+    assert any(IGNORED in record.getMessage() for record in caplog.records), caplog.text
+    assert answers(again) == answers(first)
+
+
 def test_a_forged_catalog_fingerprint_on_another_catalogs_layout_is_not_believed(
     tmp_path: Path,
 ) -> None:

@@ -408,6 +408,8 @@ class StoredIndex:
                 if not self._connection.in_transaction:
                     self._connection.execute("BEGIN")
                 execute = self._connection.execute
+                if not execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                    return None  # a new file: nothing to ignore, nothing to say
                 blobs = dict(execute("SELECT name, value FROM blobs").fetchall())
                 if bytes(blobs.get("key", b"")) != _parameters_key(parameters):
                     return None
