@@ -12,6 +12,7 @@ documents and Python calls, never in time).
 from __future__ import annotations
 
 import dataclasses
+from array import array
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import pytest
 from _large_catalog import counted_calls  # tests/ is on sys.path
 from pi_mcp_adapter.catalog import Catalog, ServerMetadata, ToolInfo
 from pi_mcp_adapter.catalog._search import SearchIndex
+from pi_mcp_adapter.catalog._search_rankings import _remove_from
 from pi_mcp_adapter.catalog._search_semantic import semantic_available
 from pi_mcp_adapter.config import ServerEntry, Settings
 
@@ -334,3 +336,26 @@ def test_a_stored_index_whose_tools_do_not_add_up_is_built_again(tmp_path: Path)
 
     assert [h.tool.name for h in index.search("email").hits] == expected
     assert index.search("", server=first).total == 5
+
+
+@pytest.mark.parametrize(
+    ("ids", "removed", "left"),
+    [
+        pytest.param([3, 8, 9, 40], 9, [3, 8, 40], id="in-order: bisected"),
+        pytest.param([40, 3, 9, 8], 9, [40, 3, 8], id="out-of-order: looked for one by one"),
+        pytest.param([7], 7, None, id="the last one: the key goes"),
+    ],
+)
+def test_a_documents_id_leaves_its_id_list_wherever_it_sits(
+    ids: list[int], removed: int, left: list[int] | None
+) -> None:
+    index = {"word": array("i", ids)}
+
+    _remove_from(index, "word", removed)
+
+    assert (list(index["word"]) if "word" in index else None) == left
+
+
+def test_removing_an_id_an_id_list_lacks_fails_loudly() -> None:
+    with pytest.raises(ValueError, match="not in array"):
+        _remove_from({"word": array("i", [1, 5, 9])}, "word", 6)
