@@ -286,3 +286,25 @@ def test_a_relistings_prepare_makes_the_lookup_by_name_so_its_apply_makes_none(
         tools[0].name,
     ]
     assert index.select([f"{renamed[0].name[:-3]}"]) == []
+
+
+@pytest.mark.parametrize("numbered_in_order", [True, False], ids=["in-order", "servers-reversed"])
+def test_the_first_tool_of_a_name_keeps_it_across_the_lookups_slices(
+    tmp_path: Path, numbered_in_order: bool
+) -> None:
+    # 1,250 servers of four tools: the lookup by name is made a few thousand names at a time.
+    tools = catalog_tools(1250)
+    if not numbered_in_order:
+        tools = servers_reversed(tools)
+    first, last = tools[3], tools[-2]
+    tools[-2] = dataclasses.replace(last, name=first.name)  # one name, twice, far apart
+    index = SearchIndex(tools, ranking="lexical")
+
+    by_name = index._by_name()
+
+    assert len(by_name) == len({t.name for t in tools})
+    (found,) = index.select([first.name])
+    assert (found.server, found.original_name) == (first.server, first.original_name)
+    assert {
+        name: getattr(index._doc_tools[doc], "name", None) for name, doc in by_name.items()
+    } == {name: name for name in by_name}
