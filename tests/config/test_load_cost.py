@@ -121,6 +121,12 @@ def test_status_reads_the_failures_file_once_however_many_servers_are_configured
 
     assert list(recalled) == ["server-0042"]
     assert len(failures_file_reads) == 1
+    failures_file_reads.clear()
+
+    report = adapter.cached_status()  # what `pi-mcp status` shows
+
+    assert [row.name for row in report.servers if row.status == "failed"] == ["server-0042"]
+    assert len(failures_file_reads) == 1
 
 
 @pytest.mark.parametrize("servers", [SMALL, LARGE])

@@ -193,8 +193,8 @@ class ServerStatuses:
         recalled: dict[str, tuple[FailureRecord, float]] = {}
         if from_cache and manager is None:
             now = self._failures.now()
-            enabled = {n: e for n, e in servers.items() if e.is_enabled}
-            recalled = {n: (r, now) for n, r in self._failures.get_many(enabled).items()}
+            failed = self._failures.get_many(self._state.enabled())
+            recalled = {n: (r, now) for n, r in failed.items()}
         rows = [
             self._status_of(
                 n, e, invalid.get(n), manager, from_cache=from_cache, failure=recalled.get(n)
