@@ -15,52 +15,18 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from pi_mcp_adapter.catalog import Catalog, ServerMetadata, ToolInfo
+from pi_mcp_adapter.catalog import Catalog, ServerMetadata
 from pi_mcp_adapter.catalog._search import SearchIndex
 from pi_mcp_adapter.catalog._search_store import pack_names, unpack_names
 from pi_mcp_adapter.config import ServerEntry, Settings
 
-QUERIES = ("send an email to Anna", "weather forecast for Paris", "count quokkas")
+from .test_stored_search_index import QUERIES, answers, catalog_tools, open_index, tamper
+
 IGNORED = "ignoring the stored search index"
-
-
-def catalog_tools(servers: int) -> list[ToolInfo]:
-    metadata = {
-        f"server-{s:03d}": ServerMetadata(
-            tools=tuple(
-                {"name": f"{topic}_{t}", "description": f"{text} Variant {t}."}
-                for t in range(3)
-                for topic, text in (
-                    [("mail", "Send an email message to a recipient.")]
-                    if s % 2
-                    else [("weather", "Get the weather forecast for a city.")]
-                )
-            )
-        )
-        for s in range(servers)
-    }
-    entries = {name: ServerEntry(command="server") for name in metadata}
-    return list(Catalog.build(metadata, entries, Settings()).tools())
-
-
-def open_index(tools: Sequence[ToolInfo], path: Path) -> SearchIndex:
-    return SearchIndex(tools, ranking="lexical", index_store=path)
-
-
-def answers(index: SearchIndex) -> list[list[str]]:
-    return [[h.tool.name for h in index.search(q, limit=10).hits] for q in QUERIES]
-
-
-def tamper(path: Path, *statements: str) -> None:
-    with sqlite3.connect(path) as connection:
-        for statement in statements:
-            connection.execute(statement)
-    connection.close()
 
 
 @pytest.mark.parametrize(
@@ -123,7 +89,8 @@ def test_a_layout_that_does_not_add_up_is_ignored_and_written_again(
     tools = catalog_tools(8)
     open_index(tools, path)
     # The catalog's fingerprint still matches: only the layout can give the damage away.
-    tamper(path, *statements)
+    for statement in statements:
+        tamper(path, statement)
 
     with caplog.at_level(logging.INFO):
         index = open_index(tools, path)
