@@ -21,7 +21,11 @@ Per size, in a fresh process each (so memory is that size's own):
 - metadata store: opening it, storing one server until its row is durable, and the
   ``mcp-cache.json`` export after it (see ``cache_figures``);
 - CLI ``pi-mcp search`` and ``pi-mcp status`` (``--json``), a fresh process each
-  (``PI_MCP_WARM=0``), wall time; ``status`` again with one server's failed connect recorded.
+  (``PI_MCP_WARM=0``), wall time; ``status`` again with one server's failed connect recorded;
+- a team gateway replica (``sharedState`` on a real ``redis-server``, whose metadata table
+  holds every server's record as replicas publish them): API start to first search and RSS,
+  joining with an empty agent dir, then starting again on that agent dir (left out, said so,
+  where ``redis-server`` is not installed).
 
 Ratios are against the 2,375-tool row of the same run (the issue's targets: list and call
 within 1.5x, a stall of at most 50 ms at 95,000 tools).
@@ -36,6 +40,8 @@ import contextlib
 import dataclasses
 import json
 import os
+import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -126,15 +132,19 @@ def write_workspace(root: Path, copies: int) -> int:
     return tools
 
 
-async def first_start(root: Path) -> dict[str, float]:
+async def first_start(root: Path, agent_dir: Path | None = None) -> dict[str, float]:
     """API start to first search in the first process ever to open the workspace: nothing of
     the search index is stored yet (it builds the index, embeds every tool and stores both),
-    and its resident memory then."""
+    and its resident memory then. ``agent_dir`` instead of the workspace's own (a replica).
+    What is imported before the clock starts is what :func:`measure_process` imports."""
+    from mcp import Client  # noqa: F401
+
     from pi_mcp_adapter.engine import McpAdapter
+    from pi_mcp_adapter.hosts._gateway import McpGateway  # noqa: F401
 
     started = time.perf_counter()
     async with McpAdapter(
-        agent_dir=root / "agent",
+        agent_dir=agent_dir or root / "agent",
         project_dir=root,
         config_path=root / "mcp.json",
         background_listing=True,
@@ -264,6 +274,87 @@ def cli_seconds(root: Path, *args: str) -> float:
     return time.perf_counter() - mark
 
 
+@contextlib.contextmanager
+def team_redis(scratch: Path) -> Iterator[str | None]:
+    """A ``redis-server`` on loopback, keeping nothing on disk; None when not installed."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        yield None
+        return
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    scratch.mkdir(parents=True, exist_ok=True)
+    command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
+    server = subprocess.Popen(
+        [*command, "--appendonly", "no", "--dir", str(scratch)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def publish_catalog(root: Path, url: str) -> None:
+    """Every stored server's record and its digest in the team's metadata table, as the
+    replicas that listed them publish them."""
+    import redis
+
+    from pi_mcp_adapter._shared_state import DIGESTS_SUFFIX, KEY_PREFIX, text_digest
+    from pi_mcp_adapter.catalog._store import CatalogStore
+
+    store = CatalogStore(root / "agent" / "mcp-cache.db")
+    client = redis.Redis.from_url(url)
+    try:
+        pipe = client.pipeline(transaction=False)
+        for count, (name, text) in enumerate(store.entries(), start=1):
+            pipe.hset(KEY_PREFIX + "cache", name, text)
+            pipe.hset(KEY_PREFIX + "cache" + DIGESTS_SUFFIX, name, text_digest(text))
+            if count % 1000 == 0:
+                pipe.execute()
+        pipe.execute()
+    finally:
+        client.close()
+        store.close()
+
+
+def replica_figures(root: Path) -> dict[str, float]:
+    """A replica's start to first search and RSS, joining with an empty agent dir and starting
+    again on it; nothing when ``redis-server`` is not installed."""
+    with team_redis(root / "redis") as url:
+        if url is None:
+            print("no redis-server: the replica rows are left out", flush=True)
+            return {}
+        publish_catalog(root, url)
+        figures: dict[str, float] = {}
+        environ = {**os.environ, "PI_MCP_SHARED_STATE": url}
+        for prefix in ("replica_join", "replica_next"):
+            done = subprocess.run(
+                [sys.executable, __file__, "--first-start", str(root), "--agent", "replica"],
+                check=True,
+                capture_output=True,
+                text=True,
+                timeout=3600,
+                env=environ,
+            )
+            started = json.loads(done.stdout.strip().splitlines()[-1])
+            figures[f"{prefix}_s"] = started["first_start_to_search_s"]
+            figures[f"{prefix}_rss_mb"] = started["first_rss_mb"]
+        return figures
+
+
 def measure(root: Path, calls: int) -> dict[str, float]:
     first = subprocess.run(
         [sys.executable, __file__, "--first-start", str(root)],
@@ -292,6 +383,7 @@ def measure(root: Path, calls: int) -> dict[str, float]:
     figures["cli_search_s"] = cli_search_s
     figures["cli_status_s"] = cli_status_s
     figures["cli_status_failed_s"] = cli_status_failed_s
+    figures.update(replica_figures(root))
     return figures
 
 
@@ -325,6 +417,14 @@ ROWS = [
     ("`pi-mcp search`, fresh process", "cli_search_s", "s"),
     ("`pi-mcp status`, fresh process", "cli_status_s", "s"),
     ("`pi-mcp status`, one server failed, fresh process", "cli_status_failed_s", "s"),
+    (
+        "replica with shared state: API start to first search, empty agent dir",
+        "replica_join_s",
+        "s",
+    ),
+    ("RSS of that replica after its first search", "replica_join_rss_mb", "MB"),
+    ("replica with shared state: API start to first search, next start", "replica_next_s", "s"),
+    ("RSS of that replica after its first search, next start", "replica_next_rss_mb", "MB"),
 ]
 
 
@@ -334,9 +434,12 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=30, help="list and call requests per size")
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--first-start", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--agent", help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.first_start is not None:
-        print(json.dumps(anyio.run(first_start, options.first_start)))
+        root: Path = options.first_start
+        agent_dir = root / options.agent if options.agent else None
+        print(json.dumps(anyio.run(first_start, root, agent_dir)))
         return
     if options.measure is not None:
         print(json.dumps(anyio.run(measure_process, options.measure, options.calls)))
@@ -353,10 +456,13 @@ def main() -> None:
     print(f"\n| | {header} |")
     print("|---" * (len(results) + 1) + "|")
     for label, key, unit in ROWS:
-        cells = " | ".join(f"{figures[key]:.3g} {unit}" for _, figures in results)
-        print(f"| {label} | {cells} |")
+        if any(key in figures for _, figures in results):
+            cells = " | ".join(f"{figures[key]:.3g} {unit}" for _, figures in results)
+            print(f"| {label} | {cells} |")
     (base_tools, base), (top_tools, top) = results[0], results[-1]
     for label, key, unit in ROWS:
+        if key not in top or key not in base:
+            continue
         record(
             "scale",
             f"{label} at {top_tools:,} tools",

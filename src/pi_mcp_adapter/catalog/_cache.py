@@ -766,6 +766,17 @@ class _Unreadable(Exception):
     """The cache file exists but is not a version-1 cache."""
 
 
+def _entry_digest(summary: str) -> str | None:
+    """The ``entryDigest`` of a summary column's text (see ``summary_of``); None when it has
+    none (written by a version that kept none) or is not JSON."""
+    try:
+        parsed = json.loads(summary)
+    except ValueError:
+        return None
+    digest = parsed.get("entryDigest") if isinstance(parsed, dict) else None
+    return digest if isinstance(digest, str) else None
+
+
 def _entry_text(raw: Any) -> str:
     # A tool description or error may quote a secret value; the store and the file are read
     # by anyone who debugs with them, so they hold references instead (hashes are not values).
@@ -788,17 +799,23 @@ RECENT_SCHEMA_ENTRIES = 64
 direct tools read the same few servers again and again)."""
 
 
-def _listing_of(raw: Any) -> tuple[str, str] | None:
+def _listing_of(raw: Any, text_of: Callable[[Any], str] = _entry_text) -> tuple[str, str] | None:
     """The store's ``(listing, digest)`` of an entry (see ``CatalogStore.listings``): what
-    judging it and building the catalog read, without the tools' schemas."""
+    judging it and building the catalog read, without the tools' schemas. ``text_of`` writes
+    a value as text (by default redacted: see ``_entry_text``)."""
     if not isinstance(raw, dict):
         return None
     listing = {k: raw[k] for k in _LISTING_KEYS if k in raw}
     tools = raw.get("tools")
     if isinstance(tools, list):
         listing["tools"] = [_listed_tool(t) if isinstance(t, dict) else t for t in tools]
-    digest = hashlib.blake2b(_entry_text(tools).encode(), digest_size=20).hexdigest()
-    return _entry_text(listing), digest
+    digest = hashlib.blake2b(text_of(tools).encode(), digest_size=20).hexdigest()
+    return text_of(listing), digest
+
+
+def _compact_text(raw: Any) -> str:
+    """``_entry_text`` of a value parsed from a redacted text."""
+    return json.dumps(raw, ensure_ascii=False, separators=(",", ":"))
 
 
 def _listed_tool(tool: dict[str, Any]) -> dict[str, Any]:
@@ -947,30 +964,34 @@ class MetadataCache:
         with self._write_lock:
             result: LoadResult = "loaded"
             rows: list[SummaryRow]
-            if self._store is None and not self.store_path.exists() and not self._json_exists():
+            shared = shared_state.active()
+            store: CatalogStore | None = None
+            if (
+                shared is None
+                and self._store is None
+                and not self.store_path.exists()
+                and not self._json_exists()
+            ):
                 result = "no-cache"
                 gen, removals, rows = -1, 0, []
             else:
                 store = self._open_store()
                 if self._import_if_newer(store) == "set-aside":
                     result = "set-aside"
-                try:
-                    gen, removals, rows = store.summaries()
-                except (StoreLockedError, StoreUnreadableError, OSError) as exc:
-                    self._warn(f"cannot read {self.store_path.name}: {exc}; using no cache")
-                    gen, removals, rows = -1, 0, []
+                gen, removals, rows = self._summary_rows(store)
                 if not rows and not self._json_exists() and result == "loaded":
                     result = "no-cache"
-            summaries = {row.name: row.summary for row in rows}
             entries: dict[str, Any] = {}
-            shared = shared_state.active()
-            if shared is not None and (records := shared.table(_SHARED_TABLE)) is not None:
+            if shared is not None and store is not None:
                 # What any replica listed: a replica that joins starts warm.
-                for name, raw in records.items():
-                    entries[name] = raw
-                    summaries[name] = summary_of(raw)[0]
-                if result == "no-cache" and records:
-                    result = "loaded"
+                shared.publish_digested_from(_SHARED_TABLE, self._shared_records)
+                if self._take_shared(shared, store, rows, entries):
+                    if result == "no-cache":
+                        result = "loaded"
+                    # Those stored are read as any other row; the rest are in ``entries``.
+                    gen, removals, rows = self._summary_rows(store)
+            summaries = {row.name: row.summary for row in rows}
+            summaries.update((name, summary_of(raw)[0]) for name, raw in entries.items())
             with self._state_lock:
                 self._summaries, self._entries = summaries, entries
                 self._unsettled = set()
@@ -979,6 +1000,75 @@ class MetadataCache:
                     self._set_view(server, update(self._view_entry(server))[0])
                 self._loaded = True
             return result
+
+    def _summary_rows(self, store: CatalogStore) -> tuple[int, int, list[SummaryRow]]:
+        try:
+            return store.summaries()
+        except (StoreLockedError, StoreUnreadableError, OSError) as exc:
+            self._warn(f"cannot read {self.store_path.name}: {exc}; using no cache")
+            return -1, 0, []
+
+    def _take_shared(
+        self,
+        shared: shared_state.SharedState,
+        store: CatalogStore,
+        rows: list[SummaryRow],
+        entries: dict[str, Any],
+    ) -> bool:
+        """Store the entries of the team's shared table that differ from the store's rows (by
+        their texts' digests: the entries themselves are read only when they differ), a batch
+        per transaction, as a relisting by this process would; True when there were any. A
+        store that cannot take them leaves them in ``entries``, for this process's view only
+        (with the ones it took before: the view reads those from the store).
+
+        The shared copy wins, as it did when every entry was read from it at each load: every
+        replica sends its stores there first."""
+        known: dict[str, str] = {}
+        for row in rows:
+            digest = _entry_digest(row.summary)
+            if digest is not None:
+                known[row.name] = digest
+        taken = False
+        for texts in shared.changed_digested(_SHARED_TABLE, known):
+            records: dict[str, tuple[str, Any]] = {}
+            for name, text in texts.items():
+                # As any text this process writes to a file, whoever wrote it to Redis. The
+                # listing below is made of the redacted entry: it needs no second pass (two
+                # passes more per entry were a third of a joining replica's load).
+                text = redact(text)
+                try:
+                    records[name] = (text, json.loads(text))
+                except ValueError:
+                    continue  # not JSON: the store stays the judge of this server
+            taken = taken or bool(records)
+            if entries:  # the store could not take an earlier batch
+                entries.update((name, raw) for name, (_text, raw) in records.items())
+                continue
+            try:
+                with store.transaction() as txn:
+                    for name, (text, raw) in records.items():
+                        summary, tools = summary_of(raw, text)
+                        key = redact(json.dumps(name, ensure_ascii=False))
+                        txn.put(name, key, text, summary, tools, _listing_of(raw, _compact_text))
+            except (StoreLockedError, StoreUnreadableError, OSError, ValueError) as exc:
+                self._warn(
+                    f"cannot write {self.store_path}: {exc}; the team's entries are kept in memory"
+                )
+                entries.update((name, raw) for name, (_text, raw) in records.items())
+        return taken
+
+    def _shared_records(self) -> list[tuple[str, str]]:
+        """Every stored ``(server, entry text)``: what this replica publishes again when the
+        team's Redis lost them (see :meth:`SharedState.publish_digested_from`). It runs with
+        the shared state's lock held, so it reads the store only, never the view, whose lock
+        a thread may hold while it sends to Redis."""
+        store = self._store
+        if store is None:
+            return []
+        try:
+            return store.entries()
+        except (StoreLockedError, StoreUnreadableError, OSError):
+            return []
 
     def entry_state(self, server: str, entry: ServerEntry) -> EntryState:
         """Whether ``server``'s entry can be used for ``entry`` as configured now."""
@@ -1455,9 +1545,9 @@ class MetadataCache:
             if shared is not None and new is not previous:
                 # This server's record only, as the store writes this server's row only.
                 if new is _ABSENT:
-                    shared.delete(_SHARED_TABLE, server)
+                    shared.delete_digested(_SHARED_TABLE, server)
                 else:
-                    shared.put(_SHARED_TABLE, server, new)
+                    shared.put_digested(_SHARED_TABLE, server, _entry_text(new))
             self._pending.append((server, update))
             if at_once or self._write_timer is not None:
                 write_now = at_once
@@ -1549,9 +1639,10 @@ class MetadataCache:
                 if raw is _ABSENT:
                     txn.delete(server)
                 else:
-                    summary, tools = summary_of(raw)
+                    text = _entry_text(raw)
+                    summary, tools = summary_of(raw, text)
                     key = redact(json.dumps(server, ensure_ascii=False))
-                    txn.put(server, key, _entry_text(raw), summary, tools, _listing_of(raw))
+                    txn.put(server, key, text, summary, tools, _listing_of(raw))
             return written, txn.gen
 
     # ---------------------------------------------------------------- mcp-cache.json
@@ -1611,9 +1702,10 @@ class MetadataCache:
                 text = txn.entry_text(name)
                 if text is not None and not _is_newer(raw, _parse(text)):
                     continue
-                summary, tools = summary_of(raw)
+                text = _entry_text(raw)
+                summary, tools = summary_of(raw, text)
                 key = redact(json.dumps(name, ensure_ascii=False))
-                txn.put(name, key, _entry_text(raw), summary, tools, _listing_of(raw))
+                txn.put(name, key, text, summary, tools, _listing_of(raw))
             txn.set_meta("json_identity", identity)
             txn.set_meta("json_gen", "")  # the store may hold more: the next export writes it
         return "imported"

@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pi_mcp_adapter._shared_state import text_digest
+
 from ._naming import named_counts
 
 __all__ = [
@@ -107,7 +109,9 @@ class SummaryRow:
     name: str
     summary: str
     """JSON object with the entry's ``configHash``, ``cachedAt``, ``ttlMs`` and
-    ``clientCapabilities`` as written (``null`` for an entry that is not an object)."""
+    ``clientCapabilities`` as written, its ``named`` counts, whether ``changes`` await review
+    and the ``entryDigest`` of the entry's text (see :func:`summary_of`; ``null`` for an entry
+    that is not an object)."""
     tools: int
     gen: int
 
@@ -304,6 +308,11 @@ class CatalogStore:
                 raise _translate(exc) from exc
         return None if row is None else str(row[0])
 
+    def entries(self) -> list[tuple[str, str]]:
+        """Every server's ``(name, entry)``, in the order first stored."""
+        _gen, _removals, rows = self._read_counted("SELECT name, entry FROM servers ORDER BY rowid")
+        return [(str(name), str(entry)) for name, entry in rows]
+
     def entry_texts(self, names: Sequence[str]) -> dict[str, str]:
         """The entries of ``names`` that exist, read a batch of names per query (opening a
         catalog reads thousands: one query each cost more than parsing them)."""
@@ -466,8 +475,10 @@ class CatalogStore:
                 raise
 
 
-def summary_of(raw: Any) -> tuple[str, int]:
-    """The summary column's text and the tool count of an entry (see :class:`SummaryRow`)."""
+def summary_of(raw: Any, text: str | None = None) -> tuple[str, int]:
+    """The summary column's text and the tool count of an entry (see :class:`SummaryRow`);
+    with ``text``, the entry column's text, the summary keeps its digest (``entryDigest``):
+    what a replica compares with the team's shared copy of the entry without reading it."""
     if not isinstance(raw, dict):
         return "null", 0
     summary: dict[str, Any] = {
@@ -478,4 +489,6 @@ def summary_of(raw: Any) -> tuple[str, int]:
     # would name (see ``named_counts``) and whether definition changes await review.
     summary["named"] = named_counts(raw)
     summary["changes"] = bool(raw.get("definitionChanges"))
+    if text is not None:
+        summary["entryDigest"] = text_digest(text)
     return json.dumps(summary, ensure_ascii=False), len(tools) if isinstance(tools, list) else 0
