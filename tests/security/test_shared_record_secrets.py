@@ -10,10 +10,8 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import redis
 
 from gateway._team_services import RedisServer, team_redis
@@ -24,15 +22,12 @@ from pi_mcp_adapter.config import ServerEntry
 ENTRY = ServerEntry(command="server", args=("leaky",))
 
 
-@pytest.fixture
-def shared(tmp_path: Path) -> Iterator[RedisServer]:
-    with team_redis(tmp_path / "redis") as server:
-        yield server
+def test_a_shared_record_is_masked_before_a_replica_stores_it(tmp_path: Path) -> None:
+    with team_redis(tmp_path / "redis") as shared:
+        check_a_record_is_masked_when_stored(shared, tmp_path)
 
 
-def test_a_shared_record_is_masked_before_a_replica_stores_it(
-    shared: RedisServer, tmp_path: Path
-) -> None:
+def check_a_record_is_masked_when_stored(shared: RedisServer, tmp_path: Path) -> None:
     registered = f"canary-shared-{secrets.token_hex(8)}"
     register_secret(registered)  # a value this replica knows (its environment, its config)
     token = "ghp_" + secrets.token_hex(18)  # a well-known shape nobody registered
