@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import anyio
@@ -21,7 +23,7 @@ from gateway._team_services import (
     redis_server,
     tools_a_joining_replica_knows,
 )
-from pi_mcp_adapter._shared_state import EPOCH_CHECK_S, SharedState
+from pi_mcp_adapter._shared_state import EPOCH_CHECK_S, SharedState, text_digest
 
 from ._replicas_support import ledger_entry
 
@@ -95,6 +97,50 @@ async def test_records_a_process_wrote_or_read_are_written_back_after_an_empty_r
         writer.refresh()
         assert json.loads(peek.hget("pi-mcp:oauth", "github") or b"null") == "encrypted-record"
         assert not peek.hexists("pi-mcp:approvals", "github")
+
+
+class SlowPublisher:
+    """A digested table's owner whose records take as long as the test says to read."""
+
+    def __init__(self, records: list[tuple[str, str]]) -> None:
+        self.records = records
+        self.go = threading.Event()
+        self.ran_on: list[threading.Thread] = []
+
+    def give(self) -> list[tuple[str, str]]:
+        self.ran_on.append(threading.current_thread())
+        assert self.go.wait(30), "the test never let the publisher go"
+        return self.records
+
+
+def test_a_digested_table_is_published_again_without_holding_up_the_exchange_that_noticed(
+    tmp_path: Path,
+) -> None:
+    """At 95,000 tools the metadata table takes seconds to give and write: the exchange that
+    notices the loss (on any thread, an event loop's too) goes on, and the records follow."""
+    now = [0.0]
+    with redis_server(tmp_path / "redis") as server:
+        replica = SharedState(server.url, clock=lambda: now[0])
+        records = [(f"server-{n}", json.dumps({"tools": [], "n": n})) for n in range(3)]
+        for key, text in records:
+            replica.put_digested("cache", key, text)
+        owner = SlowPublisher(records)
+        replica.publish_digested_from("cache", owner.give)
+        server.restart()
+        peek = redis.Redis.from_url(server.url, decode_responses=True)
+        now[0] += EPOCH_CHECK_S + 1
+        replica.put("failures", "flaky", {"count": 1})  # notices the loss, and returns
+        assert json.loads(peek.hget("pi-mcp:failures", "flaky") or "null") == {"count": 1}
+        assert not peek.exists("pi-mcp:cache")
+        owner.go.set()
+        deadline = time.monotonic() + 30
+        while peek.hlen("pi-mcp:cache#digests") < len(records):
+            assert time.monotonic() < deadline, "the table was not published again"
+            time.sleep(0.05)
+        assert peek.hgetall("pi-mcp:cache") == dict(records)
+        assert peek.hget("pi-mcp:cache#digests", "server-1") == text_digest(records[1][1])
+        assert owner.ran_on
+        assert owner.ran_on[0] is not threading.current_thread()
 
 
 @pytest.mark.slow
