@@ -179,3 +179,14 @@ def test_a_replica_holds_no_shared_record_in_memory_and_publishes_its_store_agai
     assert joined.get("server-0099", entry_of("server-0099")) == metadata_of("server-0099")
     assert len(joined.servers) == SERVERS
     assert hash_writes(redis.url)["hmget"] > before["hmget"]
+
+
+def test_a_replica_with_nothing_to_take_writes_nothing(redis: RedisServer, tmp_path: Path) -> None:
+    """An empty shared table and no files: the first run, as without a shared state."""
+    cache = MetadataCache(tmp_path / "agent" / "mcp-cache.json")
+    assert cache.load() == "no-cache"
+    assert not (tmp_path / "agent").exists()
+    store_servers(tmp_path / "one", 2)
+    assert cache.load() == "loaded"
+    assert cache.get("server-0001", entry_of("server-0001")) == metadata_of("server-0001")
+    assert (tmp_path / "agent" / "mcp-cache.db").exists()

@@ -964,14 +964,7 @@ class MetadataCache:
         with self._write_lock:
             result: LoadResult = "loaded"
             rows: list[SummaryRow]
-            shared = shared_state.active()
-            store: CatalogStore | None = None
-            if (
-                shared is None
-                and self._store is None
-                and not self.store_path.exists()
-                and not self._json_exists()
-            ):
+            if self._store is None and not self.store_path.exists() and not self._json_exists():
                 result = "no-cache"
                 gen, removals, rows = -1, 0, []
             else:
@@ -982,14 +975,15 @@ class MetadataCache:
                 if not rows and not self._json_exists() and result == "loaded":
                     result = "no-cache"
             entries: dict[str, Any] = {}
-            if shared is not None and store is not None:
+            shared = shared_state.active()
+            if shared is not None:
                 # What any replica listed: a replica that joins starts warm.
                 shared.publish_digested_from(_SHARED_TABLE, self._shared_records)
-                if self._take_shared(shared, store, rows, entries):
+                if self._take_shared(shared, rows, entries):
                     if result == "no-cache":
                         result = "loaded"
                     # Those stored are read as any other row; the rest are in ``entries``.
-                    gen, removals, rows = self._summary_rows(store)
+                    gen, removals, rows = self._summary_rows(self._open_store())
             summaries = {row.name: row.summary for row in rows}
             summaries.update((name, summary_of(raw)[0]) for name, raw in entries.items())
             with self._state_lock:
@@ -1009,11 +1003,7 @@ class MetadataCache:
             return -1, 0, []
 
     def _take_shared(
-        self,
-        shared: shared_state.SharedState,
-        store: CatalogStore,
-        rows: list[SummaryRow],
-        entries: dict[str, Any],
+        self, shared: shared_state.SharedState, rows: list[SummaryRow], entries: dict[str, Any]
     ) -> bool:
         """Store the entries of the team's shared table that differ from the store's rows (by
         their texts' digests: the entries themselves are read only when they differ), a batch
@@ -1044,8 +1034,11 @@ class MetadataCache:
             if entries:  # the store could not take an earlier batch
                 entries.update((name, raw) for name, (_text, raw) in records.items())
                 continue
+            if not records:
+                continue
             try:
-                with store.transaction() as txn:
+                # Opened (created) only now: a load that finds nothing to take writes nothing.
+                with self._open_store().transaction() as txn:
                     for name, (text, raw) in records.items():
                         summary, tools = summary_of(raw, text)
                         key = redact(json.dumps(name, ensure_ascii=False))
