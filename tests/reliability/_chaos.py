@@ -58,6 +58,8 @@ TIME_SERVER = Path(sys.executable).with_name("mcp-server-time")
 REQUEST_TIMEOUT_MS = 3_000
 STARTUP_TIMEOUT_MS = 20_000
 HEALTH_CHECK_INTERVAL_MS = 1_000
+START_TIME_SLACK_S = 1.0
+"""How early ``psutil``'s start time of a process may read (see ``_Run.connected``)."""
 CALL_DEADLINE_S = (REQUEST_TIMEOUT_MS + STARTUP_TIMEOUT_MS) / 1000 + 5
 """A call may have to start its server and then wait out a request timeout; beyond both (plus
 slack for a loaded machine) it has hung."""
@@ -379,12 +381,18 @@ class _Run:
         via_gateway, server = _split(target)
         if via_gateway:
             # The gateway's state is its own. From outside: one live process, which has served
-            # a call begun since it started (so it is past its handshake).
+            # a call begun since it started (so it is past its handshake). A process's start
+            # time is read as the boot time, whole seconds on Linux, plus its ticks since: it
+            # may read up to a second early, so the call must have begun a second after it.
+            # Otherwise a call that began before a restart could pass for one the new process
+            # served, and the kill would land in its handshake: a failed start, which the
+            # backoff answers on purpose.
             process = _pid_of(self, target)
             if process is None:
                 return False
             with contextlib.suppress(psutil.Error):
-                return self.last_success_wall.get(target, 0.0) > process.create_time()
+                began = self.last_success_wall.get(target, 0.0)
+                return began > process.create_time() + START_TIME_SLACK_S
             return False
         return self.adapter.server_status(server).status == "connected"
 
