@@ -953,11 +953,12 @@ class MetadataCache:
     def load(self) -> LoadResult:
         """(Re)read the view from the store (after writing the stores still pending), first
         importing ``mcp-cache.json`` when another program wrote it since (the TypeScript
-        adapter, or a first run after it).
+        adapter, or a first run after it). With a team's shared state, the entries of its
+        table that differ from the store's are then stored too (see :meth:`_take_shared`).
 
-        Returns ``"no-cache"`` when there is neither store nor file (the first run: connect
-        every server once), ``"set-aside"`` when an unreadable file was moved away, else
-        ``"loaded"``.
+        Returns ``"no-cache"`` when there is neither store nor file nor shared entry (the
+        first run: connect every server once), ``"set-aside"`` when an unreadable file was
+        moved away, else ``"loaded"``.
         """
         # What this process stored must not vanish from the view.
         self._write_pending(export=False)
