@@ -232,8 +232,8 @@ class SharedState:
     ) -> None:
         """Have ``publisher``, a bound method, give every ``(key, text)`` of the digested table
         ``name`` it has, when Redis comes back without its records (see the module docstring);
-        every live publisher of the table is asked. It is called with this connection's lock
-        held: it must not wait for anything that sends to Redis."""
+        every live publisher of the table is asked, each in a thread of its own (see
+        :meth:`_publish_digested`)."""
         owner = id(getattr(publisher, "__self__", publisher))
         with self._lock:
             self._publishers[(name, owner)] = weakref.WeakMethod(publisher)

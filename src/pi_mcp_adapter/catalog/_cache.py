@@ -1053,9 +1053,8 @@ class MetadataCache:
 
     def _shared_records(self) -> list[tuple[str, str]]:
         """Every stored ``(server, entry text)``: what this replica publishes again when the
-        team's Redis lost them (see :meth:`SharedState.publish_digested_from`). It runs with
-        the shared state's lock held, so it reads the store only, never the view, whose lock
-        a thread may hold while it sends to Redis."""
+        team's Redis lost them (see :meth:`SharedState.publish_digested_from`), read from the
+        store as it is written there (the view holds most entries unread)."""
         store = self._store
         if store is None:
             return []
