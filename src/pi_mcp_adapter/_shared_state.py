@@ -13,7 +13,13 @@ again writes the queue first (catching up), then reads Redis again. Redis is tri
 most every :data:`RETRY_AFTER_S`, so an outage costs one short timeout, not one per call.
 
 Calls are synchronous (the stores they serve are): on loopback or in a cluster a round trip is
-a fraction of a millisecond, far below the cost of the tool call around it.
+a fraction of a millisecond, far below the cost of the tool call around it. A thread that runs
+an event loop (a gateway's, a host's) never waits for Redis longer than one exchange: while
+Redis is known not to answer it gets the files' answer at once, and the next try is made in a
+thread of its own; a write never waits for another thread's exchange (that thread writes the
+queue after its own); a read waits for one at most :data:`TIMEOUT_S`. So an outage costs such
+a thread at most one timeout, when it is the first to find Redis gone, not one every
+:data:`RETRY_AFTER_S` for as long as the outage lasts.
 
 Every value sent to Redis passes through :func:`~pi_mcp_adapter._secrets.redact`, as the
 files' contents do.
@@ -42,6 +48,7 @@ import hashlib
 import json
 import logging
 import os
+import sys
 import threading
 import time
 import uuid
@@ -110,7 +117,13 @@ class SharedState:
             register_secret(password)  # whatever quotes the URL (an error) is redacted
         self._clock = clock
         self._client = client if client is not None else _connect(url)
+        # Two locks, so that no caller waits for Redis to read or queue what is in memory:
+        # ``_lock`` guards the outbox, the held records and whether Redis answers, and is never
+        # held across a Redis call; ``_io`` is held by the one exchange talking to Redis (and
+        # guards the epoch, which only an exchange reads and writes).
         self._lock = threading.Lock()
+        self._io = threading.Lock()
+        self._retrier: threading.Thread | None = None
         self._outbox: dict[tuple[str, str], object] = {}
         self._down_since: float | None = None
         self._retry_at = 0.0
@@ -355,7 +368,7 @@ class SharedState:
         """Write queued records and, when it is time, look whether Redis came back empty and
         publish the held records again (a serving gateway calls this every few seconds, so a
         replica that joins after a restart finds the records without waiting for a change)."""
-        self._exchange(lambda r: True)
+        self._exchange(_nothing)
 
     # ------------------------------------------------------------------ transport
 
@@ -367,7 +380,9 @@ class SharedState:
                     self._held[item] = value
                 else:
                     self._held.pop(item, None)
-        self._exchange(lambda r: True)
+        # Queued first, so that an exchange in progress in another thread writes it when it
+        # is done (see _write_left_behind), if this one does not get to.
+        self._exchange(_nothing, wait=False)
 
     def _hold(self, name: str, key: str, value: str) -> None:
         with self._lock:
@@ -375,7 +390,7 @@ class SharedState:
 
     def _keep_published(self, client: redis.Redis) -> None:
         """Publish the held records again when Redis lost them (the sentinel is missing or
-        changed). Call with ``self._lock`` held, Redis answering."""
+        changed). Call with ``self._io`` held, Redis answering."""
         now = self._clock()
         if self._epoch is not None and now < self._epoch_check_at:
             return
@@ -387,22 +402,26 @@ class SharedState:
         epoch = _text(current) if current is not None else None
         if epoch == self._epoch:
             return
-        if self._epoch is not None and (self._held or self._publishers):
+        with self._lock:
+            held = dict(self._held)
+            publishers = list(self._publishers.items())
+        if self._epoch is not None and (held or publishers):
             logger.warning(
                 "shared state %s lost its records (restarted empty?): publishing the %d "
                 "this replica holds and its digested tables (%s) again",
                 _without_password(self.url),
-                len(self._held),
-                ", ".join(sorted({name for name, _owner in self._publishers})) or "none",
+                len(held),
+                ", ".join(sorted({name for (name, _owner), _p in publishers})) or "none",
             )
             pipe = client.pipeline(transaction=False)
-            for (name, key), value in self._held.items():
+            for (name, key), value in held.items():
                 pipe.hsetnx(KEY_PREFIX + name, key, value)
             pipe.execute()
-            for (name, owner), publisher in list(self._publishers.items()):
+            for (name, owner), publisher in publishers:
                 give = publisher()
                 if give is None:
-                    del self._publishers[(name, owner)]  # its owner is gone
+                    with self._lock:
+                        self._publishers.pop((name, owner), None)  # its owner is gone
                 else:
                     threading.Thread(
                         target=self._publish_digested,
@@ -445,31 +464,105 @@ class SharedState:
                 exc,
             )
 
-    def _exchange(self, operation: Callable[[redis.Redis], Any], *, force: bool = False) -> Any:
-        """Write the outbox, then run ``operation``; :data:`_UNANSWERED` when Redis is down."""
+    def _exchange(
+        self,
+        operation: Callable[[redis.Redis], Any],
+        *,
+        force: bool = False,
+        wait: bool = True,
+    ) -> Any:
+        """Write the outbox, then run ``operation``; :data:`_UNANSWERED` when Redis is down.
+
+        ``force`` tries Redis even while it is known not to answer. ``wait=False``: return at
+        once (unanswered) when another thread's exchange is in progress; that thread writes
+        the outbox when it is done. A thread running an event loop never tries a Redis known
+        not to answer (a thread of its own does, see :meth:`_retry_in_background`) and waits
+        for another thread's exchange at most :data:`TIMEOUT_S` (see the module docstring)."""
+        on_loop = _on_event_loop()
+        if not force and self._gone(on_loop=on_loop):
+            return _UNANSWERED
+        if not wait:
+            if not self._io.acquire(blocking=False):
+                return _UNANSWERED
+        elif not self._io.acquire(timeout=TIMEOUT_S if on_loop else -1):
+            return _UNANSWERED
+        try:
+            # Another thread may have found Redis gone while this one waited.
+            if not force and self._gone(on_loop=on_loop):
+                return _UNANSWERED
+            answer = self._exchange_holding_io(operation)
+        finally:
+            self._io.release()
+        self._write_left_behind()
+        return answer
+
+    def _gone(self, *, on_loop: bool) -> bool:
+        """Whether to answer without trying Redis: it does not answer, and it is not yet time
+        to try again, or the caller runs an event loop (then a thread tries, when it is time)."""
+        with self._lock:
+            if self._down_since is None:
+                return False
+            if self._clock() < self._retry_at:
+                return True
+            if on_loop:
+                self._retry_in_background()
+                return True
+            return False
+
+    def _retry_in_background(self) -> None:
+        """Try Redis again in a thread of its own (once: the next try is at the next
+        :data:`RETRY_AFTER_S`). Call with ``self._lock`` held."""
+        if self._retrier is not None and self._retrier.is_alive():
+            return
+        self._retry_at = self._clock() + RETRY_AFTER_S
+        self._retrier = threading.Thread(
+            target=self._exchange,
+            args=(_nothing,),
+            kwargs={"force": True},
+            name="pi-mcp shared state retry",
+            daemon=True,
+        )
+        self._retrier.start()
+
+    def _write_left_behind(self) -> None:
+        """Write what callers queued while this thread's exchange was in progress (they do not
+        wait for it, see ``wait`` in :meth:`_exchange`)."""
+        while True:
+            with self._lock:
+                if not self._outbox or self._down_since is not None:
+                    return
+            if not self._io.acquire(blocking=False):
+                return  # the thread holding it writes them when it is done
+            try:
+                self._exchange_holding_io(_nothing)
+            finally:
+                self._io.release()
+
+    def _exchange_holding_io(self, operation: Callable[[redis.Redis], Any]) -> Any:
         import redis as redis_lib
 
         with self._lock:
-            if self._down_since is not None and not force and self._clock() < self._retry_at:
-                return _UNANSWERED
             outbox = dict(self._outbox)
-            try:
-                # Before anything is read: a read of a Redis that came back empty would
-                # otherwise take "no records" for the truth.
-                self._keep_published(self._client)
-                if outbox:
-                    pipe = self._client.pipeline(transaction=False)
-                    for (name, key), value in outbox.items():
-                        if value is _DELETE:
-                            pipe.hdel(KEY_PREFIX + name, key)
-                        else:
-                            pipe.hset(KEY_PREFIX + name, key, value)  # type: ignore[arg-type]
-                    pipe.execute()
+        try:
+            # Before anything is read: a read of a Redis that came back empty would
+            # otherwise take "no records" for the truth.
+            self._keep_published(self._client)
+            if outbox:
+                pipe = self._client.pipeline(transaction=False)
+                for (name, key), value in outbox.items():
+                    if value is _DELETE:
+                        pipe.hdel(KEY_PREFIX + name, key)
+                    else:
+                        pipe.hset(KEY_PREFIX + name, key, value)  # type: ignore[arg-type]
+                pipe.execute()
+                with self._lock:
                     for item, value in outbox.items():
                         if self._outbox.get(item) is value:
                             del self._outbox[item]
-                result = operation(self._client)
-            except (redis_lib.RedisError, OSError) as exc:
+            result = operation(self._client)
+        except (redis_lib.RedisError, OSError) as exc:
+            self._epoch_check_at = 0.0  # it may come back empty: look first when it answers
+            with self._lock:
                 if self._down_since is None:
                     logger.warning(
                         "shared state %s does not answer (%s): serving from local files",
@@ -478,14 +571,14 @@ class SharedState:
                     )
                     self._down_since = self._clock()
                 self._error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                self._epoch_check_at = 0.0  # it may come back empty: look first when it answers
                 self._retry_at = self._clock() + RETRY_AFTER_S
-                return _UNANSWERED
+            return _UNANSWERED
+        with self._lock:
             if self._down_since is not None:
                 logger.warning("shared state %s answers again", _without_password(self.url))
             self._down_since = None
             self._error = None
-            return result
+        return result
 
 
 class SharedLock:
@@ -529,6 +622,17 @@ class _Unanswered:
 
 
 _UNANSWERED: Final = _Unanswered()
+
+
+def _nothing(client: redis.Redis) -> bool:
+    """An exchange's operation when only the outbox is to be written."""
+    return True
+
+
+def _on_event_loop() -> bool:
+    """Whether the calling thread runs an event loop (asyncio's, which the hosts run on)."""
+    asyncio = sys.modules.get("asyncio")  # not imported: no loop runs (a one-shot command)
+    return asyncio is not None and asyncio._get_running_loop() is not None
 
 
 def _connect(url: str) -> redis.Redis:

@@ -97,16 +97,25 @@ class SearchMemory:
     @property
     def words(self) -> LearnedWords:
         """What was learned; with a shared state, what the team learned, read again at most
-        every :data:`SHARED_REFRESH_S` (the last answer while Redis is unreachable)."""
+        every :data:`SHARED_REFRESH_S` (the last answer while Redis is unreachable).
+
+        The team's table is read in a thread of its own, and a search meanwhile ranks by the
+        words read last: the thread that searches is often an event loop, which a table of
+        thousands of tools' words, or a Redis that stopped answering, would hold up."""
         now = self._clock()
         if now - self._read_at >= SHARED_REFRESH_S and shared_state.active() is not None:
             self._read_at = now
-            shared = _read_shared()
-            if shared is not None:
-                with self._lock:
-                    self._stored = shared
-                    self._words = _learned(shared, now)
+            threading.Thread(
+                target=self._read_team_words, name="pi-mcp learned words", daemon=True
+            ).start()
         return self._words
+
+    def _read_team_words(self) -> None:
+        shared = _read_shared()
+        if shared is not None:
+            with self._lock:
+                self._stored = shared
+                self._words = _learned(shared, self._clock())
 
     def note_search(self, query: str, found: Sequence[ToolInfo]) -> None:
         """Remember a keyword search and what it found, for the calls that may follow."""
