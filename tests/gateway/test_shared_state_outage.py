@@ -9,6 +9,7 @@ for Redis is told apart from one that did not by seconds, not milliseconds."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -137,6 +138,30 @@ def test_a_write_never_waits_for_another_threads_exchange(redis: RedisServer) ->
     assert table == {"off-loop": {"n": 1}, "on-loop": {"n": 2}}
 
 
+def test_a_value_queued_during_an_exchange_that_writes_an_older_one_is_written_after_it(
+    redis: RedisServer,
+) -> None:
+    shared = slow_shared_state(redis.url)
+    assert shared.table("notes") == {}
+    redis.pause()
+    # This thread's exchange takes the queue ({"n": 1}) and waits for Redis with it.
+    older = threading.Thread(target=shared.put, args=("notes", "k", {"n": 1}))
+    try:
+        older.start()
+        time.sleep(0.3)
+        assert older.is_alive()
+        assert timed(shared.put, "notes", "k", {"n": 2}) < NOT_WAITED_S  # queued behind it
+    finally:
+        redis.resume()
+        older.join(timeout=30)
+    # The exchange wrote {"n": 1} once Redis answered, then what was queued meanwhile.
+    deadline = time.monotonic() + 30
+    while shared.status().pending_writes and time.monotonic() < deadline:
+        shared.refresh()
+        time.sleep(0.1)
+    assert shared.record("notes", "k") == (True, {"n": 2})
+
+
 def test_learned_words_are_read_from_the_team_in_a_thread_of_their_own(
     redis: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -164,3 +189,76 @@ def test_learned_words_are_read_from_the_team_in_a_thread_of_their_own(
         assert ("github", "search_issues") in searcher.words.scores("ticket")
     finally:
         shared_state.deactivate()
+
+
+@pytest.mark.slow
+def test_writers_on_threads_and_a_loop_through_outages_lose_nothing_and_never_deadlock(
+    redis: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four threads and an event loop write and read at once while Redis stops and answers
+    again three times: every record ends up in Redis with the value written last, and no
+    caller is left waiting."""
+    monkeypatch.setattr(shared_state, "RETRY_AFTER_S", 0.1)
+    shared = shared_state.SharedState(
+        redis.url,
+        client=redis_client.Redis.from_url(
+            redis.url, socket_timeout=0.3, socket_connect_timeout=0.3
+        ),
+    )
+    stop = threading.Event()
+    last: dict[str, int] = {}
+    last_lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def write_and_read(writer: str) -> None:
+        try:
+            count = 0
+            while not stop.is_set():
+                count += 1
+                key = f"{writer}-{count % 7}"
+                with last_lock:  # the order of puts of one key is the order of this lock
+                    last[key] = count
+                    shared.put("notes", key, {"n": count})
+                shared.table("notes")
+                shared.record("notes", key)
+                time.sleep(0.005)
+        except BaseException as exc:
+            errors.append(exc)
+
+    async def on_the_loop() -> None:
+        count = 0
+        while not stop.is_set():
+            count += 1
+            key = f"loop-{count % 7}"
+            with last_lock:
+                last[key] = count
+                shared.put("notes", key, {"n": count})
+            shared.table("notes")
+            await anyio.sleep(0.005)
+
+    threads = [threading.Thread(target=write_and_read, args=(f"t{i}",)) for i in range(4)]
+    loop = threading.Thread(target=anyio.run, args=(on_the_loop,))
+    for thread in [*threads, loop]:
+        thread.start()
+    try:
+        for _ in range(3):
+            time.sleep(0.7)
+            redis.pause()
+            time.sleep(1.0)
+            redis.resume()
+        time.sleep(0.7)
+    finally:
+        redis.resume()
+        stop.set()
+        for thread in [*threads, loop]:
+            thread.join(timeout=30)
+    assert not [t for t in [*threads, loop] if t.is_alive()], "a caller was left waiting"
+    assert not errors
+    deadline = time.monotonic() + 30
+    while shared.status().pending_writes and time.monotonic() < deadline:
+        shared.refresh()
+        time.sleep(0.1)
+    assert shared.status().pending_writes == 0
+    stored = redis_client.Redis.from_url(redis.url).hgetall("pi-mcp:notes")
+    found = {key.decode(): json.loads(value)["n"] for key, value in stored.items()}
+    assert found == last
