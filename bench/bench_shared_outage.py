@@ -134,23 +134,16 @@ def main() -> None:
             f"| {name} | {f['longest']:.1f} ms | {f['stalls']:.0f} | {f['p50']:.1f} ms "
             f"| {f['p99']:.1f} ms | {f['slowest']:.1f} ms |"
         )
-    base = figures["answering"]
-    record(
-        "shared state outage",
-        "longest event-loop stall, Redis stopped",
-        figures["stopped"]["longest"],
-        base["longest"],
-        unit="ms",
-        baseline_name="Redis answering",
-    )
-    record(
-        "shared state outage",
-        "slowest search, Redis stopped",
-        figures["stopped"]["slowest"],
-        base["slowest"],
-        unit="ms",
-        baseline_name="Redis answering",
-    )
+    base, stopped = figures["answering"], figures["stopped"]
+    for key, label in (("longest", "longest event-loop stall"), ("slowest", "slowest search")):
+        record(
+            "shared state outage",
+            f"{label}, Redis stopped",
+            stopped[key],
+            base[key],
+            unit="ms",
+            baseline_name="Redis answering",
+        )
 
 
 if __name__ == "__main__":
