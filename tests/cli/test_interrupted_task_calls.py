@@ -1,5 +1,6 @@
 """Interrupting ``pi-mcp call`` (Ctrl-C) while its server runs the call as a task cancels the
-task on the server (``tasks/cancel``) before the command exits."""
+task on the server (``tasks/cancel``) before the command exits, also when the task's handle is
+still on its way to the client."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ pytestmark = [
     pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals"),
 ]
 
-TASKS_SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "tasks_server.py"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+TASKS_SERVER = FIXTURES / "tasks_server.py"
+SLOW_LINK = FIXTURES / "slow_link.py"
 
 
 def _wait_for_file(path: Path, timeout_s: float) -> str:
@@ -26,21 +29,22 @@ def _wait_for_file(path: Path, timeout_s: float) -> str:
     while time.monotonic() < deadline:
         if path.exists() and path.read_text().strip():
             return path.read_text().strip()
-        time.sleep(0.1)
+        time.sleep(0.02)
     raise AssertionError(f"{path.name} was never written")
 
 
-@pytest.mark.parametrize(
-    "signum",
-    [pytest.param(signal.SIGINT, id="Ctrl-C"), pytest.param(signal.SIGTERM, id="SIGTERM")],
-)
-def test_interrupting_a_call_cancels_its_task_on_the_server(tmp_path: Path, signum: int) -> None:
+def _interrupt_a_task_call(tmp_path: Path, signum: int, link_delay_s: float) -> tuple[str, str]:
+    """Start ``pi-mcp call`` of a 120 s task, send ``signum`` to its process group once the
+    server has started the task, and return the task's id and the command's stderr."""
     (tmp_path / "project").mkdir()
     (tmp_path / "agent").mkdir()
     started_log, cancel_log = tmp_path / "started.log", tmp_path / "cancelled.log"
+    server = [str(TASKS_SERVER)]
+    if link_delay_s:
+        server = [str(SLOW_LINK), str(link_delay_s), sys.executable, *server]
     jobs = {
         "command": sys.executable,
-        "args": [str(TASKS_SERVER)],
+        "args": server,
         "protocolVersion": "auto",
         "env": {"TASKS_START_LOG": str(started_log), "TASKS_CANCEL_LOG": str(cancel_log)},
     }
@@ -71,5 +75,24 @@ def test_interrupting_a_call_cancels_its_task_on_the_server(tmp_path: Path, sign
             cli.wait()
     assert cli.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143}[signum], stderr
     assert "Traceback" not in stderr
+    return task_id, stderr
+
+
+@pytest.mark.parametrize(
+    "signum",
+    [pytest.param(signal.SIGINT, id="Ctrl-C"), pytest.param(signal.SIGTERM, id="SIGTERM")],
+)
+def test_interrupting_a_call_cancels_its_task_on_the_server(tmp_path: Path, signum: int) -> None:
+    task_id, _ = _interrupt_a_task_call(tmp_path, signum, link_delay_s=0)
+    cancel_log = tmp_path / "cancelled.log"
+    assert cancel_log.exists(), "the task was left running on the server"
+    assert task_id in cancel_log.read_text().split()
+
+
+def test_a_task_whose_handle_is_on_its_way_is_cancelled_too(tmp_path: Path) -> None:
+    # The server has started the task and sent its handle; the link delivers it 0.5 s later,
+    # after the Ctrl-C. The handle that arrives then still names the task to cancel.
+    task_id, _ = _interrupt_a_task_call(tmp_path, signal.SIGINT, link_delay_s=0.5)
+    cancel_log = tmp_path / "cancelled.log"
     assert cancel_log.exists(), "the task was left running on the server"
     assert task_id in cancel_log.read_text().split()

@@ -56,10 +56,12 @@ from ._stdio import ProcessRecord
 from ._tasks import (
     CALL_TOOL_OUTCOME,
     TASKS_EXTENSION,
+    CallToolOutcome,
     RunningTask,
     TaskHandle,
     TasksExtension,
     follow_task,
+    send_cancelling_late_task,
 )
 from ._translate import (
     HttpObservation,
@@ -682,9 +684,17 @@ class ServerConnection:
         ) -> types.CallToolResult:
             # A task's polls, questions and answers all count against the call's timeout
             # (kept by _exchange), except the time a person takes to answer.
-            outcome = await session.send_request(
-                request, CALL_TOOL_OUTCOME, progress_callback=progress
-            )
+            async def ask(request: types.CallToolRequest) -> CallToolOutcome:
+                def send() -> Awaitable[CallToolOutcome]:
+                    return session.send_request(
+                        request, CALL_TOOL_OUTCOME, progress_callback=progress
+                    )
+
+                if self._tasks:
+                    return await send_cancelling_late_task(session, send)
+                return await send()
+
+            outcome = await ask(request)
             rounds = 0
             while isinstance(outcome, types.InputRequiredResult):
                 # The 2026-07-28 way of asking mid-call: answer, then call again.
@@ -695,7 +705,7 @@ class ServerConnection:
                         message=f"the server asked for input {MAX_INPUT_ROUNDS} times",
                     )
                 answers = await self._answer(outcome.input_requests or {})
-                outcome = await session.send_request(
+                outcome = await ask(
                     types.CallToolRequest(
                         params=request.params.model_copy(
                             update={
@@ -703,9 +713,7 @@ class ServerConnection:
                                 "request_state": outcome.request_state,
                             }
                         )
-                    ),
-                    CALL_TOOL_OUTCOME,
-                    progress_callback=progress,
+                    )
                 )
             if isinstance(outcome, TaskHandle):
                 return await self._follow(session, tool, outcome)

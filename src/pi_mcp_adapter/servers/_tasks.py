@@ -23,7 +23,7 @@ import contextlib
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 import mcp_types as types
@@ -41,6 +41,11 @@ MIN_POLL_INTERVAL_S = 0.01
 MAX_POLL_INTERVAL_S = 10.0
 """A server's ``pollInterval`` is respected within these bounds: a zero would spin, and an
 hour would leave a finished result waiting that long."""
+
+TASK_HANDLE_GRACE_S = 1.0
+"""How long a ``tools/call`` the caller gave up on still listens for its answer where the server
+may have turned it into a task: a handle already on its way names the task to cancel, and
+without it the task would run on, unseen, until its ttl."""
 
 CANCEL_TIMEOUT_S = 5.0
 """Upper bound for telling the server to cancel a task the caller gave up on; the caller is
@@ -145,6 +150,8 @@ class RunningTask:
     """In the seconds of the clock of the connection that follows it."""
 
 
+_Outcome = TypeVar("_Outcome")
+
 InputAnswerer = Callable[[types.InputRequests], Awaitable[types.InputResponses]]
 
 
@@ -246,6 +253,50 @@ async def _cancel_quietly(session: ClientSession, task_id: str) -> None:
         await session.send_request(
             CancelTaskRequest(params=_TaskIdParams(task_id=task_id)), types.EmptyResult
         )
+
+
+async def send_cancelling_late_task(
+    session: ClientSession, send: Callable[[], Awaitable[_Outcome]]
+) -> _Outcome:
+    """Run ``send`` (a ``tools/call`` on a connection where the server may answer with a task
+    handle) so that cancelling the caller cancels the task a handle names.
+
+    A caller cancelled while the request is in flight leaves ``send`` running, for at most
+    :data:`TASK_HANDLE_GRACE_S`: the server may have started the task and sent its handle
+    already, and a cancelled request's late answer is dropped by the SDK. A handle that
+    arrives then gets ``tasks/cancel``; a request still unanswered is cancelled as any other
+    (``notifications/cancelled``), which a server that had not yet made a task heeds.
+    """
+    request_scope = anyio.CancelScope(shield=True)
+    finished = anyio.Event()
+    answers: list[_Outcome] = []
+    failures: list[Exception] = []
+
+    async def run() -> None:
+        try:
+            with request_scope:
+                answers.append(await send())
+        except Exception as exc:  # raised in the caller's task below, not as a group
+            failures.append(exc)
+        finally:
+            finished.set()
+
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(run)
+            try:
+                await finished.wait()
+            except anyio.get_cancelled_exc_class():
+                request_scope.deadline = anyio.current_time() + TASK_HANDLE_GRACE_S
+                raise
+    except anyio.get_cancelled_exc_class():
+        late = answers[0] if answers else None
+        if isinstance(late, TaskHandle):
+            await _cancel_quietly(session, late.task_id)
+        raise
+    if failures:
+        raise failures[0]
+    return answers[0]
 
 
 def _poll_interval_s(poll_interval_ms: float | None) -> float:
