@@ -478,7 +478,7 @@ class SharedState:
         the outbox when it is done. A thread running an event loop never tries a Redis known
         not to answer (a thread of its own does, see :meth:`_retry_in_background`) and waits
         for another thread's exchange at most :data:`TIMEOUT_S` (see the module docstring)."""
-        on_loop = _on_event_loop()
+        on_loop = on_event_loop()
         if not force and self._gone(on_loop=on_loop):
             return _UNANSWERED
         if not wait:
@@ -629,7 +629,7 @@ def _nothing(client: redis.Redis) -> bool:
     return True
 
 
-def _on_event_loop() -> bool:
+def on_event_loop() -> bool:
     """Whether the calling thread runs an event loop (asyncio's, which the hosts run on)."""
     asyncio = sys.modules.get("asyncio")  # not imported: no loop runs (a one-shot command)
     return asyncio is not None and asyncio._get_running_loop() is not None

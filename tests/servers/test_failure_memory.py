@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -143,3 +145,77 @@ async def test_an_explicit_connect_retries_a_server_that_is_backing_off(
         metadata = await manager.refresh("flaky")
         assert any(tool["name"] == "echo" for tool in metadata.tools)
         assert memory.get("flaky", servers["flaky"]) is None
+
+
+LOCK_HOLDER = """
+import sys, time, filelock
+with filelock.FileLock(sys.argv[1]):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def _hold_lock(path: Path, seconds: float) -> subprocess.Popen[str]:
+    """Another process that takes the failures file's lock and keeps it ``seconds``."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", LOCK_HOLDER, f"{path}.lock", str(seconds)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+async def test_an_event_loop_does_not_wait_for_another_process_holding_the_lock(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "mcp-failures.json"
+    entry = ServerEntry(command="broken")
+    memory = FailureMemory(path)
+    memory.record("api", entry, "refused")
+    holder = _hold_lock(path, 8)
+    try:
+        started = time.monotonic()
+        second = memory.record("api", entry, "refused again")
+        memory.record("other", entry, "refused")
+        memory.clear("other")
+        waited_s = time.monotonic() - started
+        # Three changes, each of which waited the lock's whole 2 s timeout on the loop (and
+        # was then dropped) before; a busy machine still answers well inside 1.5 s.
+        assert waited_s < 1.5, waited_s
+        assert second.attempts == 2  # counted from the file, so the backoff still grows
+        assert json.loads(path.read_text())["servers"]["api"]["attempts"] == 1
+    finally:
+        holder.kill()
+        holder.wait()
+    # Written once the lock is free, in order: the record, then its removal.
+    deadline = time.monotonic() + 10
+    while json.loads(path.read_text())["servers"]["api"]["attempts"] != 2:
+        assert time.monotonic() < deadline, path.read_text()
+        await anyio.sleep(0.05)
+    await anyio.sleep(0.3)
+    assert set(json.loads(path.read_text())["servers"]) == {"api"}
+
+
+def test_a_command_that_ends_while_the_lock_is_taken_still_writes_its_failure(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "mcp-failures.json"
+    holder = _hold_lock(path, 1)
+    record_on_a_loop = f"""
+import asyncio
+from pathlib import Path
+from pi_mcp_adapter.config._models import ServerEntry
+from pi_mcp_adapter.servers._failures import FailureMemory
+
+async def main():
+    FailureMemory(Path({str(path)!r})).record("api", ServerEntry(command="x"), "refused")
+
+asyncio.run(main())
+"""
+    try:
+        subprocess.run([sys.executable, "-c", record_on_a_loop], check=True, timeout=60)
+    finally:
+        holder.wait()
+    assert json.loads(path.read_text())["servers"]["api"]["reason"] == "refused"

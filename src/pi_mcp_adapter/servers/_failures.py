@@ -17,7 +17,9 @@ record is forgotten as soon as the server's configuration changes, and no secret
 
 Concurrency: like the metadata cache, every change is a read-merge-write under an exclusive
 lock (``mcp-failures.json.lock``), written to a temporary file and moved into place with
-``os.replace``. The file is only an optimisation: a missing, unreadable or unwritable file is
+``os.replace``. A change made on an event loop waits for another process's lock only briefly
+(:data:`LOOP_LOCK_WAIT_S`); past that a thread of its own writes it, and the changes after it,
+in order. The file is only an optimisation: a missing, unreadable or unwritable file is
 treated as empty and never stops a connect.
 """
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -64,6 +67,12 @@ for the day costs one connect attempt per ten minutes, not one per command."""
 
 LOCK_TIMEOUT_S = 2.0
 """Writers hold the lock for milliseconds; a failure record is not worth waiting longer."""
+
+LOOP_LOCK_WAIT_S = 0.05
+"""How long a change made on an event loop waits for the lock before a thread of its own takes
+it over: the loop serves every other server and client meanwhile, and a process stopped while
+holding the lock (Ctrl-Z on a command) would otherwise stall it for :data:`LOCK_TIMEOUT_S` at
+every connect."""
 
 _MAX_REASON_CHARS = 300
 
@@ -136,6 +145,10 @@ class FailureMemory:
         self.path = Path(path)
         self._clock = clock
         self._file_lock: filelock.FileLock | None = None
+        self._left_lock = threading.Lock()
+        self._left: list[Callable[[dict[str, Any]], object]] = []
+        """Changes that found the lock taken on an event loop, written by a thread in order;
+        the first stays listed until written, so that later changes queue behind it."""
 
     def now(self) -> float:
         return self._clock()
@@ -191,12 +204,16 @@ class FailureMemory:
             result.append(FailureRecord(server, now, safe_reason, attempts))
 
         if not self._modify(update):
-            return FailureRecord(server, now, safe_reason, 1)
-        return result[0]
+            # Not written yet (queued behind the lock) or not at all: count from the file as
+            # it reads now, so that the backoff still grows.
+            update(dict(self._read()))
+        return result[-1]
 
     def clear(self, server: str) -> None:
         """Forget ``server``'s failures (it connected)."""
-        if server not in self._read():
+        with self._left_lock:
+            waiting = bool(self._left)  # a record of it may be among the waiting changes
+        if not waiting and server not in self._read():
             return
         self._modify(lambda servers: servers.pop(server, None))
 
@@ -221,13 +238,55 @@ class FailureMemory:
         return servers if isinstance(servers, dict) else {}
 
     def _modify(self, update: Callable[[dict[str, Any]], object]) -> bool:
+        """Apply ``update`` to the file now, and say whether it was. On an event loop, a lock
+        still taken after :data:`LOOP_LOCK_WAIT_S` leaves the change to a thread of its own."""
         import filelock  # only writers need it; reading the file at every start does not
+
+        on_loop = shared_state.on_event_loop()
+        with self._left_lock:
+            if self._left:  # an earlier change waits for the lock: this one goes after it
+                self._left.append(update)
+                return False
+        try:
+            return self._apply(update, LOOP_LOCK_WAIT_S if on_loop else LOCK_TIMEOUT_S)
+        except filelock.Timeout:
+            with self._left_lock:
+                self._left.append(update)
+                if len(self._left) == 1:
+                    # Not a daemon: a command that ends meanwhile still writes its failure.
+                    threading.Thread(
+                        target=self._write_left, name="pi-mcp-failures", daemon=False
+                    ).start()
+            return False
+
+    def _write_left(self) -> None:
+        import filelock
+
+        while True:
+            with self._left_lock:
+                if not self._left:
+                    return
+                update = self._left[0]
+            try:
+                self._apply(update, LOCK_TIMEOUT_S)
+            except filelock.Timeout as exc:
+                logger.debug("cannot update %s: %s", self.path, exc)
+            with self._left_lock:
+                del self._left[0]
+
+    def _apply(self, update: Callable[[dict[str, Any]], object], timeout_s: float) -> bool:
+        """Apply ``update`` under the lock; ``False`` when the file cannot be written.
+
+        Raises:
+            filelock.Timeout: the lock was still taken after ``timeout_s``.
+        """
+        import filelock
 
         if self._file_lock is None:
             self._file_lock = filelock.FileLock(f"{self.path}.lock", timeout=LOCK_TIMEOUT_S)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self._file_lock:
+            with self._file_lock.acquire(timeout=timeout_s):
                 shared = shared_state.active()
                 servers = self._read()
                 before = dict(servers)
@@ -236,7 +295,9 @@ class FailureMemory:
                     # Every replica backs off from a server that failed for one of them.
                     shared.sync(_SHARED_TABLE, before, servers)
                 self._write(servers)
-        except (OSError, filelock.Timeout) as exc:
+        except filelock.Timeout:  # an OSError too, which the caller answers differently
+            raise
+        except OSError as exc:
             logger.debug("cannot update %s: %s", self.path, exc)
             return False
         return True
