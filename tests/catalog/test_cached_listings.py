@@ -14,6 +14,7 @@ import pytest
 
 from pi_mcp_adapter._errors import UsageError
 from pi_mcp_adapter.catalog import CachedListing, MetadataCache, ServerMetadata
+from pi_mcp_adapter.catalog._cache import RECENT_SCHEMA_ENTRIES
 from pi_mcp_adapter.catalog._naming import build_tool_infos
 from pi_mcp_adapter.catalog._search import SearchIndex
 from pi_mcp_adapter.catalog._search_store import search_index_store_path
@@ -240,3 +241,30 @@ def test_a_server_whose_listing_is_unreadable_is_read_from_its_entry(
     assert list(listed) == SERVERS
     assert type(listed[SERVERS[3]]) is ServerMetadata
     assert listed[SERVERS[3]] == metadata_of(SERVERS[3])
+
+
+def test_building_and_storing_an_index_reads_each_servers_entry_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # More servers than the cache keeps parsed: a second pass over the schemas, to store the
+    # index, read every entry again.
+    names = [f"server-{s}" for s in range(RECENT_SCHEMA_ENTRIES + 6)]
+    entries = {name: entry_of(name) for name in names}
+    cache = MetadataCache(tmp_path / "mcp-cache.json")
+    for name in names:
+        cache.store(name, entries[name], metadata_of(name))
+    cache.flush()
+    monkeypatch.setattr("pi_mcp_adapter.catalog._cache.CatalogStore", CountingStore)
+    CountingStore.reads = 0
+    tools = infos(MetadataCache(tmp_path / "mcp-cache.json").get_listings(entries))
+
+    built = SearchIndex(tools, ranking="lexical", index_store=search_index_store_path(tmp_path))
+
+    assert built.store_activity.full_build
+    assert CountingStore.reads == len(names)
+    reopened = SearchIndex(tools, ranking="lexical", index_store=search_index_store_path(tmp_path))
+    assert not reopened.store_activity.full_build
+    query = "server-70 records number 2"
+    assert [h.tool.name for h in reopened.search(query, limit=3).hits] == [
+        h.tool.name for h in built.search(query, limit=3).hits
+    ]

@@ -12,6 +12,7 @@ regular expressions or ``select:``; :class:`~._search.SearchIndex` adds those.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
 import hashlib
 import heapq
@@ -39,6 +40,7 @@ from ._search_store import (
     StoredIndex,
     StoredLayout,
     catalog_fingerprint,
+    encode_tools,
     pack_names,
     server_fingerprint,
     texts_fingerprint,
@@ -538,7 +540,8 @@ class FieldRanking:
                     self._vectors = self._tool_vectors(self._placed)
                 return
         self._vectors = vectors if vectors is not None else self._tool_vectors(tools, texts)
-        field_terms = self._field_terms(tools)
+        encoded: dict[str, bytes] | None = {} if store is not None else None
+        field_terms = self._field_terms(tools, encoded)
         n_docs = len(tools)
         self._avg_len = {
             f: max(1.0, sum(len(ft[f]) for ft in field_terms) / max(1, n_docs)) for f in _FIELDS
@@ -547,7 +550,7 @@ class FieldRanking:
         self._add(self._doc_terms(tools, field_terms))
         self.store_activity.full_build = True
         if store is not None and texts is not None:
-            self._store(store, tools, texts)
+            self._store(store, tools, texts, encoded or {})
 
     def _clear(self) -> None:
         """Empty structures, as before a build or an open."""
@@ -632,9 +635,12 @@ class FieldRanking:
 
     # -- the stored index ------------------------------------------------------------------
 
-    def _store(self, path: Path, tools: Sequence[ToolInfo], texts: str) -> None:
+    def _store(
+        self, path: Path, tools: Sequence[ToolInfo], texts: str, encoded: Mapping[str, bytes]
+    ) -> None:
         """Write this freshly built index of ``tools`` to ``path``, whole; ``texts`` is the
-        hash of the tools' texts (see :func:`catalog_fingerprint`).
+        hash of the tools' texts (see :func:`catalog_fingerprint`), ``encoded`` the servers'
+        tools already encoded (see :meth:`_field_terms`).
 
         Entries are flat arrays, joined words and JSON, the layout JSON and joined words:
         nothing in the file is read back with a decoder that could build objects of its
@@ -646,7 +652,7 @@ class FieldRanking:
             return
         try:
             rows = [
-                self._server_row(server, prints[server] or "", group)
+                self._server_row(server, prints[server] or "", group, encoded.get(server))
                 for server, group in groups.items()
             ]
         except ValueError as exc:
@@ -689,7 +695,13 @@ class FieldRanking:
         finally:
             stored.close()
 
-    def _server_row(self, server: str, fingerprint: str, tools: Sequence[ToolInfo]) -> ServerRow:
+    def _server_row(
+        self,
+        server: str,
+        fingerprint: str,
+        tools: Sequence[ToolInfo],
+        encoded: bytes | None = None,
+    ) -> ServerRow:
         docs = self._server_docs.get(server, [])
         names = self._name_terms
         return ServerRow(
@@ -698,6 +710,7 @@ class FieldRanking:
             docs=docs,
             names=[n if isinstance(n, str) else pack_names(n) for n in (names[d] for d in docs)],
             tools=tools,
+            encoded=encoded,
         )
 
     def _meta(self, catalog: str) -> dict[str, Any]:
@@ -969,17 +982,29 @@ class FieldRanking:
 
     # -- building and updating ------------------------------------------------------------
 
-    def _field_terms(self, tools: Sequence[ToolInfo]) -> list[dict[str, list[str]]]:
+    def _field_terms(
+        self, tools: Sequence[ToolInfo], encoded: dict[str, bytes] | None = None
+    ) -> list[dict[str, list[str]]]:
         """Each tool's words per field (server context included, from the tools of its
-        server among ``tools``)."""
-        server_words: dict[str, list[str]] = {}
-        for tool in tools:
-            if tool.server not in server_words:
-                server_words[tool.server] = terms(tool.server, drop_stopwords=True)
+        server among ``tools``). With ``encoded``, each server's tools are also encoded for
+        the stored index there (:func:`encode_tools`), in the same pass: a cached listing's
+        schemas are read from the metadata store, one server at a time, and a second pass
+        over 95,000 tools to store them read and parsed every server's entry again."""
+        positions: dict[str, list[int]] = {}
+        for n, tool in enumerate(tools):
+            positions.setdefault(tool.server, []).append(n)
         # Catalogs repeat texts (shared parameter descriptions, one server configured twice);
         # each distinct text is tokenised once per build.
         memo: dict[str, list[str]] = {}
-        field_terms = [_tool_fields(t, server_words[t.server], memo) for t in tools]
+        field_terms: list[dict[str, list[str]]] = [{}] * len(tools)
+        for server, numbers in positions.items():
+            server_words = terms(server, drop_stopwords=True)
+            group = [tools[n] for n in numbers]
+            for n, tool in zip(numbers, group, strict=True):
+                field_terms[n] = _tool_fields(tool, server_words, memo)
+            if encoded is not None:
+                with contextlib.suppress(TypeError, ValueError):  # the store tells why
+                    encoded[server] = encode_tools(group)
         _add_server_context(tools, field_terms, self.server_context_words)
         return field_terms
 

@@ -237,7 +237,12 @@ def unpack_names(packed: str) -> tuple[str, ...]:
     return tuple(packed.split(_NAME_SEPARATOR)) if packed else ()
 
 
-def _encode_tools(tools: Sequence[ToolInfo]) -> bytes:
+def encode_tools(tools: Sequence[ToolInfo]) -> bytes:
+    """A server row's tools, as written.
+
+    Raises:
+        TypeError, ValueError: a schema is not JSON data.
+    """
     fields = [list(_indexed_fields(t)) for t in tools]
     return zlib.compress(json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode())
 
@@ -300,6 +305,8 @@ class ServerRow:
     names: Sequence[str]
     """Each of its documents' name terms, packed (see :func:`pack_names`)."""
     tools: Sequence[ToolInfo]
+    encoded: bytes | None = None
+    """:func:`encode_tools` of ``tools``, where the builder made it already."""
 
 
 @dataclass(slots=True)
@@ -587,7 +594,7 @@ class StoredIndex:
         )
         self._connection.executemany(
             "INSERT OR REPLACE INTO tools VALUES (?, ?)",
-            ((row.server, _encode_tools(row.tools)) for row in rows),
+            ((row.server, row.encoded or encode_tools(row.tools)) for row in rows),
         )
         return max(0, cursor.rowcount)
 
