@@ -271,8 +271,10 @@ class FailureMemory:
                 self._apply(update, LOCK_TIMEOUT_S)
             except filelock.Timeout as exc:
                 logger.debug("cannot update %s: %s", self.path, exc)
-            with self._left_lock:
-                del self._left[0]
+            finally:
+                # Whatever became of it, the changes behind it must not wait for it forever.
+                with self._left_lock:
+                    del self._left[0]
 
     def _apply(self, update: Callable[[dict[str, Any]], object], timeout_s: float) -> bool:
         """Apply ``update`` under the lock; ``False`` when the file cannot be written.
