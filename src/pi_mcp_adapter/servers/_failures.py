@@ -260,21 +260,21 @@ class FailureMemory:
             return False
 
     def _write_left(self) -> None:
-        import filelock
-
+        with self._left_lock:
+            update = self._left[0]
         while True:
+            try:
+                self._apply(update, LOCK_TIMEOUT_S)
+            except Exception as exc:  # the lock still taken, or a change that failed
+                logger.debug("cannot update %s: %s", self.path, exc)
             with self._left_lock:
+                # Whatever became of it, the changes behind it go next. Leaving in the same
+                # step as finding none left: a change queued after that starts a new thread,
+                # and one queued before it is this thread's to write.
+                del self._left[0]
                 if not self._left:
                     return
                 update = self._left[0]
-            try:
-                self._apply(update, LOCK_TIMEOUT_S)
-            except filelock.Timeout as exc:
-                logger.debug("cannot update %s: %s", self.path, exc)
-            finally:
-                # Whatever became of it, the changes behind it must not wait for it forever.
-                with self._left_lock:
-                    del self._left[0]
 
     def _apply(self, update: Callable[[dict[str, Any]], object], timeout_s: float) -> bool:
         """Apply ``update`` under the lock; ``False`` when the file cannot be written.
