@@ -17,6 +17,7 @@ from pi_mcp_adapter.catalog._search_rankings import HybridRanking
 from pi_mcp_adapter.catalog._search_semantic import (
     TextEmbedder,
     ToolVectors,
+    WordLlamaEmbedder,
     load_default_embedder,
     semantic_available,
 )
@@ -228,6 +229,39 @@ def test_a_query_in_the_catalogs_words_is_embedded_without_the_tokenizer(tmp_pat
     # A word no tool uses needs the tokenizer, and gives the tokenizer's vector.
     assert (fresh.embed(["play a song"]) == reference.embed(["play a song"])).all()
     assert fresh._model is not None
+
+
+def test_an_embedder_that_forgets_its_words_embeds_as_before(tmp_path: Path) -> None:
+    # After a large build the engine makes the default embedder forget what it read (its
+    # words' ids, its tokenizer, the table's pages); it may do so from another thread while
+    # this one is learning words.
+    from pi_mcp_adapter.catalog._search_semantic import (
+        _LazyWordLlama,
+        _wordllama_dir,
+        read_packaged_model,
+    )
+
+    package_dir = _wordllama_dir()
+    assert package_dir is not None
+    reference = read_packaged_model()
+    assert reference is not None
+    queries = ["search tracks by artist", "Read a file.", "play a song"]
+    embedder = _LazyWordLlama(package_dir)
+    before = embedder.embed(queries)
+    embedder.forget_words()
+    assert (embedder._model, embedder._table, embedder._word_ids) == (None, None, {})
+    assert (embedder.embed(queries) == before).all()
+    assert (before == reference.embed(queries)).all()
+
+    class ForgettingMeanwhile(_LazyWordLlama):
+        def _load(self) -> WordLlamaEmbedder:
+            model = super()._load()
+            self.forget_words()  # another thread, between learning and reading the ids
+            return model
+
+    words = ForgettingMeanwhile(package_dir).word_ids(["Read a file."])
+    assert set(words) >= {"Read", "read", "file", "file.", "a"}
+    assert words == _LazyWordLlama(package_dir).word_ids(["Read a file."])
 
 
 def test_a_preloaded_tokenizer_serves_forks_without_reading_it_again() -> None:

@@ -16,6 +16,7 @@ import sys
 import threading
 import weakref
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -24,6 +25,7 @@ from _large_catalog import server_metadata, server_name  # tests/ is on sys.path
 from pi_mcp_adapter._collector import _malloc_trim
 from pi_mcp_adapter.catalog._search import SearchIndex
 from pi_mcp_adapter.catalog._search_store import search_index_store_path
+from pi_mcp_adapter.catalog._search_text import document_terms
 from security._large_workspace import LargeWorkspace
 
 WAIT_S = 60.0
@@ -35,9 +37,37 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+def test_a_large_index_built_whole_is_kept_as_its_store_opens_it(tmp_path: Path) -> None:
+    # A build leaves its survivors spread over the memory it used; the index a process keeps
+    # is the one a next process would open, made in the memory the build freed.
+    workspace = LargeWorkspace(tmp_path)
+    built = weakref.WeakSet[SearchIndex]()
+    make = SearchIndex.__init__
+
+    def remembering_make(self: SearchIndex, *args: Any, **kwargs: Any) -> None:
+        make(self, *args, **kwargs)
+        built.add(self)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(SearchIndex, "__init__", remembering_make)
+        index = workspace.use()
+    activity = index.store_activity
+    assert activity is not None
+    assert (activity.full_build, activity.patched_servers) == (False, ())
+    assert list(built) == [index]  # the built one is gone already
+    assert document_terms.cache_info().currsize == 0  # the build's texts are forgotten
+    assert search_index_store_path(tmp_path).exists()
+
+    # The same answers as the index built from the same tools.
+    whole = SearchIndex(workspace.state.catalog.tools())
+    for query in ("tool 3 of server-00007", "server 42", "tool 1"):
+        kept = [(hit.tool.name, round(hit.score, 9)) for hit in index.search(query).hits]
+        assert kept == [(hit.tool.name, round(hit.score, 9)) for hit in whole.search(query).hits]
+
+
 def test_a_reload_frees_the_large_catalog_and_index_it_replaced(tmp_path: Path) -> None:
     workspace = LargeWorkspace(tmp_path)
-    # Built and stored, then (after a reload) opened from the stored file: both kinds.
+    # Opened from the store just written, then (after a reload) from the store as it was.
     for _generation in range(2):
         index = workspace.use()
         gone: list[weakref.ref[object]] = [
@@ -54,9 +84,9 @@ def test_a_replaced_reader_of_the_stored_index_lets_its_wal_be_folded_back(
     tmp_path: Path,
 ) -> None:
     workspace = LargeWorkspace(tmp_path)
-    workspace.use()  # built and stored whole
+    workspace.use()  # built, stored whole and opened from the file
     workspace.reload()
-    workspace.use()  # opened from the file: a reader keeping its snapshot
+    workspace.use()  # opened from the file again: a reader keeping its snapshot
     workspace.reload(without=server_name(0))
     workspace.use()  # the file patched (server-00000 taken out) and read at the new snapshot
     assert workspace.wal_frames_not_folded_back() == 0

@@ -1189,6 +1189,11 @@ class MetadataCache:
                 self._recent_schemas.popitem(last=False)
         return schemas.get(tool, (None, None))
 
+    def forget_recent_schemas(self) -> None:
+        """Drop the entries kept parsed for :meth:`tool_schemas` (read again when asked)."""
+        with self._schemas_lock:
+            self._recent_schemas.clear()
+
     def _state_and_entry(
         self, server: str, entry: ServerEntry, *, parse: bool
     ) -> tuple[EntryState, Any]:

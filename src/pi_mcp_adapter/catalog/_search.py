@@ -45,8 +45,9 @@ from ._search_rankings import (
     ServerMatch,
 )
 from ._search_regex import MAX_REGEX_LENGTH, compile_regex, regex_matches
-from ._search_semantic import semantic_available
+from ._search_semantic import forget_remembered_words, semantic_available
 from ._search_store import StoreActivity
+from ._search_text import document_terms, stem
 
 __all__ = [
     "MAX_REGEX_LENGTH",
@@ -57,6 +58,7 @@ __all__ = [
     "SearchPage",
     "ServerMatch",
     "ToolSearchQuery",
+    "forget_build_memos",
     "parse_tool_search_query",
     "resolve_ranking",
 ]
@@ -88,6 +90,18 @@ def resolve_ranking(ranking: str | None) -> str:
         )
         return "lexical"
     return ranking
+
+
+def forget_build_memos() -> None:
+    """Drop what index builds remember for the next build: the tokenised texts and stems,
+    and the words the default embedder has tokenized (an index opened from its store takes
+    those back from its vector file).
+
+    After a large build, these memos are the build's last live objects, spread thinly over
+    the memory it used: while they live, the allocator cannot hand that memory back."""
+    stem.cache_clear()
+    document_terms.cache_clear()
+    forget_remembered_words()
 
 
 @dataclass(frozen=True, slots=True)

@@ -547,7 +547,13 @@ class FieldRanking:
             f: max(1.0, sum(len(ft[f]) for ft in field_terms) / max(1, n_docs)) for f in _FIELDS
         }
         self._built_docs = n_docs
-        self._add(self._doc_terms(tools, field_terms))
+        documents = self._doc_terms(tools, field_terms)
+        # What the documents do not share of the words per field goes before they are added,
+        # and they go before the index is stored: at 95,000 tools each is tens of MB of the
+        # build's peak.
+        del field_terms
+        self._add(documents)
+        del documents
         self.store_activity.full_build = True
         if store is not None and texts is not None:
             self._store(store, tools, texts, encoded or {})

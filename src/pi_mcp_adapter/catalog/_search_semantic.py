@@ -57,6 +57,7 @@ __all__ = [
     "ToolVectors",
     "WordLlamaEmbedder",
     "embedding_text",
+    "forget_remembered_words",
     "load_default_embedder",
     "preload_default_embedder",
     "read_packaged_model",
@@ -257,6 +258,15 @@ class _LazyWordLlama:
         """Take the token ids of words tokenized before (by this model id)."""
         self._word_ids.update((w, tuple(ids)) for w, ids in word_ids.items())
 
+    def forget_words(self) -> None:
+        """Drop the remembered token ids, the tokenizer and the table's mapping (with the
+        pages of it that embedding a catalog read): an index opened next takes the ids back
+        from its vector file, and a query maps the table again, and reads the tokenizer for
+        a new word."""
+        self._word_ids = {}
+        self._model = None
+        self._table = None
+
     def word_ids(self, texts: Sequence[str]) -> dict[str, tuple[int, ...]]:
         """The token ids of every word of ``texts``, also lower-cased and without the
         punctuation around it, as a query would write it ("Echo" and "echo." as "echo");
@@ -264,8 +274,8 @@ class _LazyWordLlama:
         words = {w for text in texts for w in (_words(text) or ())}
         bare = {w.strip(string.punctuation) for w in words}
         words |= {w for w in bare | {w.lower() for w in words | bare} if w}
-        self._learn(words)
-        return {w: self._word_ids[w] for w in words}
+        learned = self._learn(words)
+        return {w: learned[w] for w in words}
 
     def embed(self, texts: Sequence[str]) -> FloatMatrix:
         ids = [self._known_ids(text) for text in texts]
@@ -291,10 +301,14 @@ class _LazyWordLlama:
             ids.extend(known)
         return ids
 
-    def _learn(self, words: Collection[str]) -> None:
-        new = [w for w in words if w not in self._word_ids]
+    def _learn(self, words: Collection[str]) -> dict[str, tuple[int, ...]]:
+        """The remembered token ids, ``words`` among them (the ids of the words read when
+        :meth:`forget_words`, in another thread, lets go of them meanwhile)."""
+        learned = self._word_ids
+        new = [w for w in words if w not in learned]
         if new:
-            self._word_ids.update(zip(new, map(tuple, self._load().token_ids(new)), strict=True))
+            learned.update(zip(new, map(tuple, self._load().token_ids(new)), strict=True))
+        return learned
 
     def _load(self) -> WordLlamaEmbedder:
         if self._model is None:
@@ -328,6 +342,14 @@ def load_default_embedder() -> TextEmbedder | None:
     package_dir = _wordllama_dir()
     assert package_dir is not None
     return _LazyWordLlama(package_dir)
+
+
+def forget_remembered_words() -> None:
+    """Make the default embedder (if one was made) forget the words it has tokenized."""
+    if load_default_embedder.cache_info().currsize:
+        embedder = load_default_embedder()
+        if isinstance(embedder, _LazyWordLlama):
+            embedder.forget_words()
 
 
 def preload_default_embedder() -> None:

@@ -612,7 +612,7 @@ class CatalogState:
     def _build_index(self, catalog: Catalog, *, stored: bool = False) -> SearchIndex:
         """An index of ``catalog``; ``stored`` for the full catalog's, which is kept on disk
         between processes (a caller's view is a subset, and would replace it)."""
-        from pi_mcp_adapter.catalog._search import SearchIndex
+        from pi_mcp_adapter.catalog._search import SearchIndex, forget_build_memos
         from pi_mcp_adapter.catalog._search_semantic import search_vector_cache_path
         from pi_mcp_adapter.catalog._search_store import search_index_store_path
 
@@ -620,20 +620,31 @@ class CatalogState:
         if ranking == "default":
             ranking = self._settings().search_ranking or "default"
         store = search_index_store_path(self._agent_dir) if stored else None
-        if len(catalog) < LONG_LIVED_FROM_TOOLS:
+
+        def make() -> SearchIndex:
             return SearchIndex(
                 catalog.tools(),
                 ranking=ranking,
                 vector_cache=search_vector_cache_path(self._agent_dir),
                 index_store=store,
             )
+
+        if len(catalog) < LONG_LIVED_FROM_TOOLS:
+            return make()
         with collector_paused():
-            index = SearchIndex(
-                catalog.tools(),
-                ranking=ranking,
-                vector_cache=search_vector_cache_path(self._agent_dir),
-                index_store=store,
-            )
+            index = make()
+            if _built_and_stored(index):
+                # What a build leaves alive is spread thinly over all the memory it used, and
+                # keeps it resident: at 95,000 tools the process kept 650 MB where one that
+                # opened the stored index has under 300. So the built index is dropped, with
+                # the memos builds keep and the interpreter's free lists (a full collection
+                # empties them; everything older is frozen, so it walks little), and the
+                # stored one is opened in the memory they free.
+                del index
+                forget_build_memos()
+                self.cache.forget_recent_schemas()
+                gc.collect()
+                index = make()
             gc.freeze()
             return_freed_memory()
         return index
@@ -685,6 +696,12 @@ class CatalogState:
 async def _free_in_worker(retired: list[object]) -> None:
     """Drop ``retired``'s references in a worker thread (the caller passes its last one)."""
     await anyio.to_thread.run_sync(retired.clear)
+
+
+def _built_and_stored(index: SearchIndex) -> bool:
+    """Whether ``index`` was built whole and written to its store (not opened from it)."""
+    activity = index.store_activity
+    return activity is not None and activity.full_build and activity.rows_written > 0
 
 
 class _CallerViews:
