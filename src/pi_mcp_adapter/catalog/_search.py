@@ -94,8 +94,8 @@ def resolve_ranking(ranking: str | None) -> str:
 
 def forget_build_memos() -> None:
     """Drop what index builds remember for the next build: the tokenised texts and stems,
-    and the words the default embedder has tokenized (an index opened from its store takes
-    those back from its vector file).
+    and what the default embedder read (the words it tokenized, which an index opened from
+    its store takes back from its vector file; its tokenizer; the table's pages).
 
     After a large build, these memos are the build's last live objects, spread thinly over
     the memory it used: while they live, the allocator cannot hand that memory back."""

@@ -345,7 +345,8 @@ def load_default_embedder() -> TextEmbedder | None:
 
 
 def forget_remembered_words() -> None:
-    """Make the default embedder (if one was made) forget the words it has tokenized."""
+    """Make the default embedder (if one was made) forget what it read: the words it has
+    tokenized, its tokenizer and the table's pages (see ``_LazyWordLlama.forget_words``)."""
     if load_default_embedder.cache_info().currsize:
         embedder = load_default_embedder()
         if isinstance(embedder, _LazyWordLlama):
