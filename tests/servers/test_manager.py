@@ -205,7 +205,7 @@ async def test_an_explicit_reconnect_clears_the_backoff(
 
 @pytest.mark.slow
 async def test_a_lazy_server_is_closed_once_idle_but_never_with_a_call_in_flight(
-    make_manager: ManagerFactory,
+    make_manager: ManagerFactory, tmp_path: Path
 ) -> None:
     clock = FakeClock()
     entry = fixture_entry(idle_timeout=1.0)  # minutes
@@ -215,13 +215,22 @@ async def test_a_lazy_server_is_closed_once_idle_but_never_with_a_call_in_flight
         await manager.check_health()
         assert connection.is_alive
         assert not manager.is_idle("fx", 60)
+        started = tmp_path / "started"
         async with anyio.create_task_group() as tg:
-            tg.start_soon(manager.call_tool, "fx", "slow", {"seconds": 1.5})
-            await anyio.wait_all_tasks_blocked()
+            # A call that lasts until it is cancelled, known to be running on the server: on a
+            # busy machine a short one could end before the health check it must outlast.
+            arguments = {"seconds": 600, "mark": str(started)}
+            tg.start_soon(manager.call_tool, "fx", "slow", arguments)
+            with anyio.fail_after(30):
+                while not started.exists():
+                    await anyio.sleep(0.01)
             assert manager.state("fx").in_flight == 1
             clock.advance(3600)
             await manager.check_health()
             assert connection.is_alive
+            assert manager.state("fx").in_flight == 1
+            tg.cancel_scope.cancel()
+        assert manager.state("fx").in_flight == 0
         clock.advance(61)
         assert manager.is_idle("fx", 60)
         await manager.check_health()
