@@ -12,7 +12,8 @@ Per size, in a fresh process each (so memory is that size's own):
 - API start to first search: ``McpAdapter`` opened on the agent dir until ``adapter.search``
   answered, in the first process ever (it builds the search index, embeds every tool and
   stores both) and in the next one (which opens what the first stored);
-- RSS after the first search (the process's resident memory), in both;
+- RSS after the first search (the process's resident memory), in both, and the first
+  process's peak RSS (the kernel's high-water mark: what building the index took);
 - gateway ``tools/list`` and proxy call p50: a real SDK client to ``McpGateway`` in-process,
   ``CALLS`` of each after a warm-up;
 - relisting one server, longest stall of another client: while the client calls ``echo`` in a
@@ -21,7 +22,8 @@ Per size, in a fresh process each (so memory is that size's own):
 - metadata store: opening it, storing one server until its row is durable, and the
   ``mcp-cache.json`` export after it (see ``cache_figures``);
 - CLI ``pi-mcp search`` and ``pi-mcp status`` (``--json``), a fresh process each
-  (``PI_MCP_WARM=0``), wall time; ``status`` again with one server's failed connect recorded;
+  (``PI_MCP_WARM=0``), wall time; ``status`` again with one server's failed connect recorded,
+  and as text (its time and output size); both again in the agent dir's warm process;
 - a team gateway replica (``sharedState`` on a real ``redis-server``, whose metadata table
   holds every server's record as replicas publish them): API start to first search and RSS,
   joining with an empty agent dir, then starting again on that agent dir (left out, said so,
@@ -40,6 +42,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import resource
 import shutil
 import socket
 import statistics
@@ -154,6 +157,10 @@ async def first_start(root: Path, agent_dir: Path | None = None) -> dict[str, fl
         return {
             "first_start_to_search_s": time.perf_counter() - started,
             "first_rss_mb": psutil.Process().memory_info().rss / 2**20,
+            # The kernel's high-water mark of this process's resident memory (KiB on Linux):
+            # the build's peak, with nothing sampling it (a sampler's own allocations during
+            # the build change what the build leaves resident).
+            "first_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10,
         }
 
 
@@ -254,8 +261,8 @@ async def relisting_stall(adapter: Any, client: Any) -> float:
     return max(latencies)
 
 
-def cli_seconds(root: Path, *args: str) -> float:
-    command = [
+def cli_command(root: Path, *args: str) -> list[str]:
+    return [
         str(PI_MCP),
         "--config",
         str(root / "mcp.json"),
@@ -264,14 +271,59 @@ def cli_seconds(root: Path, *args: str) -> float:
         "--project",
         str(root),
         *args,
-        "--json",
     ]
-    # A fresh process each time (no warm process): at these sizes the warm process saves only
-    # the imports, and a fresh process is what a CI job or a first command pays.
-    environ = {**os.environ, "PI_MCP_WARM": "0"}
+
+
+def cli_run(root: Path, *args: str, warm: bool = False) -> tuple[float, int]:
+    """Wall seconds and output bytes of one ``pi-mcp`` command: a fresh process (no warm
+    process, what a CI job or a first command pays), or with ``warm`` in the agent dir's warm
+    process (see :func:`warm_process`)."""
+    environ = {**os.environ, "PI_MCP_WARM": "1" if warm else "0"}
     mark = time.perf_counter()
-    subprocess.run(command, check=True, capture_output=True, timeout=1800, env=environ)
-    return time.perf_counter() - mark
+    done = subprocess.run(
+        cli_command(root, *args), check=True, capture_output=True, timeout=1800, env=environ
+    )
+    return time.perf_counter() - mark, len(done.stdout)
+
+
+def cli_seconds(root: Path, *args: str) -> float:
+    return cli_run(root, *args, "--json")[0]
+
+
+@contextlib.contextmanager
+def warm_process(root: Path) -> Iterator[None]:
+    """The agent dir's warm process, started by a first command as on a person's machine
+    (``PI_MCP_WARM=1``: ``CI`` keeps one from starting by itself), and stopped afterwards."""
+    socket_path = root / "agent" / "pool" / "cli.sock"
+    try:
+        cli_run(root, "status", warm=True)  # runs by itself and starts the warm process
+        deadline = time.monotonic() + 60
+        while not socket_path.exists():
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{socket_path} did not appear within 60 s")
+            time.sleep(0.05)
+        yield
+    finally:
+        subprocess.run(
+            cli_command(root, "serve", "--stop"),
+            capture_output=True,
+            timeout=60,
+            env={**os.environ, "PI_MCP_WARM": "0"},
+        )
+
+
+def warm_cli_figures(root: Path) -> dict[str, float]:
+    """``search`` and ``status`` run in the warm process: the median of three after one
+    unmeasured run each."""
+    figures: dict[str, float] = {}
+    with warm_process(root):
+        for key, args in (
+            ("warm_search_s", ("search", QUERY, "--json")),
+            ("warm_status_s", ("status", "--json")),
+        ):
+            cli_run(root, *args, warm=True)
+            figures[key] = statistics.median(cli_run(root, *args, warm=True)[0] for _ in range(3))
+    return figures
 
 
 @contextlib.contextmanager
@@ -369,6 +421,8 @@ def measure(root: Path, calls: int) -> dict[str, float]:
     # fails) and time that instead.
     cli_search_s = cli_seconds(root, "search", QUERY)
     cli_status_s = cli_seconds(root, "status")
+    cli_status_text_s, status_text_bytes = cli_run(root, "status")
+    warm = warm_cli_figures(root)
     with one_failed_server(root):
         cli_status_failed_s = cli_seconds(root, "status")
     done = subprocess.run(
@@ -383,6 +437,9 @@ def measure(root: Path, calls: int) -> dict[str, float]:
     figures["cli_search_s"] = cli_search_s
     figures["cli_status_s"] = cli_status_s
     figures["cli_status_failed_s"] = cli_status_failed_s
+    figures["cli_status_text_s"] = cli_status_text_s
+    figures["status_text_kb"] = status_text_bytes / 1024
+    figures.update(warm)
     figures.update(replica_figures(root))
     return figures
 
@@ -409,6 +466,7 @@ ROWS = [
     ("relisting one server: longest stall of another client", "stall_ms", "ms"),
     ("API start to first search, first start (nothing stored)", "first_start_to_search_s", "s"),
     ("RSS after the first search, first start", "first_rss_mb", "MB"),
+    ("peak RSS of that first start (building the index)", "first_peak_rss_mb", "MB"),
     ("API start to first search", "start_to_search_s", "s"),
     ("RSS after the first search", "rss_mb", "MB"),
     ("metadata cache load", "cache_load_s", "s"),
@@ -417,6 +475,10 @@ ROWS = [
     ("`pi-mcp search`, fresh process", "cli_search_s", "s"),
     ("`pi-mcp status`, fresh process", "cli_status_s", "s"),
     ("`pi-mcp status`, one server failed, fresh process", "cli_status_failed_s", "s"),
+    ("`pi-mcp status` (text), fresh process", "cli_status_text_s", "s"),
+    ("`pi-mcp status` (text) output", "status_text_kb", "KB"),
+    ("`pi-mcp search`, warm process", "warm_search_s", "s"),
+    ("`pi-mcp status`, warm process", "warm_status_s", "s"),
     (
         "replica with shared state: API start to first search, empty agent dir",
         "replica_join_s",
