@@ -7,6 +7,7 @@ timed, so the tests hold on a busy machine.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -357,3 +358,87 @@ def test_a_store_is_durable_before_a_large_json_is_exported_in_the_background(
     cache.flush()
     written = json.loads(path.read_bytes())["servers"]["server-00003"]
     assert written["instructions"] == "version 1"
+
+
+# ------------------------------------------------------------------ reading the summaries
+
+
+def bytes_read() -> int:
+    """What this process has read through system calls (SQLite reads its pages so)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+def large_entries(path: Path, servers: int) -> MetadataCache:
+    """A store whose entries are large (a long description per tool), first stored in an
+    order that is not the names' order."""
+    cache = MetadataCache(path)
+    for s in reversed(range(servers)):
+        name = f"server-{s:05d}"
+        tools = tuple(
+            {"name": f"tool_{t}", "description": f"{name} tool {t} " + "words " * 400}
+            for t in range(4)
+        )
+        cache.store(name, entry_of(name), ServerMetadata(tools=tools))
+    cache.flush()
+    return cache
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux's /proc/self/io")
+def test_reading_every_summary_does_not_read_the_entries(agent_dir: Path) -> None:
+    db = agent_dir / "mcp-cache.db"
+    large_entries(agent_dir / "mcp-cache.json", 200)
+    checkpoint(db)
+    entries_size = sum(len(text) for text, _gen in rows(db).values())
+    assert entries_size > 1_500_000
+
+    store = _store.CatalogStore(db)
+    try:
+        store.count()  # the connection opened and its schema checked, outside the count
+        before = bytes_read()
+        _gen, _removals, summaries = store.summaries()
+        read = bytes_read() - before
+    finally:
+        store.close()
+
+    assert len(summaries) == 200
+    # The summaries' index, not the table: a row's entry sits before its summary, and the
+    # pages of a long entry were read to reach the summary after it.
+    assert read < entries_size / 10, (read, entries_size)
+    # Still in the order the servers were first stored, not the index's order.
+    assert [row.name for row in summaries] == [f"server-{s:05d}" for s in reversed(range(200))]
+
+
+def test_a_store_written_without_the_summaries_index_gets_it_and_reads_the_same(
+    agent_dir: Path,
+) -> None:
+    db = agent_dir / "mcp-cache.db"
+    large_entries(agent_dir / "mcp-cache.json", 20)
+    expected = _store.CatalogStore(db).summaries()[2]
+    with sqlite3.connect(db) as connection:  # as a store of an earlier version was written
+        connection.execute("DROP INDEX servers_summaries")
+    connection.close()
+
+    readonly = _store.CatalogStore(db)
+    db.chmod(0o400)
+    try:
+        if not os.access(db, os.W_OK):  # root writes whatever the mode says
+            assert readonly.summaries()[2] == expected  # read without the index
+    finally:
+        readonly.close()
+        db.chmod(0o600)
+
+    store = _store.CatalogStore(db)
+    try:
+        assert store.summaries()[2] == expected
+    finally:
+        store.close()
+    with sqlite3.connect(db) as connection:
+        indexes = {
+            name
+            for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
+        }
+    connection.close()
+    assert "servers_summaries" in indexes

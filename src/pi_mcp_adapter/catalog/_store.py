@@ -17,7 +17,8 @@ export joins texts without serialising anything; ``key`` is the name's JSON text
 ``gen`` is the store's generation when the row last changed (``meta.gen`` counts commits), so a
 process catches up with what others stored by reading the rows newer than the generation it
 saw; ``meta.removals`` counts deletions, which a reader notices and answers with a full reread
-of the names. The rowid keeps the order servers were first stored in.
+of the names. The rowid keeps the order servers were first stored in. An index of every column
+but ``entry`` (``servers_summaries``) is what reading all the summaries reads.
 
 ``listings`` holds what a catalog is built from without the tools' schemas (two thirds of the
 entries at 95,000 tools), written in the same transaction as the entry and valid while its
@@ -39,6 +40,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +82,17 @@ CREATE INDEX IF NOT EXISTS servers_by_gen ON servers(gen);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
+_SUMMARIES_INDEX = "servers_summaries"
+_SUMMARIES_INDEX_SQL = (
+    f"CREATE INDEX IF NOT EXISTS {_SUMMARIES_INDEX} ON servers(name, summary, tools, gen)"
+)
+"""Every column but the entry, so that reading every server's summary (each status, each
+start) reads this index (6 MB at 19,641 servers) and not the table: a row holds its entry
+before its summary, and SQLite walks an entry's overflow pages to reach the columns after it,
+so a scan of the table read all 130 MB (0.12-0.33 s with the file out of the page cache, where
+the index takes 0.03-0.05 s). Added to stores of schema version 1 without changing it: SQLite
+keeps an index up to date whatever program writes the rows."""
+
 _LISTINGS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS listings (
     name TEXT PRIMARY KEY,
@@ -92,6 +105,28 @@ CREATE TABLE IF NOT EXISTS listings (
 listings`). Added to a store of schema version 1 without changing its version: a program that
 does not know the table leaves it alone, and a row it did not write itself is told apart by its
 generation."""
+
+
+def _add_summaries_index(connection: sqlite3.Connection) -> None:
+    """Give a store written before it the summaries' index (once: 0.2 s at 19,641 servers).
+    A store this process may not write, or that another process is writing, is read without
+    it: the index is an optimisation, and the next process to open the store adds it."""
+    if connection.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?", (_SUMMARIES_INDEX,)
+    ).fetchone():
+        return
+    connection.execute("PRAGMA busy_timeout = 0")
+    try:
+        connection.execute(_SUMMARIES_INDEX_SQL)
+    except sqlite3.OperationalError as exc:
+        text = str(exc)
+        if not any(reason in text for reason in ("readonly", "locked", "busy")):
+            raise
+    finally:
+        connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+
+
+_by_rowid = itemgetter(0)
 
 
 class StoreUnreadableError(Exception):
@@ -201,6 +236,7 @@ class CatalogStore:
             self._memory = sqlite3.connect(":memory:", check_same_thread=False)
             self._memory.isolation_level = None
             self._memory.executescript(_SCHEMA + _LISTINGS_SCHEMA)
+            self._memory.execute(_SUMMARIES_INDEX_SQL)
 
     @property
     def in_memory(self) -> bool:
@@ -258,11 +294,14 @@ class CatalogStore:
                 raise StoreUnreadableError(f"schema version {version}, expected {SCHEMA_VERSION}")
             if version == 0:
                 connection.executescript(_SCHEMA + _LISTINGS_SCHEMA)
+                connection.execute(_SUMMARIES_INDEX_SQL)
                 connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            elif not connection.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'listings'"
-            ).fetchone():
-                connection.execute(_LISTINGS_SCHEMA)  # a store written before listings
+            else:
+                if not connection.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'listings'"
+                ).fetchone():
+                    connection.execute(_LISTINGS_SCHEMA)  # a store written before listings
+                _add_summaries_index(connection)
         except sqlite3.Error as exc:
             connection.close()
             raise _translate(exc) from exc
@@ -283,9 +322,12 @@ class CatalogStore:
         """``(gen, removals, rows)``: the rows changed after ``since_gen`` (all by default),
         in the order servers were first stored, with the generation they were read at."""
         if since_gen < 0:
-            gen, removals, rows = self._read_counted(
-                "SELECT name, summary, tools, gen FROM servers ORDER BY rowid"
+            # From the summaries' index (see _SUMMARIES_INDEX_SQL), which SQLite reads only
+            # without an ORDER BY; sorted here.
+            gen, removals, indexed = self._read_counted(
+                "SELECT rowid, name, summary, tools, gen FROM servers"
             )
+            rows = [row[1:] for row in sorted(indexed, key=_by_rowid)]
         else:
             # Through the generation index, sorted here: with ORDER BY rowid SQLite scanned
             # the whole table (35 ms at 19,641 servers) for the handful of rows a write's
@@ -295,7 +337,7 @@ class CatalogStore:
                 "SELECT rowid, name, summary, tools, gen FROM servers WHERE gen > ? ORDER BY gen",
                 (since_gen,),
             )
-            rows = [row[1:] for row in sorted(indexed, key=lambda row: int(row[0]))]
+            rows = [row[1:] for row in sorted(indexed, key=_by_rowid)]
         return gen, removals, [SummaryRow(str(n), str(s), int(t), int(g)) for n, s, t, g in rows]
 
     def entry_text(self, name: str) -> str | None:
