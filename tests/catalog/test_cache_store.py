@@ -430,6 +430,18 @@ def test_a_store_written_without_the_summaries_index_gets_it_and_reads_the_same(
         readonly.close()
         db.chmod(0o600)
 
+    holder = sqlite3.connect(db, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")  # another process in the middle of a write
+        started = time.monotonic()
+        busy = _store.CatalogStore(db)
+        assert busy.summaries()[2] == expected  # read without the index, not waited for
+        busy.close()
+        assert time.monotonic() - started < _store.BUSY_TIMEOUT_S / 2
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
     store = _store.CatalogStore(db)
     try:
         assert store.summaries()[2] == expected
