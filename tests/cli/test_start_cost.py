@@ -86,3 +86,62 @@ def test_help_version_and_cache_only_commands_import_nothing_they_do_not_use(
 
 def test_the_rankings_listed_in_help_are_the_catalogs() -> None:
     assert sorted(RANKING_NAMES) == sorted(RANKINGS)
+
+
+FORKS = """
+import json, os, sys
+from pi_mcp_adapter._warm import _server
+_server._command = _server.preload()
+for args in json.loads(sys.argv[1]):
+    pid = os.fork()
+    if pid == 0:  # as the warm process runs each command
+        before = set(sys.modules)
+        sys.stdout = open(os.devnull, "w")
+        code = _server._run_command(args)
+        new = sorted(set(sys.modules) - before)
+        sys.stderr.write("IMPORTED " + json.dumps([args, code, new]) + "\\n")
+        sys.stderr.flush()
+        os._exit(0)
+    os.waitpid(pid, 0)
+"""
+
+
+@pytest.mark.slow
+def test_a_warm_process_has_imported_everything_a_cached_command_uses(tmp_path: Path) -> None:
+    # Each command the warm process forks for would otherwise import (and, without bytecode
+    # files, compile) what it lacks, every time: the search index's modules were a quarter of
+    # a warm search of 2,375 tools.
+    (tmp_path / "agent").mkdir()
+    (tmp_path / "project").mkdir()
+    config = {"mcpServers": {"fx": {"command": sys.executable, "args": [str(FIXTURE)]}}}
+    (tmp_path / "agent" / "mcp.json").write_text(json.dumps(config))
+    heavy_imports(tmp_path, "tools")  # lists the server into the cache
+    heavy_imports(tmp_path, "search", "anything")  # embeds its tools
+    commands = [
+        ["search", "echo the message back"],
+        ["search", "--json", "echo"],
+        ["search", "--regex", "ech."],
+        ["describe", "fx_echo"],
+        ["status"],
+        ["status", "--json"],
+        ["tools"],
+        ["tools", "fx"],
+    ]
+    project = ["--project", str(tmp_path / "project")]
+    env = {**os.environ, "HOME": str(tmp_path), "PI_CODING_AGENT_DIR": str(tmp_path / "agent")}
+    out = subprocess.run(
+        [sys.executable, "-c", FORKS, json.dumps([[*project, *c] for c in commands])],
+        env={**env, "PI_MCP_WARM": "0"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    reports = [
+        json.loads(line.removeprefix("IMPORTED "))
+        for line in out.stderr.splitlines()
+        if line.startswith("IMPORTED ")
+    ]
+    assert len(reports) == len(commands), out.stderr
+    for args, code, imported in reports:
+        assert code == 0, (args, out.stderr)
+        assert imported == [], args

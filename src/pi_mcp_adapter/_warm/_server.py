@@ -91,9 +91,16 @@ _PRELOADED = (
     "anyio.streams.stapled",
     "typer._adapters",
     "typer._click.decorators",
+    "pi_mcp_adapter.cli._status_output",
     "jsonschema",
-    # The hybrid search's libraries (their model is loaded by the command that searches).
+    # The search index's modules and the hybrid search's libraries (their model is loaded by
+    # the command that searches; numpy.ma is what the first fusion of two rankings imports,
+    # cp437 what reading the tool-vector archive's member names does; regex a --regex search).
+    "pi_mcp_adapter.catalog._search",
     "numpy",
+    "numpy.ma",
+    "encodings.cp437",
+    "regex",
     "tokenizers",
     "safetensors",
 )
@@ -108,26 +115,11 @@ _command: Any = None
 signatures, which costs more than answering a call through the pool."""
 
 
-def serve_warm(
-    pool_dir: str, idle_s: float | None = None, lock_descriptor: int | None = None
-) -> None:
-    """Import what commands need, then fork one process per command until SIGTERM.
-
-    Beside a pool (``idle_s`` None) it also ends when the pool does. Started on first use
-    (``idle_s`` given, by :func:`serve_warm_on_first_use`, which holds
-    ``lock_descriptor``: ``warm.lock``) it ends after ``idle_s`` without a command. Either
-    ends when its socket is taken over (a pool started since) or removed.
-    """
+def preload() -> Any:
+    """Import what commands need (:data:`_PRELOADED`), read the search model's tokenizer, and
+    return the click command behind ``pi-mcp``: what a fork starts from."""
     import importlib
 
-    global _command, _identity, _lock_descriptor
-
-    _lock_descriptor = lock_descriptor
-    directory = Path(pool_dir)
-    path = directory / WARM_SOCKET_NAME
-    # Before most imports: code that changes while they run makes this process refuse commands
-    # (they run cold) rather than run what it did not import.
-    _identity = install_identity()
     for module in _PRELOADED:
         with contextlib.suppress(ImportError):
             importlib.import_module(module)
@@ -138,7 +130,28 @@ def serve_warm(
         # Best effort: a damaged model (the tokenizer library raises plain Exceptions) is the
         # search's to report, when a command searches.
         preload_default_embedder()
-    _command = build_command()
+    return build_command()
+
+
+def serve_warm(
+    pool_dir: str, idle_s: float | None = None, lock_descriptor: int | None = None
+) -> None:
+    """Import what commands need, then fork one process per command until SIGTERM.
+
+    Beside a pool (``idle_s`` None) it also ends when the pool does. Started on first use
+    (``idle_s`` given, by :func:`serve_warm_on_first_use`, which holds
+    ``lock_descriptor``: ``warm.lock``) it ends after ``idle_s`` without a command. Either
+    ends when its socket is taken over (a pool started since) or removed.
+    """
+    global _command, _identity, _lock_descriptor
+
+    _lock_descriptor = lock_descriptor
+    directory = Path(pool_dir)
+    path = directory / WARM_SOCKET_NAME
+    # Before most imports: code that changes while they run makes this process refuse commands
+    # (they run cold) rather than run what it did not import.
+    _identity = install_identity()
+    _command = preload()
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
