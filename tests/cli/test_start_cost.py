@@ -145,3 +145,33 @@ def test_a_warm_process_has_imported_everything_a_cached_command_uses(tmp_path: 
     for args, code, imported in reports:
         assert code == 0, (args, out.stderr)
         assert imported == [], args
+
+
+COPIED = """
+import gc, os, sys
+import psutil
+from pi_mcp_adapter._warm import _server
+_server.preload()
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:  # a command's fork, collecting everything
+    own = psutil.Process()
+    before = own.memory_full_info().uss
+    gc.collect()
+    grown = own.memory_full_info().uss - before
+    os.write(write, str(grown).encode())
+    os._exit(0)
+os.waitpid(pid, 0)
+print(os.read(read, 64).decode())
+"""
+
+
+@pytest.mark.slow
+def test_a_fork_of_the_warm_process_collecting_garbage_copies_nothing_it_inherited() -> None:
+    # Memory a fork shares with the warm process stays shared until the fork writes to it; a
+    # collection that walked the inherited objects wrote to every page holding one.
+    out = subprocess.run(
+        [sys.executable, "-c", COPIED], capture_output=True, text=True, timeout=120, check=True
+    )
+    grown = int(out.stdout.strip().splitlines()[-1])
+    assert grown < 8 * 2**20, f"the collection made {grown / 2**20:.1f} MB private"
