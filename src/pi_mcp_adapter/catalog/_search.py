@@ -208,19 +208,27 @@ class SearchIndex:
         ranking: str = "default",
         vector_cache: Path | None = None,
         index_store: Path | None = None,
+        reopen_stored: bool = False,
     ) -> None:
         """``vector_cache`` keeps the tools' vectors between processes; ``index_store`` the
         lexical index, patched on open for the servers whose tools changed (see
-        :mod:`._search_store`)."""
+        :mod:`._search_store`). ``reopen_stored``: an index built and stored here is only
+        dropped and opened from ``index_store`` (see :class:`.FieldRanking`); it embeds no
+        tool."""
         name = resolve_ranking(ranking)
         every_tool = tuple(tools)
         self._tools: tuple[ToolInfo, ...] | None = every_tool
         self._ranking_name = name
         self._ranking: Ranking
         if name == "hybrid":
-            self._ranking = HybridRanking(every_tool, vector_cache=vector_cache, store=index_store)
+            self._ranking = HybridRanking(
+                every_tool,
+                vector_cache=vector_cache,
+                store=index_store,
+                reopen_stored=reopen_stored,
+            )
         elif name == "lexical":
-            self._ranking = FieldRanking(every_tool, store=index_store)
+            self._ranking = FieldRanking(every_tool, store=index_store, reopen_stored=reopen_stored)
         else:
             self._ranking = RANKINGS[name](every_tool)
         self._doc_tools: list[ToolInfo | None]

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, get_args
 from ._metadata import ToolInfo
 from ._search_semantic import EmbeddedTexts, TextEmbedder, ToolVectors, load_default_embedder
 from ._search_store import (
+    EncodedTools,
     LazyTable,
     ServerRow,
     StoreActivity,
@@ -471,7 +472,7 @@ class FieldRanking:
     # the coverage that decides confidence.
     unknown_word_weight = 0.6
     min_confidence = 0.25
-    # Most-shared words of a server given to each of its tools (see _add_server_context).
+    # Most-shared words of a server given to each of its tools (see _server_context).
     server_context_words = 24
     # Query cost bounds (see _score_text): postings read in full, then candidates rescored.
     posting_budget = 1500
@@ -505,9 +506,15 @@ class FieldRanking:
         *,
         vectors: ToolVectors | None = None,
         store: Path | None = None,
+        reopen_stored: bool = False,
     ) -> None:
         """Index ``tools``; with ``store``, open the index stored there for exactly these
         tools instead of building it, or build it and store it (see :mod:`._search_store`).
+
+        ``reopen_stored``: the caller drops an index this built and stored, and opens it
+        from its store (see ``CatalogState._build_index``), so such a build leaves the tool
+        vectors to that opening. Embedding every tool beside the build was 55 MB of its
+        peak at 95,000 tools.
         """
         if vectors is not None and len(vectors) != len(tools):
             raise ValueError(f"{len(vectors)} tool vectors for {len(tools)} tools")
@@ -539,21 +546,31 @@ class FieldRanking:
                     self._placed = self._tools_by_doc(grouped())
                     self._vectors = self._tool_vectors(self._placed)
                 return
-        self._vectors = vectors if vectors is not None else self._tool_vectors(tools, texts)
-        encoded: dict[str, bytes] | None = {} if store is not None else None
-        field_terms = self._field_terms(tools, encoded)
+        embed_after = reopen_stored and store is not None and vectors is None
+        if not embed_after:
+            self._vectors = vectors if vectors is not None else self._tool_vectors(tools, texts)
+        # Two passes over the tools, a server at a time: the first for the fields' average
+        # lengths, which weigh every document's terms, the second to add each document. Each
+        # tool's words per field are made again in the second pass and dropped once added
+        # (every distinct text is tokenised once, in the first): kept from the first pass
+        # they were 70 MB of the build's peak at 95,000 tools, as the documents made all at
+        # once were 260 MB.
+        words = _BuildWords()
+        encoded = EncodedTools(store.parent) if store is not None else None
+        lengths, parameters = self._measure_fields(tools, words, encoded)
         n_docs = len(tools)
-        self._avg_len = {
-            f: max(1.0, sum(len(ft[f]) for ft in field_terms) / max(1, n_docs)) for f in _FIELDS
-        }
+        self._avg_len = {f: max(1.0, lengths[f] / max(1, n_docs)) for f in _FIELDS}
         self._built_docs = n_docs
-        # Each document is made as it is added, and dropped then: made all at once they were
-        # 260 MB of the build's peak at 95,000 tools. The words per field go once all are.
-        self._add(self._each_doc_terms(tools, field_terms))
-        del field_terms
+        self._add(self._each_doc_terms(tools, self._each_field_terms(tools, words, parameters)))
+        del words, parameters
         self.store_activity.full_build = True
-        if store is not None and texts is not None:
-            self._store(store, tools, texts, encoded or {})
+        if store is not None and texts is not None and encoded is not None:
+            try:
+                self._store(store, tools, texts, encoded)
+            finally:
+                encoded.close()
+        if embed_after and not self.store_activity.rows_written:
+            self._vectors = self._tool_vectors(tools, texts)  # not stored: not opened again
 
     def _clear(self) -> None:
         """Empty structures, as before a build or an open."""
@@ -639,11 +656,11 @@ class FieldRanking:
     # -- the stored index ------------------------------------------------------------------
 
     def _store(
-        self, path: Path, tools: Sequence[ToolInfo], texts: str, encoded: Mapping[str, bytes]
+        self, path: Path, tools: Sequence[ToolInfo], texts: str, encoded: EncodedTools
     ) -> None:
         """Write this freshly built index of ``tools`` to ``path``, whole; ``texts`` is the
         hash of the tools' texts (see :func:`catalog_fingerprint`), ``encoded`` the servers'
-        tools already encoded (see :meth:`_field_terms`).
+        tools already encoded (see :meth:`_measure_fields`), each taken out as written.
 
         Entries are flat arrays, joined words and JSON, the layout JSON and joined words:
         nothing in the file is read back with a decoder that could build objects of its
@@ -653,14 +670,12 @@ class FieldRanking:
         catalog = catalog_fingerprint(tools, texts)
         if catalog is None or any(p is None for p in prints.values()):
             return
-        try:
-            rows = [
-                self._server_row(server, prints[server] or "", group, encoded.get(server))
-                for server, group in groups.items()
-            ]
-        except ValueError as exc:
-            logger.info("cannot store the search index: %s", exc)
-            return
+        # Made one at a time as they are written; a server that cannot be written (a name
+        # term holding the separator, a schema JSON cannot encode) leaves the file as it was.
+        rows = (
+            self._server_row(server, prints[server] or "", group, encoded.pop(server))
+            for server, group in groups.items()
+        )
         stored = StoredIndex.open(path)
         if stored is None:
             return
@@ -985,31 +1000,86 @@ class FieldRanking:
 
     # -- building and updating ------------------------------------------------------------
 
-    def _field_terms(
-        self, tools: Sequence[ToolInfo], encoded: dict[str, bytes] | None = None
-    ) -> list[dict[str, list[str]]]:
+    def _field_terms(self, tools: Sequence[ToolInfo]) -> list[dict[str, list[str]]]:
         """Each tool's words per field (server context included, from the tools of its
-        server among ``tools``). With ``encoded``, each server's tools are also encoded for
-        the stored index there (:func:`encode_tools`), in the same pass: a cached listing's
-        schemas are read from the metadata store, one server at a time, and a second pass
-        over 95,000 tools to store them read and parsed every server's entry again."""
+        server among ``tools``)."""
         positions: dict[str, list[int]] = {}
         for n, tool in enumerate(tools):
             positions.setdefault(tool.server, []).append(n)
-        # Catalogs repeat texts (shared parameter descriptions, one server configured twice);
-        # each distinct text is tokenised once per build.
-        memo: dict[str, list[str]] = {}
+        words = _BuildWords()
         field_terms: list[dict[str, list[str]]] = [{}] * len(tools)
         for server, numbers in positions.items():
-            server_words = terms(server, drop_stopwords=True)
+            group = self._server_field_terms(server, [tools[n] for n in numbers], words)
+            for n, ft in zip(numbers, group, strict=True):
+                field_terms[n] = ft
+        return field_terms
+
+    def _server_field_terms(
+        self,
+        server: str,
+        group: Sequence[ToolInfo],
+        words: _BuildWords,
+        parameters: Sequence[_ParameterWords] | None = None,
+    ) -> list[dict[str, list[str]]]:
+        """The words per field of ``group``, the tools of ``server`` (with ``parameters``,
+        the words of their parameters); ``words`` remembers what they share, and each
+        server's words and context for :meth:`_each_field_terms`."""
+        server_words = terms(server, drop_stopwords=True)
+        if parameters is None:
+            parameters = [words.parameters_of(tool) for tool in group]
+        field_terms = [
+            _tool_fields(tool, server_words, words, p)
+            for tool, p in zip(group, parameters, strict=True)
+        ]
+        context = _server_context(field_terms, self.server_context_words)
+        for ft in field_terms:
+            ft["server_context"] = context
+        words.servers[server] = (server_words, context)
+        return field_terms
+
+    def _measure_fields(
+        self, tools: Sequence[ToolInfo], words: _BuildWords, encoded: EncodedTools | None
+    ) -> tuple[dict[str, int], list[_ParameterWords]]:
+        """The total length of each field over ``tools``, and each tool's parameter words,
+        with each server's words and context kept in ``words``.
+
+        Of the two passes, only this one reads the tools' schemas (a cached listing's are
+        read from the metadata store, one server at a time). With ``encoded``, each server's
+        tools are also encoded for the stored index there (:func:`encode_tools`), in this
+        pass: encoded as they are written, each server's entry was read and parsed again,
+        which made storing a 95,000-tool index three times as long."""
+        positions: dict[str, list[int]] = {}
+        for n, tool in enumerate(tools):
+            positions.setdefault(tool.server, []).append(n)
+        lengths = dict.fromkeys(_FIELDS, 0)
+        parameters: list[_ParameterWords] = [_NO_PARAMETERS] * len(tools)
+        for server, numbers in positions.items():
             group = [tools[n] for n in numbers]
-            for n, tool in zip(numbers, group, strict=True):
-                field_terms[n] = _tool_fields(tool, server_words, memo)
+            found = [words.parameters_of(tool) for tool in group]
+            for n, p in zip(numbers, found, strict=True):
+                parameters[n] = p
+            for ft in self._server_field_terms(server, group, words, found):
+                for f in _FIELDS:
+                    lengths[f] += len(ft[f])
             if encoded is not None:
                 with contextlib.suppress(TypeError, ValueError):  # the store tells why
-                    encoded[server] = encode_tools(group)
-        _add_server_context(tools, field_terms, self.server_context_words)
-        return field_terms
+                    encoded.put(server, encode_tools(group))
+        return lengths, parameters
+
+    @staticmethod
+    def _each_field_terms(
+        tools: Sequence[ToolInfo], words: _BuildWords, parameters: list[_ParameterWords]
+    ) -> Iterator[dict[str, list[str]]]:
+        """Each tool's words per field, one tool after another, as :meth:`_measure_fields`
+        found them (its servers' words and contexts are in ``words``, and ``parameters`` has
+        its tools' parameter words, each dropped from there once used)."""
+        words.parameter_names.clear()  # so that each tool's parameter words go with it
+        for n, tool in enumerate(tools):
+            server_words, context = words.servers[tool.server]
+            ft = _tool_fields(tool, server_words, words, parameters[n])
+            parameters[n] = _NO_PARAMETERS
+            ft["server_context"] = context
+            yield ft
 
     def _doc_terms(
         self, tools: Sequence[ToolInfo], field_terms: Sequence[dict[str, list[str]]]
@@ -1018,7 +1088,7 @@ class FieldRanking:
         return list(self._each_doc_terms(tools, field_terms))
 
     def _each_doc_terms(
-        self, tools: Sequence[ToolInfo], field_terms: Sequence[dict[str, list[str]]]
+        self, tools: Sequence[ToolInfo], field_terms: Iterable[dict[str, list[str]]]
     ) -> Iterator[_DocTerms]:
         """What each tool adds to the index, one tool after another."""
         field_specs = [(f, s.weight, s.length_norm, self._avg_len[f]) for f, s in _FIELDS.items()]
@@ -1969,41 +2039,84 @@ names."""
 _IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[_\-.][A-Za-z0-9]+)+|[a-z]+[A-Z]\w*")
 
 
-def _add_server_context(
-    tools: Sequence[ToolInfo], field_terms: list[dict[str, list[str]]], limit: int
-) -> None:
-    """Give each tool the (at most ``limit``) words that most tools of its server use, if two
-    or more do: the server's domain.
+def _server_context(field_terms: Sequence[dict[str, list[str]]], limit: int) -> list[str]:
+    """The (at most ``limit``) words that most of a server's tools (``field_terms``) use, if
+    two or more do: the server's domain, given to each of its tools.
 
     A query often describes the domain ("patient records", "my wallet") rather than the
     tool, and the tool's own text may not repeat it while its siblings do.
     """
-    by_server: dict[str, list[int]] = defaultdict(list)
-    for doc, tool in enumerate(tools):
-        by_server[tool.server].append(doc)
-    for docs in by_server.values():
-        if len(docs) < 2:
-            continue
-        seen_in: Counter[str] = Counter()
-        for doc in docs:
-            ft = field_terms[doc]
-            seen_in.update(list(dict.fromkeys(ft["name"] + ft["description"])))
-        # Sorted by share, then alphabetically, so that the choice never depends on hashing.
-        ranked = sorted(seen_in.items(), key=lambda tn: (-tn[1], tn[0]))
-        shared = [t for t, n in ranked[:limit] if n >= 2]
-        for doc in docs:
-            field_terms[doc]["server_context"] = shared
+    if len(field_terms) < 2:
+        return []
+    seen_in: Counter[str] = Counter()
+    for ft in field_terms:
+        seen_in.update(list(dict.fromkeys(ft["name"] + ft["description"])))
+    # Sorted by share, then alphabetically, so that the choice never depends on hashing.
+    ranked = sorted(seen_in.items(), key=lambda tn: (-tn[1], tn[0]))
+    return [t for t, n in ranked[:limit] if n >= 2]
+
+
+_ParameterWords = tuple[list[str], list[str], list[str]]
+"""A tool's parameter names as terms (one-letter ones left out), the words of those names,
+and the terms of the parameters' descriptions."""
+_NO_PARAMETERS: _ParameterWords = ([], [], [])
+
+
+class _BuildWords:
+    """What an index build remembers of the words of a catalog's texts: each distinct text's
+    words (catalogs repeat texts: shared parameter descriptions, one server configured
+    twice), each distinct description's with its glosses, each distinct set of parameter
+    names' words, and each server's words and context. Every tool sharing a text gets the
+    same list, which :meth:`FieldRanking._each_doc_terms` relies on."""
+
+    __slots__ = ("descriptions", "parameter_names", "servers", "texts")
+
+    def __init__(self) -> None:
+        self.texts: dict[str, list[str]] = {}
+        self.descriptions: dict[str, list[str]] = {}
+        self.parameter_names: dict[str, tuple[list[str], list[str]]] = {}
+        self.servers: dict[str, tuple[list[str], list[str]]] = {}
+
+    def parameters_of(self, tool: ToolInfo) -> _ParameterWords:
+        """``tool``'s parameter words, from its input schema (nested objects and array items
+        included)."""
+        names: list[str] = []
+        texts: list[str] = []
+        _schema_strings(tool.input_schema, names, texts, 0)
+        joined = " ".join(names)
+        found = self.parameter_names.get(joined)
+        if found is None:
+            found = self.parameter_names[joined] = (
+                # One-letter parameter names (``a``, ``b``, ``x``, ``n``) say nothing about
+                # the tool, and a request's one-letter word ("plan b", "an x-ray") must not
+                # find them.
+                [w for w in self.of(joined) if len(w) > 1 or is_cjk(w)],
+                [stem(w) for n in names for w in split_words(n)],
+            )
+        return (*found, self.of("\n".join(texts)) if texts else [])
+
+    def of(self, text: str) -> list[str]:
+        found = self.texts.get(text)
+        if found is None:
+            found = self.texts[text] = list(document_terms(text))
+        return found
+
+    def of_description(self, text: str) -> list[str]:
+        found = self.descriptions.get(text)
+        if found is None:
+            found = self.of(text)
+            glosses = cjk_glosses(text)
+            if glosses:
+                # A Chinese description also answers to the English words of its common
+                # words.
+                found = found + [stem(g) for g in glosses]
+            self.descriptions[text] = found
+        return found
 
 
 def _tool_fields(
-    tool: ToolInfo, server_words: list[str], memo: dict[str, list[str]]
+    tool: ToolInfo, server_words: list[str], words: _BuildWords, parameters: _ParameterWords
 ) -> dict[str, list[str]]:
-    def words_of(text: str) -> list[str]:
-        found = memo.get(text)
-        if found is None:
-            found = memo[text] = list(document_terms(text))
-        return found
-
     name_seq = terms(tool.original_name)
     name_words = [w for w in name_seq if w not in QUERY_STOPWORDS]
     if tool.is_resource:
@@ -2013,26 +2126,14 @@ def _tool_fields(
         name_words.extend(dict.fromkeys(extra))
     # Otherwise the prefixed name only adds the server (its own field) and, for servers with
     # unusual characters, escape codes that mean nothing.
-    names: list[str] = []
-    texts: list[str] = []
-    _schema_strings(tool.input_schema, names, texts, 0)
-    description = " ".join((tool.description, *tool.keywords))
-    description_words = words_of(description)
-    glosses = cjk_glosses(description)
-    if glosses:
-        # A Chinese description also answers to the English words of its common words.
-        description_words = description_words + [stem(g) for g in glosses]
+    param_names, param_words, param_text = parameters
     return {
         "name": name_words,
         "server": server_words,
-        "description": description_words,
-        # One-letter parameter names (``a``, ``b``, ``x``, ``n``) say nothing about the
-        # tool, and a request's one-letter word ("plan b", "an x-ray") must not find them.
-        "param_names": [w for w in words_of(" ".join(names)) if len(w) > 1 or is_cjk(w)]
-        if names
-        else [],
-        "param_words": [stem(w) for n in names for w in split_words(n)],
-        "param_text": words_of("\n".join(texts)) if texts else [],
+        "description": words.of_description(" ".join((tool.description, *tool.keywords))),
+        "param_names": param_names,
+        "param_words": param_words,
+        "param_text": param_text,
         "name_seq": name_seq,
         "server_context": [],
     }
@@ -2096,10 +2197,11 @@ class HybridRanking(FieldRanking):
         embedder: TextEmbedder | None = None,
         vector_cache: Path | None = None,
         store: Path | None = None,
+        reopen_stored: bool = False,
     ) -> None:
         self._model = embedder if embedder is not None else load_default_embedder()
         self._vector_cache = vector_cache
-        super().__init__(tools, store=store)
+        super().__init__(tools, store=store, reopen_stored=reopen_stored)
 
     def _tool_vectors(
         self, tools: Sequence[ToolInfo | None], texts: str | None = None

@@ -621,25 +621,27 @@ class CatalogState:
             ranking = self._settings().search_ranking or "default"
         store = search_index_store_path(self._agent_dir) if stored else None
 
-        def make() -> SearchIndex:
+        def make(*, reopen_stored: bool = False) -> SearchIndex:
             return SearchIndex(
                 catalog.tools(),
                 ranking=ranking,
                 vector_cache=search_vector_cache_path(self._agent_dir),
                 index_store=store,
+                reopen_stored=reopen_stored,
             )
 
         if len(catalog) < LONG_LIVED_FROM_TOOLS:
             return make()
         with collector_paused():
-            index = make()
+            index = make(reopen_stored=True)
             if _built_and_stored(index):
                 # What a build leaves alive is spread thinly over all the memory it used, and
                 # keeps it resident: at 95,000 tools the process kept 650 MB where one that
                 # opened the stored index has under 300. So the built index is dropped, with
                 # the memos builds keep and the interpreter's free lists (a full collection
                 # empties them; everything older is frozen, so it walks little), and the
-                # stored one is opened in the memory they free.
+                # stored one is opened in the memory they free. The tools are embedded then,
+                # not beside the build (see reopen_stored).
                 del index
                 forget_build_memos()
                 self.cache.forget_recent_schemas()
