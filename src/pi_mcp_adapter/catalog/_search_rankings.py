@@ -552,9 +552,9 @@ class FieldRanking:
         # Two passes over the tools, a server at a time: the first for the fields' average
         # lengths, which weigh every document's terms, the second to add each document. Each
         # tool's words per field are made again in the second pass and dropped once added
-        # (every distinct text is tokenised once, in the first): kept from the first pass
-        # they were 70 MB of the build's peak at 95,000 tools, as the documents made all at
-        # once were 260 MB.
+        # (each distinct description and parameter text is tokenised once, and the schemas
+        # are read once, in the first): kept from the first pass they were 70 MB of the
+        # build's peak at 95,000 tools, as the documents made all at once were 260 MB.
         words = _BuildWords()
         encoded = EncodedTools(store.parent) if store is not None else None
         lengths, parameters = self._measure_fields(tools, words, encoded)
