@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from catalog._counting_embedder import CountingEmbedder  # tests/ is on sys.path
 from pi_mcp_adapter.catalog import Catalog, ServerMetadata, ToolInfo
 from pi_mcp_adapter.catalog._search_rankings import FieldRanking, HybridRanking
 from pi_mcp_adapter.catalog._search_semantic import (
-    TextEmbedder,
-    load_default_embedder,
     search_vector_cache_path,
     semantic_available,
 )
@@ -64,24 +62,6 @@ def words_per_field_alive() -> int:
     """How many tools' words per field (the dicts a build makes for each tool) are alive."""
     gc.collect()
     return sum(1 for o in gc.get_objects() if isinstance(o, dict) and "param_words" in o)
-
-
-class CountingEmbedder:
-    """The packaged model, counting the texts it is asked to embed."""
-
-    def __init__(self) -> None:
-        real = load_default_embedder()
-        assert real is not None
-        self._real: TextEmbedder = real
-        self.texts: list[str] = []
-
-    @property
-    def model_id(self) -> str:
-        return self._real.model_id
-
-    def embed(self, texts: Sequence[str]) -> Any:
-        self.texts.extend(texts)
-        return self._real.embed(texts)
 
 
 @pytest.mark.parametrize("stored", [False, True], ids=["in memory", "stored"])

@@ -11,14 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from catalog._counting_embedder import CountingEmbedder  # tests/ is on sys.path
 from pi_mcp_adapter.catalog._metadata import ToolInfo
 from pi_mcp_adapter.catalog._search import SearchIndex
 from pi_mcp_adapter.catalog._search_rankings import HybridRanking
 from pi_mcp_adapter.catalog._search_semantic import (
-    TextEmbedder,
     ToolVectors,
     WordLlamaEmbedder,
-    load_default_embedder,
     semantic_available,
 )
 
@@ -46,30 +45,11 @@ CATALOG = [
 ]
 
 
-class CountingEmbedder:
-    """The packaged model, counting the texts it is asked to embed."""
-
-    def __init__(self, model_id: str | None = None) -> None:
-        real = load_default_embedder()
-        assert real is not None
-        self._real: TextEmbedder = real
-        self._model_id = model_id or real.model_id
-        self.texts: list[str] = []
-
-    @property
-    def model_id(self) -> str:
-        return self._model_id
-
-    def embed(self, texts: Sequence[str]) -> object:
-        self.texts.extend(texts)
-        return self._real.embed(texts)
-
-
 def build(
     tools: Sequence[ToolInfo], cache: Path, model_id: str | None = None
 ) -> tuple[ToolVectors, CountingEmbedder]:
     embedder = CountingEmbedder(model_id)
-    return ToolVectors(tools, embedder, cache_path=cache), embedder  # type: ignore[arg-type]
+    return ToolVectors(tools, embedder, cache_path=cache), embedder
 
 
 def test_the_packaged_model_loads_from_its_files_without_the_network() -> None:

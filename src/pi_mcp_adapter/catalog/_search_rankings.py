@@ -1003,12 +1003,9 @@ class FieldRanking:
     def _field_terms(self, tools: Sequence[ToolInfo]) -> list[dict[str, list[str]]]:
         """Each tool's words per field (server context included, from the tools of its
         server among ``tools``)."""
-        positions: dict[str, list[int]] = {}
-        for n, tool in enumerate(tools):
-            positions.setdefault(tool.server, []).append(n)
         words = _BuildWords()
         field_terms: list[dict[str, list[str]]] = [{}] * len(tools)
-        for server, numbers in positions.items():
+        for server, numbers in _positions_by_server(tools).items():
             group = self._server_field_terms(server, [tools[n] for n in numbers], words)
             for n, ft in zip(numbers, group, strict=True):
                 field_terms[n] = ft
@@ -1048,12 +1045,9 @@ class FieldRanking:
         tools are also encoded for the stored index there (:func:`encode_tools`), in this
         pass: encoded as they are written, each server's entry was read and parsed again,
         which made storing a 95,000-tool index three times as long."""
-        positions: dict[str, list[int]] = {}
-        for n, tool in enumerate(tools):
-            positions.setdefault(tool.server, []).append(n)
         lengths = dict.fromkeys(_FIELDS, 0)
         parameters: list[_ParameterWords] = [_NO_PARAMETERS] * len(tools)
-        for server, numbers in positions.items():
+        for server, numbers in _positions_by_server(tools).items():
             group = [tools[n] for n in numbers]
             found = [words.parameters_of(tool) for tool in group]
             for n, p in zip(numbers, found, strict=True):
@@ -1810,6 +1804,14 @@ def _by_server(tools: Sequence[ToolInfo]) -> dict[str, list[ToolInfo]]:
     return groups
 
 
+def _positions_by_server(tools: Sequence[ToolInfo]) -> dict[str, list[int]]:
+    """The positions in ``tools`` of each server's tools, servers in catalog order."""
+    positions: dict[str, list[int]] = {}
+    for n, tool in enumerate(tools):
+        positions.setdefault(tool.server, []).append(n)
+    return positions
+
+
 def _posting_bytes(posting: _Posting) -> bytes:
     return posting.docs.tobytes() + posting.frequencies.tobytes()
 
@@ -2074,7 +2076,7 @@ class _BuildWords:
     def __init__(self) -> None:
         self.texts: dict[str, list[str]] = {}
         self.descriptions: dict[str, list[str]] = {}
-        self.parameter_names: dict[str, tuple[list[str], list[str]]] = {}
+        self.parameter_names: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}
         self.servers: dict[str, tuple[list[str], list[str]]] = {}
 
     def parameters_of(self, tool: ToolInfo) -> _ParameterWords:
@@ -2083,14 +2085,14 @@ class _BuildWords:
         names: list[str] = []
         texts: list[str] = []
         _schema_strings(tool.input_schema, names, texts, 0)
-        joined = " ".join(names)
-        found = self.parameter_names.get(joined)
+        key = tuple(names)
+        found = self.parameter_names.get(key)
         if found is None:
-            found = self.parameter_names[joined] = (
+            found = self.parameter_names[key] = (
                 # One-letter parameter names (``a``, ``b``, ``x``, ``n``) say nothing about
                 # the tool, and a request's one-letter word ("plan b", "an x-ray") must not
                 # find them.
-                [w for w in self.of(joined) if len(w) > 1 or is_cjk(w)],
+                [w for w in self.of(" ".join(names)) if len(w) > 1 or is_cjk(w)],
                 [stem(w) for n in names for w in split_words(n)],
             )
         return (*found, self.of("\n".join(texts)) if texts else [])

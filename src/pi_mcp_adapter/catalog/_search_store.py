@@ -264,13 +264,11 @@ class EncodedTools:
 
     def put(self, server: str, encoded: bytes) -> None:
         if self._file is not None:
-            try:
+            with contextlib.suppress(OSError):  # a full disk: this server's are held
                 offset = self._file.seek(0, os.SEEK_END)
                 self._file.write(encoded)
                 self._spans[server] = (offset, len(encoded))
                 return
-            except OSError:  # a full disk: what follows is held
-                self._spans.pop(server, None)
         self._held[server] = encoded
 
     def pop(self, server: str) -> bytes | None:
