@@ -230,17 +230,34 @@ def test_an_index_stored_from_live_listings_opens_unpatched_from_cached_ones(
     assert [h.tool.name for h in opened.search(query, limit=5).hits] == expected
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "{not json",
+        # Two listings in one text: parsed in one array with the others, it would shift each
+        # later server's listing onto the server before it.
+        "NEXT, NEXT",
+    ],
+)
 def test_a_server_whose_listing_is_unreadable_is_read_from_its_entry(
-    tmp_path: Path, entries: dict[str, ServerEntry]
+    tmp_path: Path, entries: dict[str, ServerEntry], damage: str
 ) -> None:
     path = stored(tmp_path)
     with sqlite3.connect(tmp_path / "mcp-cache.db") as db:
-        db.execute("UPDATE listings SET listing = '{not json' WHERE name = ?", (SERVERS[3],))
+        (following,) = db.execute(
+            "SELECT listing FROM listings WHERE name = ?", (SERVERS[4],)
+        ).fetchone()
+        text = damage.replace("NEXT", following)
+        db.execute("UPDATE listings SET listing = ? WHERE name = ?", (text, SERVERS[3]))
     db.close()
     listed = MetadataCache(path).get_listings(entries)
     assert list(listed) == SERVERS
     assert type(listed[SERVERS[3]]) is ServerMetadata
     assert listed[SERVERS[3]] == metadata_of(SERVERS[3])
+    for server in SERVERS[4:]:
+        assert type(listed[server]) is not ServerMetadata
+        descriptions = [tool["description"] for tool in listed[server].tools]
+        assert descriptions == [tool["description"] for tool in metadata_of(server).tools]
 
 
 def test_building_and_storing_an_index_reads_each_servers_entry_once(

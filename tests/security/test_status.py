@@ -183,3 +183,36 @@ async def test_a_failed_connect_shows_from_the_files_as_a_started_manager_shows_
         assert without_age(row) == without_age(by_manager[name]), name
         if row.failed_ago_s is not None:
             assert by_manager[name].failed_ago_s == pytest.approx(row.failed_ago_s, abs=30)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "not json",
+        # Two summaries in one text: read in one batch with the others, it would shift every
+        # later server's summary onto the server before it.
+        'SUMMARY_OF(included), {"configHash": "forged"}',
+        "",
+    ],
+)
+def test_a_damaged_summary_is_made_again_from_its_entry_and_shifts_no_other(
+    tmp_path: Path, damage: str
+) -> None:
+    config = workspace(tmp_path)
+    store = tmp_path / "agent" / "mcp-cache.db"
+    with sqlite3.connect(store) as db:
+        (included,) = db.execute("SELECT summary FROM servers WHERE name = 'included'").fetchone()
+        for name in ("plain", "with-resources"):
+            text = damage.replace("SUMMARY_OF(included)", included)
+            db.execute("UPDATE servers SET summary = ? WHERE name = ?", (text, name))
+
+    from_summaries = adapter(tmp_path, config).cached_status()
+    from_catalog = adapter(tmp_path, config)
+    from_catalog.load_cached()
+
+    assert from_summaries == from_catalog.status()
+    rows = {row.name: (row.status, row.tool_count) for row in from_summaries.servers}
+    assert rows["plain"] == ("cached", 3)
+    assert rows["with-resources"] == ("cached", 5)
+    assert rows["included"] == ("cached", 1)
+    assert len(from_catalog.state.tools("with-resources")) == 5

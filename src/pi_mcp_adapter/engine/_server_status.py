@@ -9,7 +9,7 @@ calls in them into ``pi-mcp`` commands).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pi_mcp_adapter._errors import ConfigError, ServerNotConfiguredError
 from pi_mcp_adapter.catalog import (
@@ -26,6 +26,7 @@ from ._catalog_state import CatalogState
 from ._values import ServerStatus, StatusReport
 
 if TYPE_CHECKING:
+    from pi_mcp_adapter.catalog import EntryState
     from pi_mcp_adapter.servers import FailureMemory, FailureRecord, OAuthProviders, ServerManager
 
 _Known = tuple[bool, int, tuple[str, ...], tuple[ToolDefinitionDiff, ...]]
@@ -80,6 +81,7 @@ class ServerStatuses:
         *,
         from_cache: bool,
         failure: tuple[FailureRecord, float] | None = None,
+        summary: tuple[EntryState, Mapping[str, Any]] | None = None,
     ) -> ServerStatus:
         # The configuration and the manager are looked up by the caller: a report asks once
         # for all its servers (19,641 of them at 95,000 tools), not once per server.
@@ -90,7 +92,7 @@ class ServerStatuses:
         enabled = entry.is_enabled
         if from_cache:
             known, tool_count, changed, diffs = (
-                self._known_from_cache(name, entry) if enabled else (False, 0, (), ())
+                self._known_from_cache(name, entry, summary) if enabled else (False, 0, (), ())
             )
         else:
             known, tool_count, changed, diffs = self._known_from_catalog(name, entry)
@@ -160,18 +162,24 @@ class ServerStatuses:
             diffs = tuple(d for d in diffs if d.tool in visible)
         return self._state.is_known(name), len(tools), changed, diffs
 
-    def _known_from_cache(self, name: str, entry: ServerEntry) -> _Known:
+    def _known_from_cache(
+        self,
+        name: str,
+        entry: ServerEntry,
+        summary: tuple[EntryState, Mapping[str, Any]] | None = None,
+    ) -> _Known:
         """What the catalog would say of ``name`` (known, tool count, changes), from the
         cache's summary of its entry: no entry is parsed and no catalog is built, so a status
         of 20,000 servers costs their config and summaries only. The one entry is parsed when
         the summary cannot tell the count (``includeTools``, ``excludeTools``,
-        ``toolOverrides``, a summary written before it held counts) or changes await review."""
+        ``toolOverrides``, a summary written before it held counts) or changes await review.
+        ``summary``: the cache's summary of it, when the caller read them all at once."""
         cache = self._state.cache
-        state, summary = cache.summary(name, entry)
+        state, known = cache.summary(name, entry) if summary is None else summary
         if state != "valid":
             return False, 0, (), ()
-        count = shown_tool_count(summary.get("named"), entry)
-        if count is not None and summary.get("changes") is False:
+        count = shown_tool_count(known.get("named"), entry)
+        if count is not None and known.get("changes") is False:
             return True, count, (), ()
         meta = cache.get(name, entry)
         if meta is None:
@@ -191,13 +199,24 @@ class ServerStatuses:
         config = self._config()
         servers, invalid = config.servers, config.invalid_servers
         recalled: dict[str, tuple[FailureRecord, float]] = {}
-        if from_cache and manager is None:
-            now = self._failures.now()
-            failed = self._failures.get_many(self._state.enabled())
-            recalled = {n: (r, now) for n, r in failed.items()}
+        summaries: dict[str, tuple[EntryState, Mapping[str, Any]]] = {}
+        if from_cache:
+            summaries = self._state.cache.summaries(
+                {n: e for n, e in servers.items() if e.is_enabled}
+            )
+            if manager is None:
+                now = self._failures.now()
+                failed = self._failures.get_many(self._state.enabled())
+                recalled = {n: (r, now) for n, r in failed.items()}
         rows = [
             self._status_of(
-                n, e, invalid.get(n), manager, from_cache=from_cache, failure=recalled.get(n)
+                n,
+                e,
+                invalid.get(n),
+                manager,
+                from_cache=from_cache,
+                failure=recalled.get(n),
+                summary=summaries.get(n),
             )
             for n, e in servers.items()
         ]
