@@ -205,6 +205,8 @@ def test_a_damaged_summary_is_made_again_from_its_entry_and_shifts_no_other(
         for name in ("plain", "with-resources"):
             text = damage.replace("SUMMARY_OF(included)", included)
             db.execute("UPDATE servers SET summary = ? WHERE name = ?", (text, name))
+        # Without its listing, a catalog judges the server's entry from its summary too.
+        db.execute("DELETE FROM listings WHERE name = 'with-resources'")
 
     from_summaries = adapter(tmp_path, config).cached_status()
     from_catalog = adapter(tmp_path, config)
