@@ -663,10 +663,6 @@ def _objects(value: Any, *required: str) -> tuple[JsonObject, ...]:
     )
 
 
-_UNPARSED = object()
-"""What :func:`_parsed_texts` gives for a text that is no JSON value."""
-
-
 _TEXTS_PER_PARSE = 1000
 """Texts :func:`_parsed_texts` joins into one array: the parser's work per call, spent once
 for them, is most of the time a summary's 250 bytes take (not so for a listing's 1.4 KB,
@@ -674,10 +670,10 @@ which are parsed one by one). The joined copy stays under a megabyte."""
 
 
 def _parsed_texts(texts: list[str | None]) -> list[Any]:
-    """Each of ``texts`` parsed as JSON (None stays None; ``_UNPARSED`` for one that is no
-    JSON value), as one array per ``_TEXTS_PER_PARSE`` of them when each holds one value. A
-    text of several values (``1, 2``) or of none makes another count or no array, and then
-    each text of that array is parsed alone."""
+    """Each of ``texts`` parsed as :func:`_parse` does (None stays None; ``_ABSENT`` for a
+    text that is no JSON value), as one array per ``_TEXTS_PER_PARSE`` of them when each
+    holds one value. A text of several values (``1, 2``) or of none makes another count or
+    no array, and then each text of that array is parsed alone."""
     present = [text for text in texts if text is not None]
     values: list[Any] = []
     for start in range(0, len(present), _TEXTS_PER_PARSE):
@@ -687,17 +683,10 @@ def _parsed_texts(texts: list[str | None]) -> list[Any]:
         except ValueError:
             parsed = None
         if parsed is None or len(parsed) != len(part):
-            parsed = [_parsed_or_unparsed(text) for text in part]
+            parsed = [_parse(text) for text in part]
         values += parsed
     found = iter(values)
     return [None if text is None else next(found) for text in texts]
-
-
-def _parsed_or_unparsed(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return _UNPARSED
 
 
 def _capabilities_of(raw: Mapping[str, Any]) -> tuple[str, ...] | None:
@@ -1128,7 +1117,7 @@ class MetadataCache:
         parsed = _parsed_texts(texts)
         judged: dict[str, tuple[EntryState, Mapping[str, Any]]] = {}
         for server, digest, summary in zip(entries, digests, parsed, strict=True):
-            if summary is _UNPARSED:
+            if summary is _ABSENT:
                 with self._state_lock:
                     summary = self._summary_from_entry(server)
             state = self._state_of(summary, digest)
@@ -1484,10 +1473,8 @@ class MetadataCache:
     def _parsed_summary(self, server: str, text: str) -> Any:
         """``server``'s summary ``text``, parsed; made again from its entry when the text is
         no JSON (a damaged row). Call with the state lock held."""
-        try:
-            return json.loads(text)
-        except ValueError:
-            return self._summary_from_entry(server)
+        summary = _parse(text)
+        return self._summary_from_entry(server) if summary is _ABSENT else summary
 
     def _summary_from_entry(self, server: str) -> Any:
         """The summary of ``server``'s entry, for one whose stored summary is damaged; None

@@ -201,12 +201,11 @@ class ServerStatuses:
         recalled: dict[str, tuple[FailureRecord, float]] = {}
         summaries: dict[str, tuple[EntryState, Mapping[str, Any]]] = {}
         if from_cache:
-            summaries = self._state.cache.summaries(
-                {n: e for n, e in servers.items() if e.is_enabled}
-            )
+            enabled = self._state.enabled()  # of the same configuration, found once
+            summaries = self._state.cache.summaries(enabled)
             if manager is None:
                 now = self._failures.now()
-                failed = self._failures.get_many(self._state.enabled())
+                failed = self._failures.get_many(enabled)
                 recalled = {n: (r, now) for n, r in failed.items()}
         rows = [
             self._status_of(
