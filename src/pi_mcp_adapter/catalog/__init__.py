@@ -41,10 +41,12 @@ from ._metadata import CachedListing, ServerMetadata, ToolInfo
 from ._naming import (
     build_tool_infos,
     carries_prefix_of,
+    counted_tool_count,
     format_tool_name,
     resource_tool_name,
     server_prefix,
     shown_tool_count,
+    tools_counted_alone,
 )
 from ._prompts import PromptArgument, PromptCatalog, PromptInfo
 from ._schema import render_parameters, render_shape
@@ -112,6 +114,7 @@ __all__ = [
     "build_tool_infos",
     "carries_prefix_of",
     "config_hash",
+    "counted_tool_count",
     "diff_definitions",
     "evaluate",
     "format_tool_name",
@@ -130,6 +133,7 @@ __all__ = [
     "shape_is_observed",
     "shown_tool_count",
     "split_history",
+    "tools_counted_alone",
     "value_shape",
     "write_rankings",
 ]

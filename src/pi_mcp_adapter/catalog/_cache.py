@@ -1093,6 +1093,11 @@ class MetadataCache:
         """Whether ``server``'s entry can be used for ``entry`` as configured now."""
         return self._state_and_entry(server, entry, parse=False)[0]
 
+    @property
+    def environ(self) -> Mapping[str, str] | None:
+        """The environment :func:`config_hash` reads for this cache (None: this process's)."""
+        return self._environ
+
     def summary(self, server: str, entry: ServerEntry) -> tuple[EntryState, Mapping[str, Any]]:
         """The entry's state for ``entry`` and its summary (``configHash``, ``named`` tool and
         resource counts, ``changes``: see ``summary_of``), without parsing the entry: what
@@ -1105,22 +1110,31 @@ class MetadataCache:
     ) -> dict[str, tuple[EntryState, Mapping[str, Any]]]:
         """:meth:`summary` of each of ``entries``, their texts parsed a thousand at a time
         (see :func:`_parsed_texts`): what a status of every server reads."""
+        return self.summaries_by_hash(
+            {server: config_hash(entry, environ=self._environ) for server, entry in entries.items()}
+        )
+
+    def summaries_by_hash(
+        self, digests: Mapping[str, str]
+    ) -> dict[str, tuple[EntryState, Mapping[str, Any]]]:
+        """:meth:`summaries` of the servers whose entries have the config hashes ``digests``
+        (as :func:`config_hash` gives them with this cache's environment)."""
         self._ensure_loaded()
-        digests = [config_hash(entry, environ=self._environ) for entry in entries.values()]
         with self._state_lock:
             texts = [
                 summary_of(raw)[0]
                 if (raw := self._entries.get(server, _ABSENT)) is not _ABSENT
                 else self._summaries.get(server)
-                for server in entries
+                for server in digests
             ]
         parsed = _parsed_texts(texts)
         judged: dict[str, tuple[EntryState, Mapping[str, Any]]] = {}
-        for server, digest, summary in zip(entries, digests, parsed, strict=True):
+        now_ms = self._now_ms()
+        for (server, digest), summary in zip(digests.items(), parsed, strict=True):
             if summary is _ABSENT:
                 with self._state_lock:
                     summary = self._summary_from_entry(server)
-            state = self._state_of(summary, digest)
+            state = self._state_of(summary, digest, now_ms)
             judged[server] = state, summary if isinstance(summary, Mapping) else {}
         return judged
 
@@ -1258,7 +1272,9 @@ class MetadataCache:
             raw = self._view_entry(server)
         return self._state_of(raw, digest), raw
 
-    def _state_of(self, raw: Any, digest: str) -> EntryState:
+    def _state_of(self, raw: Any, digest: str, now_ms: int | None = None) -> EntryState:
+        """``raw``'s state for the config hash ``digest`` (``now_ms``: the clock, when the
+        caller judges many entries at one moment)."""
         if not isinstance(raw, Mapping):
             return "missing"
         if raw.get("configHash") != digest:
@@ -1267,13 +1283,13 @@ class MetadataCache:
         if (
             listed_under is not None
             and self._capabilities is not None
-            and not set(listed_under) <= set(self._capabilities)
+            and not set(self._capabilities).issuperset(listed_under)
         ):
             return "capabilities-lacking"
         fresh = entry_is_fresh(
             raw.get("cachedAt"),
             raw.get("ttlMs"),
-            now_ms=self._now_ms(),
+            now_ms=self._now_ms() if now_ms is None else now_ms,
             max_age_ms=self._max_age_ms,
         )
         return "valid" if fresh else "stale"

@@ -228,16 +228,28 @@ def shown_tool_count(named: Any, entry: ServerEntry) -> int | None:
     """How many tools :func:`build_tool_infos` gives a server whose listing has ``named``
     (:func:`named_counts`) under ``entry``, when the counts alone decide it; ``None`` when a
     filter or an override decides tool by tool (or ``named`` is not such a count)."""
-    if not (
-        isinstance(named, list)
-        and len(named) == 2
-        and all(type(n) is int and n >= 0 for n in named)
-    ):
+    if not tools_counted_alone(entry):
         return None
-    if entry.tool_overrides or not ToolFilter.for_entry(entry).is_empty:
+    return counted_tool_count(named, expose_resources=entry.expose_resources)
+
+
+def tools_counted_alone(entry: ServerEntry) -> bool:
+    """Whether the counts of a listing (:func:`named_counts`) alone give how many tools
+    ``entry`` shows: no filter or override decides tool by tool."""
+    return not entry.tool_overrides and ToolFilter.for_entry(entry).is_empty
+
+
+def counted_tool_count(named: Any, *, expose_resources: bool) -> int | None:
+    """How many tools a listing with the counts ``named`` (:func:`named_counts`) shows under
+    an entry of which :func:`tools_counted_alone` holds; ``None`` when ``named`` is not such
+    a count."""
+    # Each check by type, not isinstance: this runs for every server of a status.
+    if type(named) is not list or len(named) != 2:
         return None
-    tools, resources = int(named[0]), int(named[1])
-    return tools + resources if entry.expose_resources else tools
+    tools, resources = named
+    if type(tools) is not int or type(resources) is not int or tools < 0 or resources < 0:
+        return None
+    return tools + resources if expose_resources else tools
 
 
 def build_tool_infos(

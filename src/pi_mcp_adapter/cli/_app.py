@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -61,16 +61,19 @@ class CliContext:
             environ["PI_MCP_CONFIG_MODE"] = "exclusive"
         return environ
 
-    def load_config(self, *, project_dir: Path | None = None) -> LoadedConfig:
+    def load_config(
+        self, *, project_dir: Path | None = None, environ: Mapping[str, str] | None = None
+    ) -> LoadedConfig:
         """Every configuration layer as the global options name them (``project_dir``
-        instead of ``--project`` when given)."""
+        instead of ``--project`` when given; ``environ``, a wrapper of :attr:`environ` such
+        as a ``RecordingEnviron``, instead of it)."""
         from pi_mcp_adapter.config import load_config
 
         return load_config(
             agent_dir=self.agent_dir,
             project_dir=project_dir if project_dir is not None else self.project_dir,
             config_path=self.config_path,
-            environ=self.environ,
+            environ=environ if environ is not None else self.environ,
         )
 
     @property

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -43,6 +43,9 @@ from ._terminal import inert_on_terminal, write_control
 from ._wording import cli_wording, to_camel_keys
 
 if TYPE_CHECKING:
+    from pi_mcp_adapter._shared_state import SharedState
+    from pi_mcp_adapter.config import LoadedConfig
+    from pi_mcp_adapter.config._trust import ProjectTrust
     from pi_mcp_adapter.engine import McpAdapter, StatusReport, ToolResult
     from pi_mcp_adapter.surface._arguments import ArgumentPairs
 
@@ -107,12 +110,18 @@ def _report_warnings(adapter: McpAdapter, shown: set[str]) -> None:
 
 
 def create_adapter(
-    cli: CliContext, *, connect_missing: bool, quiet: bool, ask_trust: bool = True
+    cli: CliContext,
+    *,
+    connect_missing: bool,
+    quiet: bool,
+    ask_trust: bool = True,
+    config_environ: Mapping[str, str] | None = None,
 ) -> tuple[McpAdapter, _Progress]:
     """The adapter a command works with; config problems are reported once, here.
 
     With ``ask_trust`` (commands that may start servers), untrusted project files are put to
-    the person at a terminal first, before anything of them can run.
+    the person at a terminal first, before anything of them can run. ``config_environ``: the
+    environment the configuration is loaded with, when not the command's own.
     """
     from pi_mcp_adapter.engine import McpAdapter
 
@@ -120,7 +129,8 @@ def create_adapter(
     from ._elicit import elicit_on_terminal
     from ._project_trust import ask_project_trust
 
-    load = cli.load_config
+    def load() -> LoadedConfig:
+        return cli.load_config(environ=config_environ)
 
     config = load()
     if ask_trust and ask_project_trust(config, agent_dir=cli.agent_dir, environ=cli.environ):
@@ -319,11 +329,11 @@ def emit_result(result: ToolResult, *, as_json: bool, wording: bool = True) -> N
         raise typer.Exit(EXIT_FAILED)
 
 
-def _shared_state_json(adapter: McpAdapter) -> dict[str, object]:
-    if adapter.shared_state is None:
+def _shared_state_json(shared: SharedState | None) -> dict[str, object]:
+    if shared is None:
         return {}
-    adapter.shared_state.ping()
-    state = adapter.shared_state.status()
+    shared.ping()
+    state = shared.status()
     return {
         "sharedState": {
             "url": state.url,
@@ -339,72 +349,153 @@ def _shared_state_json(adapter: McpAdapter) -> dict[str, object]:
 @app.command(short_help="Each server's state; connects nothing.")
 def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Each server's state and tool count (from the cache; connects nothing)."""
-
-    def body(adapter: McpAdapter, view: StatusReport) -> None:
-        from pi_mcp_adapter.surface._render import render_status
-
-        from ._pool_cmds import (
-            current_pool,
-            describe_pool,
-            describe_warm_process,
-            pool_json,
-            pool_tasks,
-            warm_process,
-        )
-        from ._project_trust import trust_json
-        from ._status_output import status_json_text
-
-        pool = current_pool(adapter.agent_dir)
-        # Calls made through the pool run their tasks there; this process shows them too.
-        view = replace(view, running_tasks=view.running_tasks + pool_tasks(pool))
-        if as_json:
-            # Written by its own encoder: one object per server, 5.5 MB at 19,641 servers.
-            rest = {
-                "connected": view.connected,
-                "enabled": view.enabled,
-                "tools": view.tool_count,
-                "configErrors": list(view.config_errors),
-                "runningTasks": [to_camel_keys(asdict(t)) for t in view.running_tasks],
-                "projectTrust": trust_json(adapter.config),
-                "pool": pool_json(pool),
-                "warmProcess": warm_process(adapter.agent_dir),
-                **_shared_state_json(adapter),
-            }
-            sys.stdout.write(status_json_text(view.servers, rest) + "\n")
-            sys.stdout.flush()
-        else:
-            # The config errors are on stderr already (create_adapter); once is enough.
-            shown = replace(view, config_errors=())
-            sys.stdout.write(cli_wording(render_status(shown)) + "\n")
-            if not view.servers:
-                sys.stdout.write(
-                    "Add one with `pi-mcp add NAME -- COMMAND [ARGS...]` (or a URL), or take "
-                    "the servers of your other MCP hosts with `pi-mcp init`.\n"
-                )
-            if pool is not None:
-                sys.stdout.write(describe_pool(pool) + "\n")
-            warm = warm_process(adapter.agent_dir)
-            if warm is not None:
-                sys.stdout.write(describe_warm_process(warm) + "\n")
-            if adapter.shared_state is not None:
-                adapter.shared_state.ping()
-                sys.stdout.write(adapter.shared_state.describe() + "\n")
-
     from pi_mcp_adapter._errors import McpAdapterError, UsageError
 
+    cli = get_context(ctx)
     try:
-        # Status runs nothing, so it shows `untrusted` rather than asking.
+        if _status_from_kept_facts(cli, as_json=as_json):
+            return
+        # Status runs nothing, so it shows `untrusted` rather than asking. The load notes the
+        # variables it reads, for the facts kept for the next status.
+        from pi_mcp_adapter.config import RecordingEnviron
+        from pi_mcp_adapter.engine import keep_status_facts, status_facts
+
+        files_before = _config_files_digest(cli)
+        recording = RecordingEnviron(cli.environ)
         adapter, _progress = create_adapter(
-            get_context(ctx), connect_missing=False, quiet=as_json, ask_trust=False
+            cli, connect_missing=False, quiet=as_json, ask_trust=False, config_environ=recording
         )
+        facts, keepable = status_facts(adapter, recording)
         # From the files alone: no event loop, no manager, and no catalog (each server's
         # count is in the cache's summary of it, a failed connect in the failures file).
-        body(adapter, adapter.cached_status())
+        view = adapter.cached_status(facts)
+        _show_status(
+            view,
+            as_json=as_json,
+            agent_dir=adapter.agent_dir,
+            trust=adapter.config.project_trust,
+            shared=adapter.shared_state,
+        )
         _report_warnings(adapter, set())
+
+        def key_of(names: Sequence[str]) -> str | None:
+            from pi_mcp_adapter.config import inputs_digest
+
+            files = _config_files_digest(cli)  # changed while loading: nothing is kept
+            return inputs_digest(files, cli.environ, names) if files == files_before else None
+
+        if keepable:
+            keep_status_facts(adapter.agent_dir, facts, sorted(recording.read), key_of)
     except UsageError as exc:
         raise fail(cli_wording(str(exc)), code=EXIT_USAGE) from None
     except McpAdapterError as exc:
         raise fail(cli_wording(str(exc))) from None
+
+
+def _config_files_digest(cli: CliContext) -> str:
+    """:func:`~pi_mcp_adapter.config.files_digest` of the configuration the command loads."""
+    from pi_mcp_adapter._warm import install_identity
+    from pi_mcp_adapter.config import files_digest
+
+    return files_digest(
+        agent_dir=cli.agent_dir,
+        project_dir=cli.project_dir,
+        config_path=cli.config_path,
+        home=None,
+        environ=cli.environ,
+        exclusive=None,
+        code=install_identity(),
+    )
+
+
+def _status_from_kept_facts(cli: CliContext, *, as_json: bool) -> bool:
+    """Show the status from the facts the last status kept, when the configuration is still
+    the one they were made from (see ``engine/_status_facts.py``); says whether it did."""
+    from pi_mcp_adapter._secrets import register_environment_secrets
+    from pi_mcp_adapter.config import inputs_digest
+    from pi_mcp_adapter.engine import kept_cached_status
+
+    environ = cli.environ
+    files = _config_files_digest(cli)
+    # As create_adapter's adapter: it relays elicitation to the terminal, not sampling.
+    kept = kept_cached_status(
+        cli.agent_dir, key_of=lambda names: inputs_digest(files, environ, names), relay=True
+    )
+    if kept is None:
+        return False
+    register_environment_secrets(environ)  # as the load would have
+    for error in kept.facts.errors:
+        print_warning(f"config: {error}")
+    for warning in kept.facts.warnings:
+        print_warning(warning)
+    _show_status(
+        kept.report,
+        as_json=as_json,
+        agent_dir=cli.agent_dir,
+        trust=kept.facts.project_trust,
+        shared=None,
+    )
+    for message in kept.cache_warnings:
+        print_warning(message)
+    return True
+
+
+def _show_status(
+    view: StatusReport,
+    *,
+    as_json: bool,
+    agent_dir: Path,
+    trust: ProjectTrust,
+    shared: SharedState | None,
+) -> None:
+    from pi_mcp_adapter.surface._render import render_status
+
+    from ._pool_cmds import (
+        current_pool,
+        describe_pool,
+        describe_warm_process,
+        pool_json,
+        pool_tasks,
+        warm_process,
+    )
+    from ._project_trust import project_trust_json
+    from ._status_output import status_json_text
+
+    pool = current_pool(agent_dir)
+    # Calls made through the pool run their tasks there; this process shows them too.
+    view = replace(view, running_tasks=view.running_tasks + pool_tasks(pool))
+    if as_json:
+        # Written by its own encoder: one object per server, 5.5 MB at 19,641 servers.
+        rest = {
+            "connected": view.connected,
+            "enabled": view.enabled,
+            "tools": view.tool_count,
+            "configErrors": list(view.config_errors),
+            "runningTasks": [to_camel_keys(asdict(t)) for t in view.running_tasks],
+            "projectTrust": project_trust_json(trust),
+            "pool": pool_json(pool),
+            "warmProcess": warm_process(agent_dir),
+            **_shared_state_json(shared),
+        }
+        sys.stdout.write(status_json_text(view.servers, rest) + "\n")
+        sys.stdout.flush()
+        return
+    # The config errors are on stderr already (create_adapter); once is enough.
+    shown = replace(view, config_errors=())
+    sys.stdout.write(cli_wording(render_status(shown)) + "\n")
+    if not view.servers:
+        sys.stdout.write(
+            "Add one with `pi-mcp add NAME -- COMMAND [ARGS...]` (or a URL), or take "
+            "the servers of your other MCP hosts with `pi-mcp init`.\n"
+        )
+    if pool is not None:
+        sys.stdout.write(describe_pool(pool) + "\n")
+    warm = warm_process(agent_dir)
+    if warm is not None:
+        sys.stdout.write(describe_warm_process(warm) + "\n")
+    if shared is not None:
+        shared.ping()
+        sys.stdout.write(shared.describe() + "\n")
 
 
 @app.command(short_help="List the known tools.")

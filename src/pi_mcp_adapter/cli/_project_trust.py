@@ -20,12 +20,13 @@ from pi_mcp_adapter._environment import in_ci_job
 
 if TYPE_CHECKING:
     from pi_mcp_adapter.config import LoadedConfig, ServerEntry
-    from pi_mcp_adapter.config._trust import ProjectFile
+    from pi_mcp_adapter.config._trust import ProjectFile, ProjectTrust
 
 __all__ = [
     "ask_project_trust",
     "describe_project_file",
     "person_is_present",
+    "project_trust_json",
     "trust_json",
 ]
 
@@ -147,7 +148,11 @@ def _what_runs(entry: ServerEntry) -> list[str]:
 
 def trust_json(loaded: LoadedConfig) -> dict[str, Any]:
     """The ``projectTrust`` part of ``config --json``: the mode and each project file."""
-    trust = loaded.project_trust
+    return project_trust_json(loaded.project_trust)
+
+
+def project_trust_json(trust: ProjectTrust) -> dict[str, Any]:
+    """:func:`trust_json` of a trust decision (also ``status --json``'s)."""
     return {
         "mode": trust.mode,
         "modeSource": trust.mode_source,

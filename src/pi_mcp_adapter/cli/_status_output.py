@@ -95,19 +95,43 @@ def _flat_text(value: object) -> str | None:
 
 class _RowWriter:
     """Writes a :class:`ServerStatus` as its object in the servers list, from a template
-    made once from the dataclass's fields (a field added later is written too)."""
+    made once from the dataclass's fields (a field added later is written too).
+
+    Most rows leave every optional field (default None or empty) as it is: for them a second
+    template holds those fields' text already, and only the others are written."""
 
     def __init__(self, indent: str) -> None:
+        from pi_mcp_adapter.engine import ServerStatus
+
         keys = _server_keys()
         names = [name for name, _key in keys]
+        defaults = {
+            f.name: f.default
+            for f in dataclasses.fields(ServerStatus)
+            if f.default is None or f.default == ()
+        }
         inner = indent + _INDENT
         members = [f"{inner}{_encode_string(key)}: {{}}" for _name, key in keys]
         self._values = operator.attrgetter(*names)
         # Braces doubled: the object's own are text, each "{}" takes one value.
         self._template = indent + "{{\n" + ",\n".join(members) + "\n" + indent + "}}"
         self._indent = indent
+        optional = [name for name in names if name in defaults]
+        varying = [name for name in names if name not in defaults]
+        self._optional = operator.attrgetter(*optional)
+        self._defaults = tuple(defaults[name] for name in optional)
+        self._varying = operator.attrgetter(*varying)
+        baked = [
+            member.replace("{}", _generic_text(defaults[name], "")) if name in defaults else member
+            for name, member in zip(names, members, strict=True)
+        ]
+        self._common = indent + "{{\n" + ",\n".join(baked) + "\n" + indent + "}}"
 
     def __call__(self, row: ServerStatus) -> str:
+        if self._optional(row) == self._defaults:
+            texts = [_flat_text(value) for value in self._varying(row)]
+            if None not in texts:
+                return self._common.format(*texts)
         texts = [_flat_text(value) for value in self._values(row)]
         if None in texts:  # changed tools, a definition's changes: the generic encoder
             return self._indent + _generic_text(server_json(row), self._indent)

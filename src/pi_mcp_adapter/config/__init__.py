@@ -1,7 +1,8 @@
 """Where configuration comes from: files, precedence, merge, host imports, interpolation.
 
 ``load_config`` reads every layer and the host imports they list and returns a
-:class:`LoadedConfig`; it never raises for bad configuration, it reports it. ``mask_secrets``
+:class:`LoadedConfig`; it never raises for bad configuration, it reports it. ``files_digest``
+and ``inputs_digest`` tell whether loading again would give the same configuration. ``mask_secrets``
 makes an entry safe to show. ``discover_host_configs``, ``plan_imports_change`` and
 ``apply_imports_change`` implement ``pi-mcp init``.
 """
@@ -15,6 +16,7 @@ from ._init import (
     discover_host_configs,
     plan_imports_change,
 )
+from ._inputs import RecordingEnviron, files_digest, inputs_digest
 from ._loader import ConfigSource, LoadedConfig, ServerProvenance, SourceStatus, load_config
 from ._locations import IMPORT_KINDS, ImportKind
 from ._masking import MASK, is_pem_text, mask_secrets
@@ -31,6 +33,7 @@ __all__ = [
     "ImportsChange",
     "LayerContribution",
     "LoadedConfig",
+    "RecordingEnviron",
     "ServerEntry",
     "ServerProvenance",
     "Settings",
@@ -38,6 +41,8 @@ __all__ = [
     "TelemetrySettings",
     "apply_imports_change",
     "discover_host_configs",
+    "files_digest",
+    "inputs_digest",
     "is_pem_text",
     "load_config",
     "mask_secrets",

@@ -30,6 +30,7 @@ from pi_mcp_adapter._secrets import (
 
 from ._command_values import command_value
 from ._hosts import HostRead, read_file_text, read_import
+from ._inputs import unrecorded
 from ._interpolate import expand_home, interpolate
 from ._jsonc import JsoncDocument, JsoncSyntaxError, parse_jsonc
 from ._locations import (
@@ -167,6 +168,10 @@ class LoadedConfig:
     project_trust: ProjectTrust = field(default_factory=ProjectTrust)
     """The ``projectTrust`` mode in effect and every project-level file, trusted or not.
     Servers with a field from an untrusted one carry :attr:`ServerEntry.untrusted`."""
+    inputs_known: bool = False
+    """Whether the load read nothing but what :func:`~._inputs.inputs_digest` covers (no
+    host import, plugin, package or Claude plugin looked for): only then does that digest tell
+    that loading again would give this configuration."""
 
 
 @dataclass(slots=True)
@@ -256,7 +261,7 @@ def _load_config(
     )
     # The servers inherit this environment and may print it: its secrets are masked whether
     # or not the configuration names them (here, because every host loads its configuration).
-    register_environment_secrets(where.environ)
+    register_environment_secrets(unrecorded(where.environ))
     collector = _Collector()
     if exclusive is None:
         exclusive = is_exclusive_mode(where.environ)
@@ -431,6 +436,7 @@ def _load_config(
         sources=tuple(sources),
         imports=tuple(imports),
         project_trust=trust,
+        inputs_known=not imports and not plugins.probed,
     )
 
 
@@ -441,6 +447,9 @@ class _Plugins:
     claude: list[PluginRead]
     project_level: frozenset[Path]
     """Files that list plugins and come with the project: its config and pi settings files."""
+    probed: bool
+    """Whether plugins or packages were looked for beyond the settings files that list them
+    (a directory, a package root): what was found there is no input of ``_inputs``."""
 
 
 def _read_plugins(
@@ -458,8 +467,9 @@ def _read_plugins(
         if claude_layer is not None
         else []
     )
+    claude_probed = claude_layer is not None and bool(claude_layer.claude_plugins)
     if exclusive:
-        return _Plugins([], [], claude, frozenset(project_level))
+        return _Plugins([], [], claude, frozenset(project_level), claude_probed)
     packages = read_packages(where, agent_dir=agent_dir)
     agent_layer = next(
         (la for la in reversed(layers) if la.settings.get("agent_plugin_paths") is not None), None
@@ -474,7 +484,13 @@ def _read_plugins(
             where=where,
             agent_dir=agent_dir,
         )
-    return _Plugins(packages, agents, claude, frozenset(project_level))
+    # A settings file that names a package (found or not) sends the load to look for it.
+    probed = (
+        claude_probed
+        or agent_layer is not None
+        or any(read.kind != "pi-settings" or read.names_packages for read in packages)
+    )
+    return _Plugins(packages, agents, claude, frozenset(project_level), probed)
 
 
 def _plugin_source(read: PluginRead) -> ConfigSource:

@@ -94,6 +94,8 @@ class PluginRead:
     entries: list[RawEntry] = field(default_factory=list)
     errors: list[ConfigError] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    names_packages: bool = False
+    """A pi settings file that lists packages (found or not): where they are is looked for."""
 
     @property
     def source(self) -> str:
@@ -478,6 +480,7 @@ def read_packages(where: Where, *, agent_dir: Path) -> list[PluginRead]:
                 ConfigError("'packages' must be a list; they are ignored", path=str(settings_path))
             )
             continue
+        listing.names_packages = bool(packages)
         for index, item in enumerate(packages or []):
             source = item.get("source") if isinstance(item, dict) else item
             root = _package_root(source, base) if isinstance(source, str) else None

@@ -32,7 +32,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._adapter import DEFAULT_SEARCH_LIMIT, McpAdapter, ProgressCallback
+from ._adapter import (
+    DEFAULT_SEARCH_LIMIT,
+    McpAdapter,
+    ProgressCallback,
+    keep_status_facts,
+    kept_cached_status,
+    status_facts,
+)
 from ._approval import (
     APPROVAL_OPTIONS,
     ApprovalScope,
@@ -67,6 +74,7 @@ from ._questions import (
     form_fields,
     with_form_defaults,
 )
+from ._status_facts import KeptStatus
 from ._values import (
     CallErrorKind,
     CallOutcome,
@@ -109,6 +117,7 @@ __all__ = [
     "Host",
     "HostEvent",
     "ImagePart",
+    "KeptStatus",
     "McpAdapter",
     "NoOneToAsk",
     "NotifyLevel",
@@ -134,6 +143,9 @@ __all__ = [
     "describe_question",
     "form_defaults",
     "form_fields",
+    "keep_status_facts",
+    "kept_cached_status",
+    "status_facts",
     "view_resource_uri",
     "with_form_defaults",
 ]

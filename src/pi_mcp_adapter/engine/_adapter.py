@@ -47,7 +47,13 @@ from pi_mcp_adapter.catalog import (
     ToolInfo,
     format_tool_name,
 )
-from pi_mcp_adapter.config import LoadedConfig, ServerEntry, Settings, load_config
+from pi_mcp_adapter.config import (
+    LoadedConfig,
+    RecordingEnviron,
+    ServerEntry,
+    Settings,
+    load_config,
+)
 from pi_mcp_adapter.config._locations import default_agent_dir
 from pi_mcp_adapter.servers import (
     FAILURES_FILE_NAME,
@@ -57,6 +63,7 @@ from pi_mcp_adapter.servers import (
     ServerManager,
     ServerState,
     allow_prompts,
+    entry_digest,
 )
 
 from ._approval import ApprovalScope, Ask, AsksQuestions, ToolApprovals
@@ -68,6 +75,14 @@ from ._notices import DEFAULT_STATUS_DEBOUNCE_S, Notices
 from ._pipeline import CallPipeline
 from ._questions import Elicit, Sample, ServerQuestions
 from ._server_status import ServerStatuses
+from ._status_facts import (
+    EntryNeeded,
+    KeptStatus,
+    StatusFacts,
+    cached_status_rows,
+    read_status_facts,
+    write_status_facts,
+)
 from ._telemetry import flush_pending, search_span
 from ._trace import open_call_trace
 from ._values import (
@@ -212,12 +227,10 @@ class McpAdapter:
         self._use_pool = use_pool and self._environ.get("PI_MCP_POOL", "1") != "0"
         # Before any store is read: with a shared state, every store reads it.
         self.shared_state = shared_state.activate(self.settings.shared_state, environ=self._environ)
-        self.cache = MetadataCache(
-            self.agent_dir / "mcp-cache.json",
-            client_capabilities=_client_capabilities(
-                relay=relay_server_requests or elicit is not None or sample is not None,
-                sampling=relay_server_requests or sample is not None,
-            ),
+        self.cache = _metadata_cache(
+            self.agent_dir,
+            relay=relay_server_requests or elicit is not None or sample is not None,
+            sampling=relay_server_requests or sample is not None,
         )
         self._state_kind: Literal["new", "running", "closed"] = "new"
         self._manager: ServerManager | None = None
@@ -879,15 +892,16 @@ class McpAdapter:
         """Every configured server's state, invalid ones included, and the config errors."""
         return self._statuses.report()
 
-    def cached_status(self) -> StatusReport:
+    def cached_status(self, facts: StatusFacts | None = None) -> StatusReport:
         """:meth:`status` as the metadata cache tells it, for a one-shot status with nothing
         started: each server's tool count comes from the cache's summary of its entry, so no
         entry is parsed and no catalog or search index is built (at 95,000 tools these took
         seconds), and a server whose recent connect failed (in any process) shows its backoff
         and error from the failures file, as a started manager would show them. Reads the
-        cache and the failures file; connects nothing."""
+        cache and the failures file; connects nothing. ``facts``: what it reads of this
+        configuration, when the caller worked them out (:func:`status_facts`)."""
         self.cache.load()
-        return self._statuses.report(from_cache=True)
+        return self._statuses.report(from_cache=True, facts=facts)
 
     def search(
         self,
@@ -1214,6 +1228,85 @@ def _newly_broken(old: LoadedConfig, new: LoadedConfig) -> list[ConfigError]:
     return [e for e in new.errors if e.path in paths] or [
         ConfigError(f"{path} cannot be read", path=path) for path in sorted(paths)
     ]
+
+
+def _metadata_cache(agent_dir: Path, *, relay: bool, sampling: bool) -> MetadataCache:
+    """The metadata cache of ``agent_dir`` for a client that relays servers' requests (and
+    sampling) or not: what an adapter made with these options reads."""
+    return MetadataCache(
+        agent_dir / "mcp-cache.json",
+        client_capabilities=_client_capabilities(relay=relay, sampling=sampling),
+    )
+
+
+def kept_cached_status(
+    agent_dir: Path,
+    *,
+    key_of: Callable[[Sequence[str]], str],
+    relay: bool,
+    sampling: bool = False,
+) -> KeptStatus | None:
+    """:meth:`McpAdapter.cached_status` of an adapter made with these options, from the
+    status facts kept in ``agent_dir`` (see :mod:`._status_facts`) when ``key_of`` says the
+    configuration they were made from is still the one to load, without loading it; None
+    when there are none for it, or a server's status needs its entry."""
+    facts = read_status_facts(agent_dir, key_of)
+    if facts is None:
+        return None
+    cache = _metadata_cache(agent_dir, relay=relay, sampling=sampling)
+    failures = FailureMemory(agent_dir / FAILURES_FILE_NAME)
+    cache.load()
+    try:
+        rows = cached_status_rows(
+            facts,
+            summaries=cache.summaries_by_hash,
+            failures=lambda enabled: failures.get_many_digested(
+                {n: f.failure_digest for n, f in enabled.items() if f.failure_digest is not None}
+            ),
+            now=failures.now(),
+            listing=(),  # nothing is listed in a process that loaded nothing
+            needs_auth=_kept_facts_never_ask,
+            known_from_entry=None,
+        )
+    except EntryNeeded:
+        return None
+    report = StatusReport(servers=rows, config_errors=facts.errors)
+    return KeptStatus(report, facts, tuple(cache.warnings))
+
+
+def _kept_facts_never_ask(name: str) -> bool:
+    # Kept facts hold no explicitly signed-in server (``StatusFacts.keepable``).
+    raise AssertionError(f"kept status facts hold the explicit OAuth server {name!r}")
+
+
+def status_facts(adapter: McpAdapter, environ: RecordingEnviron) -> tuple[StatusFacts, bool]:
+    """What a status from the cache reads of ``adapter``'s configuration, its config hashes
+    worked out with ``environ`` (which noted the variables the load read, and notes those the
+    hashes read), and whether they can be kept for :func:`kept_cached_status` (see
+    :mod:`._status_facts`): loaded from inputs the digest covers, without shared state, and
+    with no server that needs more than its facts. Facts that can be kept carry each entry's
+    failure digest (worked out only then)."""
+    config = adapter.config
+    keep = config.inputs_known and adapter.shared_state is None
+    facts = StatusFacts.of(config, environ=environ, failure_digest=entry_digest if keep else None)
+    return facts, keep and facts.keepable and not environ.listed
+
+
+def keep_status_facts(
+    agent_dir: Path,
+    facts: StatusFacts,
+    names: Sequence[str],
+    key_of: Callable[[Sequence[str]], str | None],
+) -> bool:
+    """Keep ``facts`` (which :func:`status_facts` said can be kept) in ``agent_dir`` for
+    :func:`kept_cached_status`, under ``key_of(names)``, the digest of the inputs for the
+    variables the load read; nothing when that is None (the files changed meanwhile). Says
+    whether they were kept."""
+    key = key_of(names)
+    if key is None:
+        return False
+    write_status_facts(agent_dir, facts, key=key, names=names)
+    return True
 
 
 def _client_capabilities(*, relay: bool, sampling: bool) -> tuple[str, ...]:

@@ -9,7 +9,7 @@ calls in them into ``pi-mcp`` commands).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pi_mcp_adapter._errors import ConfigError, ServerNotConfiguredError
 from pi_mcp_adapter.catalog import (
@@ -17,17 +17,16 @@ from pi_mcp_adapter.catalog import (
     build_tool_infos,
     carries_prefix_of,
     diff_definitions,
-    shown_tool_count,
 )
 from pi_mcp_adapter.config import LoadedConfig, ServerEntry, Settings
 
 from ._caller import current_caller
 from ._catalog_state import CatalogState
+from ._status_facts import StatusFacts, cached_status_rows
 from ._values import ServerStatus, StatusReport
 
 if TYPE_CHECKING:
-    from pi_mcp_adapter.catalog import EntryState
-    from pi_mcp_adapter.servers import FailureMemory, FailureRecord, OAuthProviders, ServerManager
+    from pi_mcp_adapter.servers import FailureMemory, OAuthProviders, ServerManager
 
 _Known = tuple[bool, int, tuple[str, ...], tuple[ToolDefinitionDiff, ...]]
 """Of one server: whether its tools are known, how many, changed tools and their diffs."""
@@ -59,17 +58,11 @@ class ServerStatuses:
     def _settings(self) -> Settings:
         return self._config().settings
 
-    def of(self, name: str, *, from_cache: bool = False) -> ServerStatus:
-        """One server's state; connects nothing. With ``from_cache``, what is known of it is
-        read from the metadata cache's summary rather than the catalog (see
-        :meth:`_known_from_cache`)."""
+    def of(self, name: str) -> ServerStatus:
+        """One server's state; connects nothing."""
         config = self._config()
         return self._status_of(
-            name,
-            config.servers.get(name),
-            config.invalid_servers.get(name),
-            self._manager(),
-            from_cache=from_cache,
+            name, config.servers.get(name), config.invalid_servers.get(name), self._manager()
         )
 
     def _status_of(
@@ -78,10 +71,6 @@ class ServerStatuses:
         entry: ServerEntry | None,
         invalid: ConfigError | None,
         manager: ServerManager | None,
-        *,
-        from_cache: bool,
-        failure: tuple[FailureRecord, float] | None = None,
-        summary: tuple[EntryState, Mapping[str, Any]] | None = None,
     ) -> ServerStatus:
         # The configuration and the manager are looked up by the caller: a report asks once
         # for all its servers (19,641 of them at 95,000 tools), not once per server.
@@ -89,34 +78,14 @@ class ServerStatuses:
             return ServerStatus(name, "invalid", 0, error=invalid.message)
         if entry is None:
             raise ServerNotConfiguredError(name, self.unknown_server_message(name))
-        enabled = entry.is_enabled
-        if from_cache:
-            known, tool_count, changed, diffs = (
-                self._known_from_cache(name, entry, summary) if enabled else (False, 0, (), ())
-            )
-        else:
-            known, tool_count, changed, diffs = self._known_from_catalog(name, entry)
-        if not enabled:
+        known, tool_count, changed, diffs = self._known_from_catalog(name, entry)
+        if not entry.is_enabled:
             untrusted = entry.untrusted
             if untrusted is not None and entry.enabled and not entry.disabled:
                 return ServerStatus(
                     name, "untrusted", 0, lifecycle=entry.lifecycle, error=untrusted.message
                 )
             return ServerStatus(name, "disabled", 0, lifecycle=entry.lifecycle)
-        if failure is not None:
-            # What a manager recalls of the record at its start (see ``report``).
-            record, now = failure
-            if record.backoff_left_s(now) > 0:
-                return ServerStatus(
-                    name,
-                    "failed",
-                    tool_count,
-                    lifecycle=entry.lifecycle,
-                    error=record.message,
-                    failed_ago_s=max(0.0, now - record.failed_at),
-                    changed_tools=changed,
-                    definition_changes=diffs,
-                )
         state = manager.state(name) if manager is not None else None
         if manager is None or state is None or state.status in ("closed", "idle", "new"):
             status = "cached" if known else "not-cached"
@@ -162,25 +131,13 @@ class ServerStatuses:
             diffs = tuple(d for d in diffs if d.tool in visible)
         return self._state.is_known(name), len(tools), changed, diffs
 
-    def _known_from_cache(
-        self,
-        name: str,
-        entry: ServerEntry,
-        summary: tuple[EntryState, Mapping[str, Any]] | None = None,
-    ) -> _Known:
-        """What the catalog would say of ``name`` (known, tool count, changes), from the
-        cache's summary of its entry: no entry is parsed and no catalog is built, so a status
-        of 20,000 servers costs their config and summaries only. The one entry is parsed when
-        the summary cannot tell the count (``includeTools``, ``excludeTools``,
-        ``toolOverrides``, a summary written before it held counts) or changes await review.
-        ``summary``: the cache's summary of it, when the caller read them all at once."""
+    def _known_from_entry(self, name: str) -> _Known:
+        """What the catalog would say of ``name`` (known, tool count, changes), from its cache
+        entry alone: for a status from the cache whose summary cannot tell (``includeTools``,
+        ``excludeTools``, ``toolOverrides``, a summary written before it held counts, changes
+        awaiting review; see ``_status_facts``)."""
         cache = self._state.cache
-        state, known = cache.summary(name, entry) if summary is None else summary
-        if state != "valid":
-            return False, 0, (), ()
-        count = shown_tool_count(known.get("named"), entry)
-        if count is not None and known.get("changes") is False:
-            return True, count, (), ()
+        entry = self._servers[name]
         meta = cache.get(name, entry)
         if meta is None:
             return False, 0, (), ()
@@ -189,43 +146,43 @@ class ServerStatuses:
         diffs = diff_definitions(record, meta.tools) if record else ()
         return True, len(tools), record.names(), diffs
 
-    def report(self, *, from_cache: bool = False) -> StatusReport:
-        """Every configured server's state, invalid ones included, and the config errors;
-        ``from_cache``: as the metadata cache tells it, without the catalog (see
-        :meth:`_known_from_cache`), and, with no manager started, each failed connect as the
-        failures file tells it (a started manager would have recalled the same records: a
-        one-shot status shows a server's backoff without starting anything)."""
+    def report(self, *, from_cache: bool = False, facts: StatusFacts | None = None) -> StatusReport:
+        """Every configured server's state, invalid ones included, and the config errors.
+
+        ``from_cache``, with no manager started: as the metadata cache tells it, without the
+        catalog, and each failed connect as the failures file tells it (a started manager
+        would have recalled the same records: a one-shot status shows a server's backoff
+        without starting anything). Each server is judged by its cache summary (see
+        :mod:`._status_facts`), so no entry is parsed and no catalog is built: a status of
+        20,000 servers costs their configuration and summaries only. ``facts``: those of the
+        configuration, when the caller worked them out."""
         manager = self._manager()
         config = self._config()
-        servers, invalid = config.servers, config.invalid_servers
-        recalled: dict[str, tuple[FailureRecord, float]] = {}
-        summaries: dict[str, tuple[EntryState, Mapping[str, Any]]] = {}
-        if from_cache:
-            enabled = self._state.enabled()  # of the same configuration, found once
-            summaries = self._state.cache.summaries(enabled)
-            if manager is None:
-                now = self._failures.now()
-                failed = self._failures.get_many(enabled)
-                recalled = {n: (r, now) for n, r in failed.items()}
-        rows = [
-            self._status_of(
-                n,
-                e,
-                invalid.get(n),
-                manager,
-                from_cache=from_cache,
-                failure=recalled.get(n),
-                summary=summaries.get(n),
+        if from_cache and manager is None:
+            cache = self._state.cache
+            if facts is None:
+                facts = StatusFacts.of(config, environ=cache.environ)
+            rows = cached_status_rows(
+                facts,
+                summaries=cache.summaries_by_hash,
+                failures=lambda enabled: self._failures.get_many(
+                    {name: config.servers[name] for name in enabled}
+                ),
+                now=self._failures.now(),
+                listing=frozenset(self._state.listing()),
+                needs_auth=lambda name: self._oauth().needs_auth(name),
+                known_from_entry=self._known_from_entry,
             )
-            for n, e in servers.items()
-        ]
-        rows += [
-            self._status_of(n, None, error, manager, from_cache=from_cache)
+            return StatusReport(servers=rows, config_errors=facts.errors)
+        servers, invalid = config.servers, config.invalid_servers
+        rows_live = [self._status_of(n, e, invalid.get(n), manager) for n, e in servers.items()]
+        rows_live += [
+            self._status_of(n, None, error, manager)
             for n, error in invalid.items()
             if n not in servers
         ]
         return StatusReport(
-            servers=tuple(rows),
+            servers=tuple(rows_live),
             config_errors=tuple(str(e) for e in config.errors),
             running_tasks=manager.running_tasks() if manager is not None else (),
         )

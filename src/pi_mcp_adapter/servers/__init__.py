@@ -31,7 +31,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._failures import DEFAULT_BACKOFF_S, FAILURES_FILE_NAME, FailureMemory, FailureRecord
+from ._failures import (
+    DEFAULT_BACKOFF_S,
+    FAILURES_FILE_NAME,
+    FailureMemory,
+    FailureRecord,
+    entry_digest,
+)
 from ._manager import MetadataListener, ServerManager, ServerSetChange, StateListener
 from ._prompt_policy import allow_prompts
 from ._state import ConnectionStatus, ServerState, TaskState, TransportKind
@@ -167,6 +173,7 @@ __all__ = [
     "create_bearer_store",
     "current_relay",
     "elicitation_to_client",
+    "entry_digest",
     "open_line_streams",
     "open_server_pool",
     "pool_socket_path",

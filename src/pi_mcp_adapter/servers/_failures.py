@@ -117,10 +117,11 @@ class FailureRecord:
         return backoff_after_s(base_s, self.attempts) - max(0.0, now - self.failed_at)
 
 
-def _record_of(server: str, raw: object, entry: ServerEntry) -> FailureRecord | None:
-    """The record ``raw`` (one server's value in the file) holds for the configuration
-    ``entry``; ``None`` when it was made for another configuration or is malformed."""
-    if not isinstance(raw, Mapping) or raw.get("configHash") != entry_digest(entry):
+def _record_of(server: str, raw: object, digest: str) -> FailureRecord | None:
+    """The record ``raw`` (one server's value in the file) holds for the configuration whose
+    :func:`entry_digest` is ``digest``; ``None`` when it was made for another configuration or
+    is malformed."""
+    if not isinstance(raw, Mapping) or raw.get("configHash") != digest:
         return None
     failed_at_ms = raw.get("failedAt")
     attempts = raw.get("attempts")
@@ -155,7 +156,7 @@ class FailureMemory:
 
     def get(self, server: str, entry: ServerEntry) -> FailureRecord | None:
         """``server``'s record, if there is one for the configuration ``entry``."""
-        return _record_of(server, self._read().get(server), entry)
+        return _record_of(server, self._read().get(server), entry_digest(entry))
 
     def get_many(self, entries: Mapping[str, ServerEntry]) -> dict[str, FailureRecord]:
         """What :meth:`get` answers for each of ``entries`` that has a record, from one read
@@ -166,7 +167,21 @@ class FailureMemory:
         records: dict[str, FailureRecord] = {}
         for server, raw in servers.items():
             entry = entries.get(server)
-            if entry is not None and (record := _record_of(server, raw, entry)) is not None:
+            if (
+                entry is not None
+                and (record := _record_of(server, raw, entry_digest(entry))) is not None
+            ):
+                records[server] = record
+        return records
+
+    def get_many_digested(self, digests: Mapping[str, str]) -> dict[str, FailureRecord]:
+        """:meth:`get_many` of the servers whose entries have the :func:`entry_digest`
+        ``digests`` (worked out before, by a process that loaded them)."""
+        servers = self._read()
+        records: dict[str, FailureRecord] = {}
+        for server, raw in servers.items():
+            digest = digests.get(server)
+            if digest is not None and (record := _record_of(server, raw, digest)) is not None:
                 records[server] = record
         return records
 

@@ -1,0 +1,375 @@
+"""``pi-mcp status`` keeps what it reads of the configuration (``mcp-status-facts.json``) and
+shows the next status from it without loading the configuration, exactly as loading would
+show it; any change to what the configuration is loaded from loads it again.
+
+Each status runs the real CLI in a fresh process, under a probe that counts the loads of the
+configuration: a second status of an unchanged configuration loads none, and after a change it
+loads one and shows what a status with nothing kept shows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pi_mcp_adapter.catalog import MetadataCache, ServerMetadata
+from pi_mcp_adapter.config import load_config
+from pi_mcp_adapter.servers import FailureMemory
+
+FACTS = "mcp-status-facts.json"
+
+PROBE = """
+import atexit, sys
+from pi_mcp_adapter.config import _loader
+loads = [0]
+code = _loader._load_config.__code__
+def profile(frame, event, arg):
+    if event == "call" and frame.f_code is code:
+        loads[0] += 1
+atexit.register(lambda: sys.stderr.write(f"LOADS {loads[0]}\\n"))
+sys.setprofile(profile)
+from pi_mcp_adapter.cli import main
+main(sys.argv[1:])
+"""
+
+CANARY = "canary-7f3a9c1e5b"
+"""A secret value: in a header, a variable and a bearer token; never in the kept facts."""
+
+
+@dataclass
+class Workspace:
+    root: Path
+    env: dict[str, str]
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    @property
+    def project(self) -> Path:
+        return self.root / "project"
+
+    @property
+    def agent(self) -> Path:
+        return self.root / "agent"
+
+    @property
+    def config(self) -> Path:
+        return self.root / "mcp.json"
+
+    def cli(self, *args: str, env: dict[str, str] | None = None) -> tuple[str, str, int]:
+        """``pi-mcp *args`` in a fresh process: stdout, stderr without the probe's line, and
+        how many times the configuration was loaded."""
+        command = [sys.executable, "-c", PROBE, "--config", str(self.config)]
+        command += ["--agent-dir", str(self.agent), "--project", str(self.project), *args]
+        done = subprocess.run(
+            command,
+            env=env if env is not None else self.env,
+            cwd=self.project,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        lines = done.stderr.splitlines(keepends=True)
+        loads = next(x for x in lines if x.startswith("LOADS "))
+        rest = "".join(x for x in lines if x is not loads)
+        return _timeless(done.stdout), _timeless(rest), int(loads.split()[1])
+
+    def status(self, *args: str, env: dict[str, str] | None = None) -> tuple[str, str, int]:
+        return self.cli("status", *args, env=env)
+
+    def fresh_status(self, *args: str, env: dict[str, str] | None = None) -> tuple[str, str]:
+        """What a status with nothing kept shows (the kept facts set aside for it)."""
+        facts = self.agent / FACTS
+        aside = self.root / "facts.aside"
+        if facts.exists():
+            facts.rename(aside)
+        try:
+            out, err, loads = self.status(*args, env=env)
+        finally:
+            if aside.exists():
+                aside.replace(facts)
+        assert loads == 1
+        return out, err
+
+    def cache_servers(self, names: list[str]) -> None:
+        """Store a listing of each of ``names`` as a listing under this configuration and
+        environment would have."""
+        loaded = load_config(
+            agent_dir=self.agent,
+            project_dir=self.project,
+            config_path=self.config,
+            home=self.home,
+            environ=self.env,
+        )
+        cache = MetadataCache(self.agent / "mcp-cache.json", environ=self.env)
+        for name in names:
+            tools = ({"name": f"{name}_tool", "inputSchema": {"type": "object"}},)
+            cache.store(name, loaded.servers[name], ServerMetadata(tools=tools))
+        cache.flush()
+
+
+def _timeless(text: str) -> str:
+    """``text`` without how long ago a failure was (a second passes between two statuses)."""
+    text = re.sub(r"failed \d+s ago", "failed Ns ago", text)
+    return re.sub(r'"failedAgoS": [0-9.e+-]+', '"failedAgoS": 0', text)
+
+
+def _write(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+
+
+def _servers() -> dict[str, Any]:
+    return {
+        "alpha": {"command": "/bin/false", "args": ["alpha"]},
+        "beta": {"url": "http://127.0.0.1:9/${BETA_PATH}/mcp"},
+        "eta": {"url": "http://127.0.0.1:9/eta", "bearerTokenEnv": "ETA_TOKEN"},
+        "gamma": {"command": "/bin/false", "enabled": False},
+        "delta": {"args": ["no command or url"]},
+        "epsilon": {
+            "command": "/bin/false",
+            "args": ["epsilon"],
+            "headers": {"X-Key": CANARY},
+            "env": {"KEY": "${SECRET_VALUE}"},
+        },
+    }
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Workspace:
+    space = Workspace(
+        tmp_path,
+        {
+            **os.environ,
+            "HOME": str(tmp_path / "home"),
+            "PI_MCP_WARM": "0",
+            "BETA_PATH": "one",
+            "ETA_TOKEN": f"{CANARY}-token",
+            "SECRET_VALUE": f"{CANARY}-env",
+        },
+    )
+    space.home.mkdir()
+    space.project.mkdir()
+    _write(space.config, {"mcpServers": _servers()})
+    # A broken layer (an error shown by every status) and a project server (untrusted).
+    (space.home / ".agents").mkdir()
+    (space.home / ".agents" / "mcp.json").write_text("{ not json", encoding="utf-8")
+    _write(space.project / ".mcp.json", {"mcpServers": {"proj": {"command": "./serve.sh"}}})
+    space.cache_servers(["alpha", "beta", "eta"])
+    loaded = load_config(
+        agent_dir=space.agent,
+        project_dir=space.project,
+        config_path=space.config,
+        home=space.home,
+        environ=space.env,
+    )
+    FailureMemory(space.agent / "mcp-failures.json").record(
+        "epsilon", loaded.servers["epsilon"], "connection refused"
+    )
+    return space
+
+
+@pytest.mark.parametrize("args", [(), ("--json",)])
+def test_a_second_status_shows_the_same_without_loading_the_configuration(
+    workspace: Workspace, args: tuple[str, ...]
+) -> None:
+    first_out, first_err, first_loads = workspace.status(*args)
+    second_out, second_err, second_loads = workspace.status(*args)
+
+    assert (first_loads, second_loads) == (1, 0)
+    assert second_out == first_out
+    assert second_err == first_err
+    assert "config: " in first_err  # the broken layer's error, shown by both
+    facts = workspace.agent / FACTS
+    assert facts.stat().st_mode & 0o777 == 0o600
+    if args:  # every kind of row took part
+        statuses = {row["status"] for row in json.loads(first_out)["servers"]}
+        assert statuses == {"cached", "disabled", "invalid", "failed", "untrusted"}
+
+
+def _edit_config(space: Workspace) -> None:
+    servers = _servers()
+    servers["alpha"]["enabled"] = False
+    _write(space.config, {"mcpServers": servers})
+
+
+def _add_user_layer(space: Workspace) -> None:
+    _write(space.home / ".agents" / "mcp" / "mcp.json", {"mcpServers": {"zeta": {"command": "z"}}})
+
+
+def _add_project_pi_layer(space: Workspace) -> None:
+    _write(space.project / ".pi" / "mcp.json", {"mcpServers": {"theta": {"command": "t"}}})
+
+
+def _trust_project(space: Workspace) -> None:
+    space.cli("trust", "--project", str(space.project))
+
+
+def _link_trusted_file_from_elsewhere(space: Workspace) -> None:
+    # The same bytes, but trust is recorded for where a file really lies.
+    elsewhere = space.root / "elsewhere" / ".mcp.json"
+    elsewhere.parent.mkdir()
+    shutil.move(space.project / ".mcp.json", elsewhere)
+    (space.project / ".mcp.json").symlink_to(elsewhere)
+
+
+def _list_a_package(space: Workspace) -> None:
+    _write(space.agent / "settings.json", {"packages": ["npm:some-package"]})
+
+
+def _nothing(_space: Workspace) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class Mutation:
+    change: Callable[[Workspace], None] = _nothing
+    variables: dict[str, str | None] | None = None
+    """Variables set (None: unset) for the status after the change."""
+    before: Callable[[Workspace], None] = _nothing
+    """Done before the first status."""
+    shows: bool = True
+    """Whether the status shows the change (a package listed but not installed adds
+    nothing, yet where it is must be looked for again)."""
+
+
+MUTATIONS = {
+    "config file edited": Mutation(_edit_config),
+    "variable in a url": Mutation(variables={"BETA_PATH": "two"}),
+    "variable of a bearer token": Mutation(variables={"ETA_TOKEN": "another"}),
+    "variable unset": Mutation(variables={"BETA_PATH": None}),
+    "user layer added": Mutation(_add_user_layer),
+    "project layer added": Mutation(_add_project_pi_layer),
+    "project trusted": Mutation(_trust_project),
+    "project trusted by the environment": Mutation(variables={"PI_MCP_PROJECT_TRUST": "always"}),
+    "trusted file linked from elsewhere": Mutation(
+        _link_trusted_file_from_elsewhere, before=_trust_project
+    ),
+    "package listed": Mutation(_list_a_package, shows=False),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_a_change_to_what_the_configuration_is_loaded_from_loads_it_again(
+    workspace: Workspace, mutation: str
+) -> None:
+    case = MUTATIONS[mutation]
+    case.before(workspace)
+    before = workspace.status("--json")
+    assert before[2] == 1
+    assert workspace.status("--json")[2] == 0  # kept
+    case.change(workspace)
+    env = dict(workspace.env)
+    for name, value in (case.variables or {}).items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+
+    out, err, loads = workspace.status("--json", env=env)
+
+    assert loads == 1
+    if case.shows:  # what was kept would be wrong
+        assert (out, err) != before[:2]
+    assert (out, err) == workspace.fresh_status("--json", env=env)
+
+
+def test_the_status_after_a_change_is_kept_for_the_next(workspace: Workspace) -> None:
+    workspace.status()
+    _edit_config(workspace)
+    changed, _err, loads = workspace.status()
+    again, _err, loads_again = workspace.status()
+
+    assert (loads, loads_again) == (1, 0)
+    assert again == changed
+
+
+def _import_a_host(space: Workspace) -> None:
+    _write(space.config, {"imports": ["cursor"], "mcpServers": _servers()})
+
+
+def _filter_tools(space: Workspace) -> None:
+    servers = _servers()
+    servers["alpha"]["includeTools"] = ["alpha_tool"]
+    _write(space.config, {"mcpServers": servers})
+
+
+def _sign_in_explicitly(space: Workspace) -> None:
+    servers = _servers()
+    servers["iota"] = {"url": "http://127.0.0.1:9/iota", "auth": "oauth"}
+    _write(space.config, {"mcpServers": servers})
+
+
+def _agent_plugins(space: Workspace) -> None:
+    (space.root / "plugins").mkdir()
+    settings = {"agentPluginPaths": [str(space.root / "plugins")]}
+    _write(space.config, {"mcpServers": _servers(), "settings": settings})
+
+
+NOT_KEPT: dict[str, Callable[[Workspace], None]] = {
+    "a host import": _import_a_host,
+    "a package listed": _list_a_package,
+    "agent plugins": _agent_plugins,
+    "a server whose filter decides its tools": _filter_tools,
+    "a server signed in explicitly": _sign_in_explicitly,
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_KEPT))
+def test_a_configuration_that_reads_more_than_its_files_is_always_loaded(
+    workspace: Workspace, case: str
+) -> None:
+    NOT_KEPT[case](workspace)
+
+    first, _err, first_loads = workspace.status("--json")
+    second, _err, second_loads = workspace.status("--json")
+
+    assert (first_loads, second_loads) == (1, 1)
+    assert second == first
+    assert not (workspace.agent / FACTS).exists()
+
+
+def test_kept_facts_hold_no_secret_and_the_status_from_them_shows_none(
+    workspace: Workspace,
+) -> None:
+    first, first_err, _loads = workspace.status("--json")
+    second, second_err, loads = workspace.status("--json")
+
+    assert loads == 0
+    kept = (workspace.agent / FACTS).read_bytes()
+    assert CANARY.encode() not in kept
+    for text in (first, first_err, second, second_err):
+        assert CANARY not in text
+
+
+def test_a_damaged_facts_file_is_ignored_and_written_again(workspace: Workspace) -> None:
+    shown, _err, _loads = workspace.status()
+    facts = workspace.agent / FACTS
+    document = json.loads(facts.read_text())
+    damaged = {
+        "not json": "{ not json",
+        "a column cut short": json.dumps(
+            {
+                **document,
+                "servers": {**document["servers"], "enabled": document["servers"]["enabled"][1:]},
+            }
+        ),
+        "another version": json.dumps({**document, "version": 99}),
+    }
+    for text in damaged.values():
+        facts.write_text(text, encoding="utf-8")
+        again, _err, loads = workspace.status()
+        assert (loads, again) == (1, shown)
+        assert json.loads(facts.read_text()) == document  # written again as it was
