@@ -373,3 +373,32 @@ def test_a_damaged_facts_file_is_ignored_and_written_again(workspace: Workspace)
         again, _err, loads = workspace.status()
         assert (loads, again) == (1, shown)
         assert json.loads(facts.read_text()) == document  # written again as it was
+
+
+def test_a_server_whose_summary_cannot_tell_has_the_configuration_loaded_as_before(
+    workspace: Workspace,
+) -> None:
+    workspace.status("--json")
+    facts = workspace.agent / FACTS
+    kept = facts.stat().st_mtime_ns
+    # A relisting with a description changed: the change awaits review, and its diff is
+    # read from the entry, which kept facts cannot name.
+    loaded = load_config(
+        agent_dir=workspace.agent,
+        project_dir=workspace.project,
+        config_path=workspace.config,
+        home=workspace.home,
+        environ=workspace.env,
+    )
+    cache = MetadataCache(workspace.agent / "mcp-cache.json", environ=workspace.env)
+    changed = ({"name": "alpha_tool", "description": "now different"},)
+    cache.store("alpha", loaded.servers["alpha"], ServerMetadata(tools=changed))
+    cache.flush()
+
+    out, err, loads = workspace.status("--json")
+
+    assert loads == 1
+    alpha = next(row for row in json.loads(out)["servers"] if row["name"] == "alpha")
+    assert alpha["changedTools"] == ["alpha_tool"]
+    assert (out, err) == workspace.fresh_status("--json")
+    assert facts.stat().st_mtime_ns == kept  # still current: not written again

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import asynccontextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 
@@ -353,7 +353,8 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
 
     cli = get_context(ctx)
     try:
-        if _status_from_kept_facts(cli, as_json=as_json):
+        kept = _status_from_kept_facts(cli, as_json=as_json)
+        if kept == "shown":
             return
         # Status runs nothing, so it shows `untrusted` rather than asking. The load notes the
         # variables it reads, for the facts kept for the next status.
@@ -384,7 +385,7 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
             files = _config_files_digest(cli)  # changed while loading: nothing is kept
             return inputs_digest(files, cli.environ, names) if files == files_before else None
 
-        if keepable:
+        if keepable and kept != "current":
             keep_status_facts(adapter.agent_dir, facts, sorted(recording.read), key_of)
     except UsageError as exc:
         raise fail(cli_wording(str(exc)), code=EXIT_USAGE) from None
@@ -408,9 +409,12 @@ def _config_files_digest(cli: CliContext) -> str:
     )
 
 
-def _status_from_kept_facts(cli: CliContext, *, as_json: bool) -> bool:
+def _status_from_kept_facts(
+    cli: CliContext, *, as_json: bool
+) -> Literal["shown", "current", "none"]:
     """Show the status from the facts the last status kept, when the configuration is still
-    the one they were made from (see ``engine/_status_facts.py``); says whether it did."""
+    the one they were made from (see ``engine/_status_facts.py``): ``shown``; ``current``
+    when they are, but a server's status needs its entry; ``none`` when there are none."""
     from pi_mcp_adapter._secrets import register_environment_secrets
     from pi_mcp_adapter.config import inputs_digest
     from pi_mcp_adapter.engine import kept_cached_status
@@ -422,7 +426,9 @@ def _status_from_kept_facts(cli: CliContext, *, as_json: bool) -> bool:
         cli.agent_dir, key_of=lambda names: inputs_digest(files, environ, names), relay=True
     )
     if kept is None:
-        return False
+        return "none"
+    if kept.report is None:
+        return "current"
     register_environment_secrets(environ)  # as the load would have
     for error in kept.facts.errors:
         print_warning(f"config: {error}")
@@ -437,7 +443,7 @@ def _status_from_kept_facts(cli: CliContext, *, as_json: bool) -> bool:
     )
     for message in kept.cache_warnings:
         print_warning(message)
-    return True
+    return "shown"
 
 
 def _show_status(

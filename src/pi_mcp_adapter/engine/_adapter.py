@@ -1248,10 +1248,11 @@ def kept_cached_status(
 ) -> KeptStatus | None:
     """:meth:`McpAdapter.cached_status` of an adapter made with these options, from the
     status facts kept in ``agent_dir`` (see :mod:`._status_facts`) when ``key_of`` says the
-    configuration they were made from is still the one to load, without loading it; None
-    when there are none for it, or a server's status needs its entry."""
+    configuration they were made from is still the one to load, without loading it. None
+    when there are none for it; without a report when a server's status needs its entry
+    (then the caller loads the configuration, and the facts kept are still current)."""
     facts = read_status_facts(agent_dir, key_of)
-    if facts is None:
+    if facts is None or not facts.keepable:  # kept facts are keepable, unless forged
         return None
     cache = _metadata_cache(agent_dir, relay=relay, sampling=sampling)
     failures = FailureMemory(agent_dir / FAILURES_FILE_NAME)
@@ -1265,18 +1266,14 @@ def kept_cached_status(
             ),
             now=failures.now(),
             listing=(),  # nothing is listed in a process that loaded nothing
-            needs_auth=_kept_facts_never_ask,
+            # Keepable facts hold no server signed in explicitly, which alone is asked.
+            needs_auth=lambda _name: False,
             known_from_entry=None,
         )
     except EntryNeeded:
-        return None
+        return KeptStatus(None, facts, tuple(cache.warnings))
     report = StatusReport(servers=rows, config_errors=facts.errors)
     return KeptStatus(report, facts, tuple(cache.warnings))
-
-
-def _kept_facts_never_ask(name: str) -> bool:
-    # Kept facts hold no explicitly signed-in server (``StatusFacts.keepable``).
-    raise AssertionError(f"kept status facts hold the explicit OAuth server {name!r}")
 
 
 def status_facts(adapter: McpAdapter, environ: RecordingEnviron) -> tuple[StatusFacts, bool]:

@@ -167,7 +167,9 @@ class StatusFacts:
 class KeptStatus:
     """A status from the cache shown from kept facts (``engine.kept_cached_status``)."""
 
-    report: StatusReport
+    report: StatusReport | None
+    """None when a server's status needs its entry: the configuration is loaded for it (the
+    facts are current, and need not be kept again)."""
     facts: StatusFacts
     cache_warnings: tuple[str, ...]
     """What the metadata cache said while it was read (a file it set aside...)."""
