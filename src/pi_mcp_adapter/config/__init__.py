@@ -2,8 +2,9 @@
 
 ``load_config`` reads every layer and the host imports they list and returns a
 :class:`LoadedConfig`; it never raises for bad configuration, it reports it. ``files_digest``
-and ``inputs_digest`` tell whether loading again would give the same configuration. ``mask_secrets``
-makes an entry safe to show. ``discover_host_configs``, ``plan_imports_change`` and
+and ``inputs_digest`` (with a ``RecordingEnviron`` noting the variables a load reads) tell
+whether loading again would give the same configuration. ``mask_secrets`` makes an entry
+safe to show. ``discover_host_configs``, ``plan_imports_change`` and
 ``apply_imports_change`` implement ``pi-mcp init``.
 """
 

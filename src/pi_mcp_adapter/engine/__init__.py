@@ -10,6 +10,8 @@
 - ``_notices``   what the person is told (failures, auth, changes, reloads), the status line.
 - ``_server_status`` each server's state, the status report, and why a tool may be missing
                  with what to do about it.
+- ``_status_facts`` what a status from the cache reads of the configuration, and keeping it
+                 between processes (``mcp-status-facts.json``).
 - ``_routes``    which server answers a prompt, resource, completion or subscription.
 - ``_values``    what those operations return: server states, search results, call outcomes.
 - ``_host``      the host protocol a binding implements, and the tool definitions and results
@@ -74,7 +76,7 @@ from ._questions import (
     form_fields,
     with_form_defaults,
 )
-from ._status_facts import KeptStatus
+from ._status_facts import KeptStatus, StatusFacts
 from ._values import (
     CallErrorKind,
     CallOutcome,
@@ -129,6 +131,7 @@ __all__ = [
     "Sample",
     "SearchResults",
     "ServerStatus",
+    "StatusFacts",
     "StatusReport",
     "TextPart",
     "ToolDefinition",
