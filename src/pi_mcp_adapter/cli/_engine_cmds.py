@@ -353,7 +353,10 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
 
     cli = get_context(ctx)
     try:
-        kept = _status_from_kept_facts(cli, as_json=as_json)
+        # Taken before the configuration is loaded, if it is: facts are kept only when the
+        # files are the same after the load.
+        files_before = _config_files_digest(cli)
+        kept = _status_from_kept_facts(cli, files_before, as_json=as_json)
         if kept == "shown":
             return
         # Status runs nothing, so it shows `untrusted` rather than asking. The load notes the
@@ -361,7 +364,6 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
         from pi_mcp_adapter.config import RecordingEnviron
         from pi_mcp_adapter.engine import keep_status_facts, status_facts
 
-        files_before = _config_files_digest(cli)
         recording = RecordingEnviron(cli.environ)
         adapter, _progress = create_adapter(
             cli, connect_missing=False, quiet=as_json, ask_trust=False, config_environ=recording
@@ -410,17 +412,17 @@ def _config_files_digest(cli: CliContext) -> str:
 
 
 def _status_from_kept_facts(
-    cli: CliContext, *, as_json: bool
+    cli: CliContext, files: str, *, as_json: bool
 ) -> Literal["shown", "current", "none"]:
     """Show the status from the facts the last status kept, when the configuration is still
-    the one they were made from (see ``engine/_status_facts.py``): ``shown``; ``current``
-    when they are, but a server's status needs its entry; ``none`` when there are none."""
+    the one they were made from (``files``: its files' digest now; see
+    ``engine/_status_facts.py``): ``shown``; ``current`` when they are, but a server's status
+    needs its entry; ``none`` when there are none."""
     from pi_mcp_adapter._secrets import register_environment_secrets
     from pi_mcp_adapter.config import inputs_digest
     from pi_mcp_adapter.engine import kept_cached_status
 
     environ = cli.environ
-    files = _config_files_digest(cli)
     # As create_adapter's adapter: it relays elicitation to the terminal, not sampling.
     kept = kept_cached_status(
         cli.agent_dir, key_of=lambda names: inputs_digest(files, environ, names), relay=True

@@ -61,6 +61,9 @@ logger = logging.getLogger(__name__)
 
 STATUS_FACTS_NAME = "mcp-status-facts.json"
 _VERSION = 1
+_DIGEST_LENGTH = 64  # SHA-256, hex
+_FILE_LIMIT_BYTES = 1 << 30
+"""Not the configuration files' 8 MiB: the file holds 190 bytes a server (3.7 MB at 19,641)."""
 
 _Known = tuple[bool, int, tuple[str, ...], tuple["ToolDefinitionDiff", ...]]
 
@@ -329,7 +332,8 @@ def read_status_facts(
     the environment variables it is given) equals their key; None for a missing, damaged or
     foreign file, or one kept for other inputs."""
     try:
-        document = json.loads(read_regular_file(agent_dir / STATUS_FACTS_NAME))
+        text = read_regular_file(agent_dir / STATUS_FACTS_NAME, limit_bytes=_FILE_LIMIT_BYTES)
+        document = json.loads(text)
     except (OSError, ValueError, RecursionError):
         return None
     try:
@@ -349,9 +353,6 @@ def read_status_facts(
     except (KeyError, TypeError, ValueError) as exc:
         logger.debug("status facts unreadable: %s", exc)
         return None
-
-
-_DIGEST_LENGTH = 64  # SHA-256, hex
 
 
 def _servers_of(columns: Any) -> dict[str, ServerFacts]:
