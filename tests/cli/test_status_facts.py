@@ -402,3 +402,16 @@ def test_a_server_whose_summary_cannot_tell_has_the_configuration_loaded_as_befo
     assert alpha["changedTools"] == ["alpha_tool"]
     assert (out, err) == workspace.fresh_status("--json")
     assert facts.stat().st_mtime_ns == kept  # still current: not written again
+
+
+def test_a_status_creates_no_agent_dir(tmp_path: Path) -> None:
+    (tmp_path / "project").mkdir()
+    _write(tmp_path / "mcp.json", {"mcpServers": {"alpha": {"command": "/bin/false"}}})
+    space = Workspace(tmp_path, {**os.environ, "HOME": str(tmp_path), "PI_MCP_WARM": "0"})
+
+    first = space.status()
+    second = space.status()
+
+    assert not space.agent.exists()  # nothing kept: each status loads the configuration
+    assert (first[2], second[2]) == (1, 1)
+    assert second[:2] == first[:2]

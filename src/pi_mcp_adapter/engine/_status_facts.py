@@ -286,8 +286,8 @@ def write_status_facts(
     agent_dir: Path, facts: StatusFacts, *, key: str, names: Sequence[str]
 ) -> None:
     """Keep ``facts`` for the inputs whose digest is ``key`` (``names``: the environment
-    variables the digest reads). A file that cannot be written is logged and left alone: the
-    next status loads the configuration."""
+    variables the digest reads), in an agent dir that exists. A file that cannot be written is
+    logged and left alone: the next status loads the configuration."""
     servers = facts.servers
     rows = servers.values()
     if any(f.failure_digest is None for f in rows):
@@ -318,8 +318,9 @@ def write_status_facts(
         "projectTrust": _trust_json(facts.project_trust),
     }
     data = json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    if not agent_dir.is_dir():
+        return  # a status creates no agent dir: nothing is cached there to show either
     try:
-        agent_dir.mkdir(parents=True, exist_ok=True)
         write_atomically(agent_dir / STATUS_FACTS_NAME, data)
     except OSError as exc:
         logger.debug("status facts not kept: %s", exc)
