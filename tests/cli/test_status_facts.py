@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from pi_mcp_adapter.catalog import MetadataCache, ServerMetadata
-from pi_mcp_adapter.config import load_config
+from pi_mcp_adapter.config import LoadedConfig, load_config
 from pi_mcp_adapter.servers import FailureMemory
 
 FACTS = "mcp-status-facts.json"
@@ -103,16 +103,20 @@ class Workspace:
         assert loads == 1
         return out, err
 
-    def cache_servers(self, names: list[str]) -> None:
-        """Store a listing of each of ``names`` as a listing under this configuration and
-        environment would have."""
-        loaded = load_config(
+    def loaded(self) -> LoadedConfig:
+        """The configuration as the CLI loads it here."""
+        return load_config(
             agent_dir=self.agent,
             project_dir=self.project,
             config_path=self.config,
             home=self.home,
             environ=self.env,
         )
+
+    def cache_servers(self, names: list[str]) -> None:
+        """Store a listing of each of ``names`` as a listing under this configuration and
+        environment would have."""
+        loaded = self.loaded()
         cache = MetadataCache(self.agent / "mcp-cache.json", environ=self.env)
         for name in names:
             tools = ({"name": f"{name}_tool", "inputSchema": {"type": "object"}},)
@@ -168,15 +172,8 @@ def workspace(tmp_path: Path) -> Workspace:
     (space.home / ".agents" / "mcp.json").write_text("{ not json", encoding="utf-8")
     _write(space.project / ".mcp.json", {"mcpServers": {"proj": {"command": "./serve.sh"}}})
     space.cache_servers(["alpha", "beta", "eta"])
-    loaded = load_config(
-        agent_dir=space.agent,
-        project_dir=space.project,
-        config_path=space.config,
-        home=space.home,
-        environ=space.env,
-    )
     FailureMemory(space.agent / "mcp-failures.json").record(
-        "epsilon", loaded.servers["epsilon"], "connection refused"
+        "epsilon", space.loaded().servers["epsilon"], "connection refused"
     )
     return space
 
@@ -383,16 +380,9 @@ def test_a_server_whose_summary_cannot_tell_has_the_configuration_loaded_as_befo
     kept = facts.stat().st_mtime_ns
     # A relisting with a description changed: the change awaits review, and its diff is
     # read from the entry, which kept facts cannot name.
-    loaded = load_config(
-        agent_dir=workspace.agent,
-        project_dir=workspace.project,
-        config_path=workspace.config,
-        home=workspace.home,
-        environ=workspace.env,
-    )
     cache = MetadataCache(workspace.agent / "mcp-cache.json", environ=workspace.env)
     changed = ({"name": "alpha_tool", "description": "now different"},)
-    cache.store("alpha", loaded.servers["alpha"], ServerMetadata(tools=changed))
+    cache.store("alpha", workspace.loaded().servers["alpha"], ServerMetadata(tools=changed))
     cache.flush()
 
     out, err, loads = workspace.status("--json")
