@@ -8,8 +8,8 @@ these inputs (:attr:`LoadedConfig.inputs_known`):
 - the options: agent directory, project directory (and where it really lies), ``--config``,
   home directory, platform, ``exclusive``;
 - every file layer :func:`~._locations.file_layers` names, by where it really lies and its
-  bytes, or as absent; the pi settings files that list packages (which must list none), and
-  the trust records;
+  bytes, or as absent; the pi settings files (which must name no package) and the trust
+  records;
 - the value of every environment variable the load looked up (:class:`RecordingEnviron`
   notes them), and whether ``PI_MCP_SHARED_STATE`` is set;
 - the code that loads it (``code``, from the caller: the installation's identity).
