@@ -1283,7 +1283,7 @@ class MetadataCache:
         if (
             listed_under is not None
             and self._capabilities is not None
-            and not set(self._capabilities).issuperset(listed_under)
+            and not set(listed_under) <= set(self._capabilities)
         ):
             return "capabilities-lacking"
         fresh = entry_is_fresh(

@@ -22,14 +22,11 @@ from pi_mcp_adapter.config import LoadedConfig, ServerEntry, Settings
 
 from ._caller import current_caller
 from ._catalog_state import CatalogState
-from ._status_facts import StatusFacts, cached_status_rows
+from ._status_facts import Known, StatusFacts, cached_status_rows
 from ._values import ServerStatus, StatusReport
 
 if TYPE_CHECKING:
     from pi_mcp_adapter.servers import FailureMemory, OAuthProviders, ServerManager
-
-_Known = tuple[bool, int, tuple[str, ...], tuple[ToolDefinitionDiff, ...]]
-"""Of one server: whether its tools are known, how many, changed tools and their diffs."""
 
 
 class ServerStatuses:
@@ -116,7 +113,7 @@ class ServerStatuses:
             definition_changes=diffs,
         )
 
-    def _known_from_catalog(self, name: str, entry: ServerEntry) -> _Known:
+    def _known_from_catalog(self, name: str, entry: ServerEntry) -> Known:
         # Counts and changed tools are the current caller's (see ``_caller``).
         tools = self._state.tools(name) if entry.is_enabled else ()
         record = self._state.changes(name)
@@ -131,7 +128,7 @@ class ServerStatuses:
             diffs = tuple(d for d in diffs if d.tool in visible)
         return self._state.is_known(name), len(tools), changed, diffs
 
-    def _known_from_entry(self, name: str) -> _Known:
+    def _known_from_entry(self, name: str) -> Known:
         """What the catalog would say of ``name`` (known, tool count, changes), from its cache
         entry alone: for a status from the cache whose summary cannot tell (``includeTools``,
         ``excludeTools``, ``toolOverrides``, a summary written before it held counts, changes

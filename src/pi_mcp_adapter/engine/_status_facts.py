@@ -50,6 +50,7 @@ __all__ = [
     "STATUS_FACTS_NAME",
     "EntryNeeded",
     "KeptStatus",
+    "Known",
     "ServerFacts",
     "StatusFacts",
     "cached_status_rows",
@@ -65,7 +66,8 @@ _DIGEST_LENGTH = 64  # SHA-256, hex
 _FILE_LIMIT_BYTES = 1 << 30
 """Not the configuration files' 8 MiB: the file holds 190 bytes a server (3.7 MB at 19,641)."""
 
-_Known = tuple[bool, int, tuple[str, ...], tuple["ToolDefinitionDiff", ...]]
+Known = tuple[bool, int, tuple[str, ...], tuple["ToolDefinitionDiff", ...]]
+"""Of one server: whether its tools are known, how many, changed tools and their diffs."""
 
 
 class ServerFacts(NamedTuple):
@@ -190,7 +192,7 @@ def cached_status_rows(
     now: float,
     listing: Collection[str],
     needs_auth: Callable[[str], bool],
-    known_from_entry: Callable[[str], _Known] | None,
+    known_from_entry: Callable[[str], Known] | None,
 ) -> tuple[ServerStatus, ...]:
     """Each server's row of a status from the cache, with no manager started (see
     :meth:`ServerStatuses.report`): ``summaries`` judges the cache's summaries by config
@@ -263,8 +265,8 @@ def _known(
     name: str,
     server: ServerFacts,
     judged: tuple[EntryState, Mapping[str, Any]] | None,
-    known_from_entry: Callable[[str], _Known] | None,
-) -> _Known:
+    known_from_entry: Callable[[str], Known] | None,
+) -> Known:
     """Whether ``name``'s tools are known, how many, and its changed tools, from the cache's
     summary when it tells (no entry parsed, no catalog built), else from its entry."""
     if judged is None or judged[0] != "valid":

@@ -163,24 +163,24 @@ class FailureMemory:
         of the file: a start recalls every configured server's failures, and reading (and
         parsing) the file once per server cost a third of a second at 19,641 servers. Only
         servers named in the file are hashed."""
-        servers = self._read()
-        records: dict[str, FailureRecord] = {}
-        for server, raw in servers.items():
+
+        def digest_of(server: str) -> str | None:
             entry = entries.get(server)
-            if (
-                entry is not None
-                and (record := _record_of(server, raw, entry_digest(entry))) is not None
-            ):
-                records[server] = record
-        return records
+            return entry_digest(entry) if entry is not None else None
+
+        return self._records(digest_of)
 
     def get_many_digested(self, digests: Mapping[str, str]) -> dict[str, FailureRecord]:
         """:meth:`get_many` of the servers whose entries have the :func:`entry_digest`
         ``digests`` (worked out before, by a process that loaded them)."""
-        servers = self._read()
+        return self._records(digests.get)
+
+    def _records(self, digest_of: Callable[[str], str | None]) -> dict[str, FailureRecord]:
+        """Each record in the file made for the configuration whose digest ``digest_of``
+        gives for its server (None: not asked for)."""
         records: dict[str, FailureRecord] = {}
-        for server, raw in servers.items():
-            digest = digests.get(server)
+        for server, raw in self._read().items():
+            digest = digest_of(server)
             if digest is not None and (record := _record_of(server, raw, digest)) is not None:
                 records[server] = record
         return records
