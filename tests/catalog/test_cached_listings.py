@@ -15,7 +15,7 @@ import pytest
 from pi_mcp_adapter._errors import UsageError
 from pi_mcp_adapter.catalog import CachedListing, MetadataCache, ServerMetadata
 from pi_mcp_adapter.catalog._cache import RECENT_SCHEMA_ENTRIES
-from pi_mcp_adapter.catalog._naming import build_tool_infos
+from pi_mcp_adapter.catalog._naming import build_tool_infos, format_tool_name
 from pi_mcp_adapter.catalog._search import SearchIndex
 from pi_mcp_adapter.catalog._search_store import search_index_store_path
 from pi_mcp_adapter.catalog._store import CatalogStore
@@ -113,17 +113,37 @@ ODD_TOOLS: tuple[Any, ...] = (
 )
 
 
+VALID_TOOLS: tuple[Any, ...] = (
+    {"name": "y" * 80, "description": "a valid name cut to 64 characters"},
+    {"name": "odd-server_already_prefixed", "description": "keeps its own prefix"},
+    {"name": "odd-server_", "description": "only the prefix: prefixed again"},
+    {"name": "with-hyphen_and_UPPER9"},
+    {"name": "annotated", "annotations": {"title": "T"}, "_meta": {"ui": {"a": 1}}},
+)
+"""Names valid as they are, which are named without a substitution each."""
+
+NEWLINE_TOOLS: tuple[Any, ...] = (
+    {"name": "first"},
+    {"name": "line\nbreak", "description": "a newline is not a valid character either"},
+)
+
+
 @pytest.mark.parametrize(
     "settings",
     [Settings(), Settings(tool_prefix="none"), Settings(tool_separator="__")],
     ids=["server-prefix", "no-prefix", "double-underscore"],
 )
-def test_odd_tool_names_are_named_the_same_from_a_listing_and_from_the_entry(
-    tmp_path: Path, settings: Settings
+@pytest.mark.parametrize(
+    ("tools", "named"),
+    [(ODD_TOOLS, 5), (VALID_TOOLS, 5), (NEWLINE_TOOLS, 2)],
+    ids=["odd", "valid", "newline"],
+)
+def test_tool_names_are_named_the_same_from_a_listing_and_from_the_entry(
+    tmp_path: Path, settings: Settings, tools: tuple[Any, ...], named: int
 ) -> None:
     path = tmp_path / "mcp-cache.json"
     entry = entry_of("odd-server")
-    MetadataCache(path).store("odd-server", entry, ServerMetadata(tools=ODD_TOOLS))
+    MetadataCache(path).store("odd-server", entry, ServerMetadata(tools=tools))
     listed = MetadataCache(path).get_listings({"odd-server": entry})["odd-server"]
     whole = MetadataCache(path).get_many({"odd-server": entry})["odd-server"]
     assert type(listed) is CachedListing
@@ -131,10 +151,29 @@ def test_odd_tool_names_are_named_the_same_from_a_listing_and_from_the_entry(
     from_entry = build_tool_infos("odd-server", whole, entry=entry, settings=settings)
     assert from_listing == from_entry
     assert [t.name for t in from_listing] == [t.name for t in from_entry]
-    assert len(from_listing) == 5
-    assert max(len(t.name) for t in from_listing) == 64
+    assert len(from_listing) == named
+    assert all(t.name and len(t.name) <= 64 for t in from_listing)
     assert [t.annotations for t in from_listing] == [t.annotations for t in from_entry]
     assert [t.meta for t in from_listing] == [t.meta for t in from_entry]
+
+
+def test_valid_names_are_prefixed_kept_and_cut_as_the_rules_say(tmp_path: Path) -> None:
+    path = tmp_path / "mcp-cache.json"
+    entry = entry_of("odd-server")
+    MetadataCache(path).store("odd-server", entry, ServerMetadata(tools=VALID_TOOLS))
+    listed = MetadataCache(path).get_listings({"odd-server": entry})["odd-server"]
+    names = [
+        t.name for t in build_tool_infos("odd-server", listed, entry=entry, settings=Settings())
+    ]
+    assert names == [format_tool_name(t["name"], "odd-server") for t in VALID_TOOLS]
+    cut, kept, prefixed, hyphen, annotated = names
+    assert len(cut) == 64
+    assert cut.startswith("odd-server_yyy")
+    assert "y" * 60 not in cut
+    assert kept == "odd-server_already_prefixed"
+    assert prefixed == "odd-server_odd-server_"
+    assert hyphen == "odd-server_with-hyphen_and_UPPER9"
+    assert annotated == "odd-server_annotated"
 
 
 def test_opening_reads_no_entry_and_a_schema_reads_only_its_servers(

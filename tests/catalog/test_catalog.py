@@ -299,3 +299,24 @@ def test_with_a_double_separator_hyphens_in_server_names_become_underscores() ->
     ]
     assert built.lookup("jetbrains-index_find").name == "jetbrains_index__find"
     assert built.lookup("jetbrains_index__get_status").name == "jetbrains_index__read_status"
+
+
+def test_a_servers_tools_listed_apart_stay_together_and_collide_in_listing_order() -> None:
+    tools = [
+        ToolInfo(name="x_a", original_name="a", server="x"),
+        ToolInfo(name="y_b", original_name="b", server="y"),
+        ToolInfo(name="x_c", original_name="c", server="x"),
+        ToolInfo(name="x_a", original_name="a", server="y"),
+        ToolInfo(name="y_d", original_name="d", server="y"),
+    ]
+    catalog = Catalog(tools, servers=["x", "y"])
+    assert [t.name for t in catalog.tools("x")] == ["x_a", "x_c"]
+    assert [t.original_name for t in catalog.tools("y")] == ["b", "a", "d"]
+    assert [t.server for t in catalog.tools()] == ["x", "y", "x", "y", "y"]
+    (collision,) = catalog.collisions
+    assert (collision.name, collision.kept_by, collision.server) == ("x_a", "x", "y")
+    assert catalog.get("x_a") is tools[0]
+    assert catalog.get(collision.assigned_name) == ToolInfo(
+        name=collision.assigned_name, original_name="a", server="y"
+    )
+    assert len(catalog) == 5
