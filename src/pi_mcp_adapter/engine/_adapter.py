@@ -665,6 +665,14 @@ class McpAdapter:
         await self._wait_until_open()
         await self.state.wait_for_listings(servers, timeout_s=self.listing_timeout_s())
 
+    async def ready_to_search(self) -> None:
+        """:meth:`ready`, then the current caller's search index made in a worker thread if
+        no search made it yet: what a host awaits before :meth:`search`, which would
+        otherwise make it on the event loop (tens of seconds for a large catalog's first
+        build, every other request waiting)."""
+        await self.ready()
+        await self.state.prepare_index()
+
     async def _wait_until_open(self) -> None:
         if self._state_kind == "closed" or self._manager is not None:
             return

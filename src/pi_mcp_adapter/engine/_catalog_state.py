@@ -119,6 +119,9 @@ class CatalogState:
         """Servers whose tools changed since ``_index`` last followed its catalog."""
         self._caller_views: dict[CallerPolicy, _CallerViews] = {}
         """Each policy's own catalog, prompt catalog and index (a handful of gateway clients)."""
+        self._index_makers: dict[CallerPolicy | None, anyio.Lock] = {}
+        """Held while an index is made in a worker thread for the full catalog (``None``) or
+        a policy's view: concurrent first searches wait for one build."""
         self._listeners: list[CatalogListener] = []
         self._notify_pending = False
         self._notified_at = -float("inf")
@@ -608,6 +611,41 @@ class CatalogState:
             views.index, views.index_catalog = self._build_index(catalog), catalog
             views.pending.clear()
         return views.index
+
+    async def prepare_index(self) -> None:
+        """Make the current caller's search index in a worker thread, unless it is made.
+
+        Otherwise the first search makes it where it runs: at 95,000 tools opening the
+        stored index takes half a second, building one (a first start, a new version of the
+        search code, a policy's view) tens of seconds, and on the event loop that holds up
+        every other request. Concurrent first searches wait for the same build; a catalog
+        that changed meanwhile is indexed again."""
+        caller = current_caller()
+        maker = self._index_makers.get(caller)
+        if maker is None:
+            maker = self._index_makers[caller] = anyio.Lock()
+        async with maker:
+            while True:
+                views = None if caller is None else self._views_of(caller)
+                if (self._index if views is None else views.index) is not None:
+                    return
+                catalog = self.catalog_for(caller)
+                index = await anyio.to_thread.run_sync(
+                    functools.partial(self._build_index, catalog, stored=caller is None)
+                )
+                if views is None:
+                    if self._index is None and self._catalog is catalog:
+                        self._index, self._index_catalog = index, catalog
+                        self._index_pending.clear()
+                        return
+                elif views.index is None and views.catalog is catalog:
+                    views.index, views.index_catalog = index, catalog
+                    views.pending.clear()
+                    return
+                # Made meanwhile on another path, or for a catalog since replaced.
+                retired: list[object] = [index]
+                del index
+                await _free_in_worker(retired)
 
     def _build_index(self, catalog: Catalog, *, stored: bool = False) -> SearchIndex:
         """An index of ``catalog``; ``stored`` for the full catalog's, which is kept on disk

@@ -203,7 +203,7 @@ class McpCapability(AdapterBinding, AbstractCapability[Any]):
         async def rank(
             ctx: RunContext[Any], queries: Sequence[str], tools: Sequence[PaiToolDefinition]
         ) -> list[str]:
-            await adapter.ready()  # servers still being listed may hold the tools
+            await adapter.ready_to_search()  # servers still being listed may hold the tools
             searchable = {t.name for t in tools}
             found: dict[str, None] = {}
             for query in queries:

@@ -212,7 +212,10 @@ class ProxyTool:
             return ToolResult.text(str(exc), is_error=True, details={"mode": mode})
 
     async def _dispatch(self, mode: str, params: Mapping[str, Any]) -> ToolResult:
-        if mode in _WAITS_FOR_LISTINGS:
+        if mode == "search":
+            # As below, and the search index is made off the event loop.
+            await self._adapter.ready_to_search()
+        elif mode in _WAITS_FOR_LISTINGS:
             # Answers from the catalog wait for servers still being listed (bounded), so a
             # request right after start sees the same tools as one a minute later.
             await self._adapter.ready()

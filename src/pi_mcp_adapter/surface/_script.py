@@ -291,7 +291,7 @@ class _ScriptFunctions:
                 raise TypeError("search(words, server=...): server must be a string")
             if limit is not None and (not isinstance(limit, int) or limit < 1):
                 raise TypeError("search(words, limit=...): limit must be a positive integer")
-            await adapter.ready()
+            await adapter.ready_to_search()
             try:
                 results = adapter.search(words, server=server, limit=limit, regex=bool(regex))
             except McpAdapterError as exc:

@@ -326,7 +326,7 @@ class ToolSearchSurface:
             return ToolResult.text(
                 'ToolSearch needs a query: keywords, or "select:name1,name2".', is_error=True
             )
-        await self._adapter.ready()  # servers still being listed may hold the tools
+        await self._adapter.ready_to_search()  # servers still being listed may hold the tools
         try:
             tools, missing, confident = self.find(query)
         except McpAdapterError as exc:
