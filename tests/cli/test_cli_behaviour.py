@@ -58,6 +58,10 @@ def test_a_hanging_server_costs_one_short_deadline_then_nothing(tmp_path: Path) 
     # Its start-up time ends within the command's wait: the command saw it fail.
     hangs = fixture("--hang", startupTimeoutMs=5000)
     home = make_home(tmp_path, {"hangs": hangs, "fx": fixture()})
+    # The healthy server's tools are known first: on a loaded machine its start alone can
+    # outlast the command's deadline, which is not what this pins.
+    connected = pi_mcp(home, "connect", "fx")
+    assert connected.returncode == 0, connected.stderr
     started = time.monotonic()
     first = pi_mcp(home, "search", "echo")
     first_s = time.monotonic() - started
