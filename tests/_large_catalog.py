@@ -13,6 +13,7 @@ Imported as ``_large_catalog``: ``tests/`` is on ``sys.path`` (it has no ``__ini
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,12 +30,14 @@ FIXTURE = Path(__file__).resolve().parent / "fixtures" / "mcp_fixture.py"
 
 
 @contextmanager
-def counted_calls() -> Iterator[list[int]]:
-    """Count every Python function call made in this thread inside the block."""
+def counted_calls(under: Path | None = None) -> Iterator[list[int]]:
+    """Count every Python function call made in this thread inside the block (with
+    ``under``, only calls of functions defined in files below that directory)."""
     count = [0]
+    prefix = None if under is None else f"{under}{os.sep}"
 
-    def profile(_frame: FrameType, event: str, _arg: object) -> None:
-        if event == "call":
+    def profile(frame: FrameType, event: str, _arg: object) -> None:
+        if event == "call" and (prefix is None or frame.f_code.co_filename.startswith(prefix)):
             count[0] += 1
 
     sys.setprofile(profile)
