@@ -57,7 +57,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -189,10 +189,10 @@ async def first_start(root: Path, agent_dir: Path | None = None) -> dict[str, fl
         }
 
 
-async def first_search_beside(adapter: Any, client: Any) -> tuple[float, float]:
-    """The seconds of a process's first search, made as a host makes it (the index made off
-    the event loop, then the query), and the slowest call meanwhile of a gateway client
-    calling ``echo`` in a loop."""
+@contextlib.asynccontextmanager
+async def calling_in_a_loop(client: Any) -> AsyncIterator[list[float]]:
+    """A gateway client calling ``echo`` in a loop for the length of the block; yields the
+    seconds of each call, complete once the block ends."""
     latencies: list[float] = []
     done = anyio.Event()
 
@@ -204,12 +204,22 @@ async def first_search_beside(adapter: Any, client: Any) -> tuple[float, float]:
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(call_in_a_loop)
+        try:
+            yield latencies
+        finally:
+            done.set()
+
+
+async def first_search_beside(adapter: Any, client: Any) -> tuple[float, float]:
+    """The seconds of a process's first search, made as a host makes it (the index made off
+    the event loop, then the query), and the slowest call meanwhile of a gateway client
+    calling ``echo`` in a loop."""
+    async with calling_in_a_loop(client) as latencies:
         await anyio.sleep(0.1)
         mark = time.perf_counter()
         await adapter.ready_to_search()
         adapter.search(QUERY)
         searched_s = time.perf_counter() - mark
-        done.set()
     return searched_s, max(latencies)
 
 
@@ -285,17 +295,7 @@ async def relisting_stall(adapter: Any, client: Any) -> float:
     names = [n for n in adapter.servers if n != "fixture"]
     server = names[len(names) // 2]
     metadata = adapter.metadata(server)  # whole: a listing read from the store lacks schemas
-    latencies: list[float] = []
-    done = anyio.Event()
-
-    async def call_in_a_loop() -> None:
-        while not done.is_set():
-            mark = time.perf_counter()
-            await client.call_tool("fixture_echo", {"message": "x"})
-            latencies.append(time.perf_counter() - mark)
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(call_in_a_loop)
+    async with calling_in_a_loop(client) as latencies:
         await anyio.sleep(0.2)
         for version in range(RELISTINGS):
             tools = tuple(
@@ -308,7 +308,6 @@ async def relisting_stall(adapter: Any, client: Any) -> float:
             adapter.state.end_listing(server)
             await adapter.ready([server])  # the relisting is indexed
             await anyio.sleep(0.2)
-        done.set()
     return max(latencies)
 
 

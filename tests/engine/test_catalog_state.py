@@ -100,12 +100,8 @@ def _described(description: str) -> ServerMetadata:
     )
 
 
-@pytest.mark.anyio
-async def test_a_first_search_index_is_made_in_a_worker_thread_once(tmp_path: Path) -> None:
-    state, listings = _state(tmp_path, 20)
-    for name, metadata in listings.items():
-        state.publish(name, metadata)
-    loop_thread = threading.get_ident()
+def _builders_of(state: CatalogState) -> list[int]:
+    """The threads that make ``state``'s search indexes from now on, one per index made."""
     builders: list[int] = []
     build = state._build_index
 
@@ -114,6 +110,16 @@ async def test_a_first_search_index_is_made_in_a_worker_thread_once(tmp_path: Pa
         return build(*args, **kwargs)
 
     state._build_index = counted_build  # type: ignore[method-assign]
+    return builders
+
+
+@pytest.mark.anyio
+async def test_a_first_search_index_is_made_in_a_worker_thread_once(tmp_path: Path) -> None:
+    state, listings = _state(tmp_path, 20)
+    for name, metadata in listings.items():
+        state.publish(name, metadata)
+    loop_thread = threading.get_ident()
+    builders = _builders_of(state)
     async with anyio.create_task_group() as tasks:
         for _ in range(3):  # concurrent first searches
             tasks.start_soon(state.prepare_index)
@@ -154,14 +160,7 @@ async def test_a_policys_first_search_makes_its_own_index_in_a_worker_thread(
     state, listings = _state(tmp_path, 6)
     for name, metadata in listings.items():
         state.publish(name, metadata)
-    builders: list[int] = []
-    build = state._build_index
-
-    def counted_build(*args: Any, **kwargs: Any) -> Any:
-        builders.append(threading.get_ident())
-        return build(*args, **kwargs)
-
-    state._build_index = counted_build  # type: ignore[method-assign]
+    builders = _builders_of(state)
     policy = CallerPolicy("client", deny=("s3_*",))
     with acting_for(policy):
         await state.prepare_index()
