@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,116 +20,13 @@ from typing import Any
 import pytest
 
 from pi_mcp_adapter.catalog import MetadataCache, ServerMetadata
-from pi_mcp_adapter.config import LoadedConfig, load_config
 from pi_mcp_adapter.servers import FailureMemory
 
-FACTS = "mcp-status-facts.json"
-
-PROBE = """
-import atexit, sys
-from pi_mcp_adapter.config import _loader
-loads = [0]
-code = _loader._load_config.__code__
-def profile(frame, event, arg):
-    if event == "call" and frame.f_code is code:
-        loads[0] += 1
-atexit.register(lambda: sys.stderr.write(f"LOADS {loads[0]}\\n"))
-sys.setprofile(profile)
-from pi_mcp_adapter.cli import main
-main(sys.argv[1:])
-"""
+from ._kept_facts_support import STATUS_FACTS as FACTS
+from ._kept_facts_support import Workspace, write_json
 
 CANARY = "canary-7f3a9c1e5b"
 """A secret value: in a header, a variable and a bearer token; never in the kept facts."""
-
-
-@dataclass
-class Workspace:
-    root: Path
-    env: dict[str, str]
-
-    @property
-    def home(self) -> Path:
-        return self.root / "home"
-
-    @property
-    def project(self) -> Path:
-        return self.root / "project"
-
-    @property
-    def agent(self) -> Path:
-        return self.root / "agent"
-
-    @property
-    def config(self) -> Path:
-        return self.root / "mcp.json"
-
-    def cli(self, *args: str, env: dict[str, str] | None = None) -> tuple[str, str, int]:
-        """``pi-mcp *args`` in a fresh process: stdout, stderr without the probe's line, and
-        how many times the configuration was loaded."""
-        command = [sys.executable, "-c", PROBE, "--config", str(self.config)]
-        command += ["--agent-dir", str(self.agent), "--project", str(self.project), *args]
-        done = subprocess.run(
-            command,
-            env=env if env is not None else self.env,
-            cwd=self.project,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stderr
-        lines = done.stderr.splitlines(keepends=True)
-        loads = next(x for x in lines if x.startswith("LOADS "))
-        rest = "".join(x for x in lines if x is not loads)
-        return _timeless(done.stdout), _timeless(rest), int(loads.split()[1])
-
-    def status(self, *args: str, env: dict[str, str] | None = None) -> tuple[str, str, int]:
-        return self.cli("status", *args, env=env)
-
-    def fresh_status(self, *args: str, env: dict[str, str] | None = None) -> tuple[str, str]:
-        """What a status with nothing kept shows (the kept facts set aside for it)."""
-        facts = self.agent / FACTS
-        aside = self.root / "facts.aside"
-        if facts.exists():
-            facts.rename(aside)
-        try:
-            out, err, loads = self.status(*args, env=env)
-        finally:
-            if aside.exists():
-                aside.replace(facts)
-        assert loads == 1
-        return out, err
-
-    def loaded(self) -> LoadedConfig:
-        """The configuration as the CLI loads it here."""
-        return load_config(
-            agent_dir=self.agent,
-            project_dir=self.project,
-            config_path=self.config,
-            home=self.home,
-            environ=self.env,
-        )
-
-    def cache_servers(self, names: list[str]) -> None:
-        """Store a listing of each of ``names`` as a listing under this configuration and
-        environment would have."""
-        loaded = self.loaded()
-        cache = MetadataCache(self.agent / "mcp-cache.json", environ=self.env)
-        for name in names:
-            tools = ({"name": f"{name}_tool", "inputSchema": {"type": "object"}},)
-            cache.store(name, loaded.servers[name], ServerMetadata(tools=tools))
-        cache.flush()
-
-
-def _timeless(text: str) -> str:
-    """``text`` without how long ago a failure was (a second passes between two statuses)."""
-    text = re.sub(r"failed \d+s ago", "failed Ns ago", text)
-    return re.sub(r'"failedAgoS": [0-9.e+-]+', '"failedAgoS": 0', text)
-
-
-def _write(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
 
 
 def _servers() -> dict[str, Any]:
@@ -166,11 +60,11 @@ def workspace(tmp_path: Path) -> Workspace:
     )
     space.home.mkdir()
     space.project.mkdir()
-    _write(space.config, {"mcpServers": _servers()})
+    write_json(space.config, {"mcpServers": _servers()})
     # A broken layer (an error shown by every status) and a project server (untrusted).
     (space.home / ".agents").mkdir()
     (space.home / ".agents" / "mcp.json").write_text("{ not json", encoding="utf-8")
-    _write(space.project / ".mcp.json", {"mcpServers": {"proj": {"command": "./serve.sh"}}})
+    write_json(space.project / ".mcp.json", {"mcpServers": {"proj": {"command": "./serve.sh"}}})
     space.cache_servers(["alpha", "beta", "eta"])
     FailureMemory(space.agent / "mcp-failures.json").record(
         "epsilon", space.loaded().servers["epsilon"], "connection refused"
@@ -199,15 +93,17 @@ def test_a_second_status_shows_the_same_without_loading_the_configuration(
 def _edit_config(space: Workspace) -> None:
     servers = _servers()
     servers["alpha"]["enabled"] = False
-    _write(space.config, {"mcpServers": servers})
+    write_json(space.config, {"mcpServers": servers})
 
 
 def _add_user_layer(space: Workspace) -> None:
-    _write(space.home / ".agents" / "mcp" / "mcp.json", {"mcpServers": {"zeta": {"command": "z"}}})
+    write_json(
+        space.home / ".agents" / "mcp" / "mcp.json", {"mcpServers": {"zeta": {"command": "z"}}}
+    )
 
 
 def _add_project_pi_layer(space: Workspace) -> None:
-    _write(space.project / ".pi" / "mcp.json", {"mcpServers": {"theta": {"command": "t"}}})
+    write_json(space.project / ".pi" / "mcp.json", {"mcpServers": {"theta": {"command": "t"}}})
 
 
 def _trust_project(space: Workspace) -> None:
@@ -223,7 +119,7 @@ def _link_trusted_file_from_elsewhere(space: Workspace) -> None:
 
 
 def _list_a_package(space: Workspace) -> None:
-    _write(space.agent / "settings.json", {"packages": ["npm:some-package"]})
+    write_json(space.agent / "settings.json", {"packages": ["npm:some-package"]})
 
 
 def _nothing(_space: Workspace) -> None:
@@ -294,25 +190,25 @@ def test_the_status_after_a_change_is_kept_for_the_next(workspace: Workspace) ->
 
 
 def _import_a_host(space: Workspace) -> None:
-    _write(space.config, {"imports": ["cursor"], "mcpServers": _servers()})
+    write_json(space.config, {"imports": ["cursor"], "mcpServers": _servers()})
 
 
 def _filter_tools(space: Workspace) -> None:
     servers = _servers()
     servers["alpha"]["includeTools"] = ["alpha_tool"]
-    _write(space.config, {"mcpServers": servers})
+    write_json(space.config, {"mcpServers": servers})
 
 
 def _sign_in_explicitly(space: Workspace) -> None:
     servers = _servers()
     servers["iota"] = {"url": "http://127.0.0.1:9/iota", "auth": "oauth"}
-    _write(space.config, {"mcpServers": servers})
+    write_json(space.config, {"mcpServers": servers})
 
 
 def _agent_plugins(space: Workspace) -> None:
     (space.root / "plugins").mkdir()
     settings = {"agentPluginPaths": [str(space.root / "plugins")]}
-    _write(space.config, {"mcpServers": _servers(), "settings": settings})
+    write_json(space.config, {"mcpServers": _servers(), "settings": settings})
 
 
 NOT_KEPT: dict[str, Callable[[Workspace], None]] = {
@@ -396,7 +292,7 @@ def test_a_server_whose_summary_cannot_tell_has_the_configuration_loaded_as_befo
 
 def test_a_status_creates_no_agent_dir(tmp_path: Path) -> None:
     (tmp_path / "project").mkdir()
-    _write(tmp_path / "mcp.json", {"mcpServers": {"alpha": {"command": "/bin/false"}}})
+    write_json(tmp_path / "mcp.json", {"mcpServers": {"alpha": {"command": "/bin/false"}}})
     space = Workspace(tmp_path, {**os.environ, "HOME": str(tmp_path), "PI_MCP_WARM": "0"})
 
     first = space.status()

@@ -83,7 +83,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 from pathlib import Path
@@ -609,6 +609,21 @@ def entry_is_fresh(cached_at: object, ttl_ms: object, *, now_ms: float, max_age_
     return not (max_age_ms > 0 and age_ms > max_age_ms)
 
 
+def entry_fresh_until_ms(cached_at: object, ttl_ms: object, *, max_age_ms: float) -> float:
+    """The moment an entry written at ``cachedAt`` with ``ttlMs`` stops being fresh, in ms
+    since the epoch: :func:`entry_is_fresh` holds for every ``now_ms`` before it (never, at
+    ``-inf``; always, at ``inf``)."""
+    when = _as_number(cached_at)
+    if when is None or when == 0:
+        return -math.inf
+    ttl = _as_number(ttl_ms)
+    if ttl is not None and ttl.is_integer() and 0 <= ttl <= _MAX_SAFE_INTEGER:
+        if ttl == 0:
+            return -math.inf
+        return when + (min(max_age_ms, ttl) if max_age_ms > 0 else ttl)
+    return when + max_age_ms if max_age_ms > 0 else math.inf
+
+
 def _as_number(value: Any) -> float | None:
     """``value`` if it is a finite JSON number (not a bool), else None."""
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
@@ -667,6 +682,16 @@ _TEXTS_PER_PARSE = 1000
 """Texts :func:`_parsed_texts` joins into one array: the parser's work per call, spent once
 for them, is most of the time a summary's 250 bytes take (not so for a listing's 1.4 KB,
 which are parsed one by one). The joined copy stays under a megabyte."""
+
+
+def _state_digest(json_identity: str | None, removals: int, rows: Sequence[SummaryRow]) -> str:
+    digest = hashlib.sha256(f"{json_identity}\0{removals}\0".encode())
+    digest.update(
+        "".join(f"{r.name}\0{r.summary}\0{r.tools}\0{r.gen}\0" for r in rows).encode(
+            "utf-8", "surrogatepass"
+        )
+    )
+    return digest.hexdigest()
 
 
 def _parsed_texts(texts: list[str | None]) -> list[Any]:
@@ -937,6 +962,7 @@ class MetadataCache:
         self._seen_gen = -1
         self._seen_removals = 0
         self._loaded = False
+        self._loaded_state: str | None = None
         self._warnings: list[str] = []
         self._pending: list[tuple[str, _Update[Any]]] = []
         """Changes made to the view and not yet written, oldest first."""
@@ -1013,10 +1039,19 @@ class MetadataCache:
                     gen, removals, rows = self._summary_rows(self._open_store())
             summaries = {row.name: row.summary for row in rows}
             summaries.update((name, summary_of(raw)[0]) for name, raw in entries.items())
+            state = None
+            if (
+                gen >= 0
+                and shared is None
+                and self._store is not None
+                and not self._store.in_memory
+            ):
+                state = _state_digest(self._json_identity(), removals, rows)
             with self._state_lock:
                 self._summaries, self._entries = summaries, entries
                 self._unsettled = set()
                 self._seen_gen, self._seen_removals = gen, removals
+                self._loaded_state = state
                 for server, update in self._pending:  # stored by another thread meanwhile
                     self._set_view(server, update(self._view_entry(server))[0])
                 self._loaded = True
@@ -1468,6 +1503,10 @@ class MetadataCache:
         if not self._loaded:
             self.load()
 
+    def now_ms(self) -> int:
+        """This cache's clock, in ms since the epoch (what freshness is judged by)."""
+        return self._now_ms()
+
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
 
@@ -1515,7 +1554,40 @@ class MetadataCache:
         self._entries[server] = raw
         return raw
 
+    @property
+    def loaded_state(self) -> str | None:
+        """A digest of what the last :meth:`load` read of the store (every server's summary,
+        which carries its entry's digest and generation, and the ``mcp-cache.json`` it
+        imported last), while the view is still that: two loads with the same digest read
+        the same entries. None for no store, a store in memory or a team's shared state, or
+        once the view changed (a store by this process, another process's store read)."""
+        return self._loaded_state
+
+    def fresh_until_ms(self, servers: Collection[str]) -> float:
+        """When the first of ``servers``' entries stops being fresh (see
+        :func:`entry_fresh_until_ms`): ``-inf`` when one has no entry or summary."""
+        self._ensure_loaded()
+        with self._state_lock:
+            texts = [
+                summary_of(raw)[0]
+                if (raw := self._entries.get(server, _ABSENT)) is not _ABSENT
+                else self._summaries.get(server)
+                for server in servers
+            ]
+        until = math.inf
+        for summary in _parsed_texts(texts):
+            if not isinstance(summary, Mapping):
+                return -math.inf
+            until = min(
+                until,
+                entry_fresh_until_ms(
+                    summary.get("cachedAt"), summary.get("ttlMs"), max_age_ms=self._max_age_ms
+                ),
+            )
+        return until
+
     def _set_view(self, server: str, raw: Any) -> None:
+        self._loaded_state = None
         if raw is _ABSENT:
             self._entries.pop(server, None)
             self._summaries.pop(server, None)
@@ -1528,6 +1600,7 @@ class MetadataCache:
     def _catch_up(self, store: CatalogStore, own: Mapping[str, Any], own_gen: int) -> None:
         """Take what other processes stored since the view was read (the rows newer than the
         generation seen: a handful, not the catalog). Call with the state lock held."""
+        self._loaded_state = None
         gen, removals, rows = store.summaries(since_gen=self._seen_gen)
         waiting = {server for server, _update in self._pending}
         if removals != self._seen_removals:

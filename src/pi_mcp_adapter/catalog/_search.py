@@ -21,10 +21,10 @@ import dataclasses
 import itertools
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import SupportsIndex, cast, overload
 
 from pi_mcp_adapter._errors import UsageError
 
@@ -46,7 +46,7 @@ from ._search_rankings import (
 )
 from ._search_regex import MAX_REGEX_LENGTH, compile_regex, regex_matches
 from ._search_semantic import forget_remembered_words, semantic_available
-from ._search_store import StoreActivity
+from ._search_store import KeptCatalog, StoreActivity
 from ._search_text import document_terms, stem
 
 __all__ = [
@@ -203,7 +203,7 @@ class SearchIndex:
 
     def __init__(
         self,
-        tools: Sequence[ToolInfo],
+        tools: Sequence[ToolInfo] | KeptCatalog,
         *,
         ranking: str = "default",
         vector_cache: Path | None = None,
@@ -214,8 +214,19 @@ class SearchIndex:
         lexical index, patched on open for the servers whose tools changed (see
         :mod:`._search_store`). ``reopen_stored``: an index built and stored here is only
         dropped and opened from ``index_store`` (see :class:`.FieldRanking`); it embeds no
-        tool."""
+        tool.
+
+        A :class:`.KeptCatalog` instead of tools opens the index ``index_store`` holds for
+        that catalog, reading a server's tools from it when a result first shows one.
+
+        Raises:
+            LookupError: the stored files do not hold the kept catalog (or ``ranking`` is
+                not one they store).
+        """
         name = resolve_ranking(ranking)
+        if isinstance(tools, KeptCatalog):
+            self._open_kept(tools, name, vector_cache, index_store)
+            return
         every_tool = tuple(tools)
         self._tools: tuple[ToolInfo, ...] | None = every_tool
         self._ranking_name = name
@@ -258,12 +269,16 @@ class SearchIndex:
                 groups.setdefault(tool.server, []).append(position)
             self._by_server = dict(groups)
             numbered_in_order = True
-        self._unnamed: tuple[tuple[ToolInfo, ...], bool] | None = (
-            every_tool,
+        self._unnamed: tuple[Callable[[], Sequence[ToolInfo]], bool] | None = (
+            lambda: every_tool,
             numbered_in_order,
         )
         """The tools as indexed, and whether their document ids are their positions, until
         the lookup by name is made (see _by_name): a keyword search needs none."""
+        self._live = len(every_tool)
+        self._start_lookups()
+
+    def _start_lookups(self) -> None:
         self._names: dict[str, int] = {}
         self._naming = threading.Lock()
         """Held while the lookup by name is made: :meth:`prepare_replacement` makes it in a
@@ -272,8 +287,27 @@ class SearchIndex:
         self._origins: dict[str, dict[str, int]] = {}
         """Per server, the document id of each original tool name, made the first time a
         search with learned words asks for that server (see _doc_of)."""
-        self._live = len(every_tool)
         self._catalog_order: list[int] | None = None
+
+    def _open_kept(
+        self, kept: KeptCatalog, name: str, vector_cache: Path | None, index_store: Path | None
+    ) -> None:
+        ranking: FieldRanking
+        if name == "hybrid":
+            ranking = HybridRanking(kept, vector_cache=vector_cache, store=index_store)
+        elif name == "lexical":
+            ranking = FieldRanking(kept, store=index_store)
+        else:
+            raise LookupError(f"the {name} ranking keeps no index")
+        self._ranking_name = name
+        self._ranking = ranking
+        _, server_docs = ranking.documents()
+        self._by_server = dict(server_docs)
+        self._doc_tools = _StoredTools(ranking)
+        self._tools = None
+        self._unnamed = (lambda: self.tools, False)
+        self._live = sum(len(docs) for docs in server_docs.values())
+        self._start_lookups()
 
     def _by_name(self) -> dict[str, int]:
         """The document id of each tool name: the first in catalog order, as indexed, then
@@ -288,7 +322,8 @@ class SearchIndex:
     def _name_documents(self) -> None:
         unnamed = self._unnamed
         if unnamed is not None:
-            tools, numbered_in_order = unnamed
+            tools_of, numbered_in_order = unnamed
+            tools = tools_of()
             doc_ids: Sequence[int]
             if numbered_in_order:
                 doc_ids = range(len(tools))
@@ -337,6 +372,19 @@ class SearchIndex:
     @property
     def ranking(self) -> str:
         return self._ranking_name
+
+    @property
+    def kept_catalog(self) -> KeptCatalog | None:
+        """What a later process opens this index by without the catalog (see
+        :class:`.KeptCatalog`); None when the stored files do not hold exactly this index
+        (another ranking, a patch this process could not write, a vector file not written)."""
+        ranking = self._ranking
+        if not isinstance(ranking, FieldRanking) or ranking.stored_catalog is None:
+            return None
+        vectors = ranking.vectors_catalog
+        if isinstance(ranking, HybridRanking) and ranking.semantic and vectors is None:
+            return None
+        return KeptCatalog(ranking.stored_catalog, vectors)
 
     def __len__(self) -> int:
         return self._live
@@ -530,3 +578,44 @@ class SearchIndex:
             next_offset=next_offset,
             confident=confident,
         )
+
+
+class _StoredTools(list[ToolInfo | None]):
+    """The tools of an index opened for a kept catalog, by document id: a server's are read
+    from the stored index the first time one of them is asked for (a search shows a page of
+    hits from a few servers; reading every server's would cost what building the catalog
+    does). An id no server has is a removed document's: None."""
+
+    def __init__(self, ranking: FieldRanking) -> None:
+        super().__init__([None] * ranking.documents()[0])
+        self._ranking = ranking
+        self._unread = set(ranking.documents()[1])
+
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> ToolInfo | None: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[ToolInfo | None]: ...
+
+    def __getitem__(self, index: SupportsIndex | slice) -> ToolInfo | list[ToolInfo | None] | None:
+        if isinstance(index, slice):
+            raise TypeError("the tools of a kept catalog are read one at a time")
+        found = super().__getitem__(index)
+        if found is None and self._unread:
+            server = self._ranking.server_of(int(index))
+            if server is not None and server in self._unread:
+                self._read(server)
+                found = super().__getitem__(index)
+        return found
+
+    def __iter__(self) -> Iterator[ToolInfo | None]:
+        return (self[doc] for doc in range(len(self)))
+
+    def _read(self, server: str) -> None:
+        docs = self._ranking.documents()[1][server]
+        tools = self._ranking.stored_tools(server)
+        if tools is None or len(tools) != len(docs):
+            raise LookupError(f"the stored search index cannot give the tools of {server!r}")
+        for doc, tool in zip(docs, tools, strict=True):
+            super().__setitem__(doc, tool)
+        self._unread.discard(server)

@@ -29,12 +29,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, get_args, overload
 
 from ._metadata import ToolInfo
 from ._search_semantic import EmbeddedTexts, TextEmbedder, ToolVectors, load_default_embedder
 from ._search_store import (
     EncodedTools,
+    KeptCatalog,
     LazyTable,
     ServerRow,
     StoreActivity,
@@ -502,7 +503,7 @@ class FieldRanking:
 
     def __init__(
         self,
-        tools: Sequence[ToolInfo],
+        tools: Sequence[ToolInfo] | KeptCatalog,
         *,
         vectors: ToolVectors | None = None,
         store: Path | None = None,
@@ -515,23 +516,36 @@ class FieldRanking:
         from its store (see ``CatalogState._build_index``), so such a build leaves the tool
         vectors to that opening. Embedding every tool beside the build was 55 MB of its
         peak at 95,000 tools.
+
+        A :class:`KeptCatalog` instead of tools opens the index ``store`` holds for it, and
+        reads no tool.
+
+        Raises:
+            LookupError: ``store`` and the vector file do not hold the kept catalog.
         """
+        self.stored_catalog: str | None = None
+        """The fingerprint of the catalog the index at ``store`` now holds exactly, as this
+        ranking has it (see :class:`KeptCatalog`); None when it holds another, or none."""
+        if isinstance(tools, KeptCatalog):
+            self._value_weights = self._weights_of_values()
+            self.store_activity = StoreActivity()
+            self._clear()
+            self._placed: list[ToolInfo | None] | None = None
+            if store is None or not self._open_kept(store, tools):
+                raise LookupError("the stored search index holds another catalog")
+            return
         if vectors is not None and len(vectors) != len(tools):
             raise ValueError(f"{len(vectors)} tool vectors for {len(tools)} tools")
         if vectors is not None and store is not None:
             # A stored index may number the tools otherwise than ``tools`` does.
             raise ValueError("give a ranking its vectors or a stored index, not both")
-        # Quoted text may be a title or a phrase; every other value locates or identifies data.
-        self._value_weights: Mapping[str, float] = {
-            kind: self.quoted_weight if kind == "quoted" else self.locator_weight
-            for kind in get_args(ValueKind)
-        }
+        self._value_weights = self._weights_of_values()
         self.store_activity = StoreActivity()
         """What opening the stored index did (see :mod:`._search_store`)."""
         self._vectors: ToolVectors | None = None
         self._avg_len: dict[str, float] = {}
         self._clear()
-        self._placed: list[ToolInfo | None] | None = None
+        self._placed = None
         texts: str | None = None
         if store is not None:
             # Grouped by server only to patch or place them: an index numbering the tools
@@ -571,6 +585,13 @@ class FieldRanking:
                 encoded.close()
         if embed_after and not self.store_activity.rows_written:
             self._vectors = self._tool_vectors(tools, texts)  # not stored: not opened again
+
+    def _weights_of_values(self) -> Mapping[str, float]:
+        # Quoted text may be a title or a phrase; every other value locates or identifies data.
+        return {
+            kind: self.quoted_weight if kind == "quoted" else self.locator_weight
+            for kind in get_args(ValueKind)
+        }
 
     def _clear(self) -> None:
         """Empty structures, as before a build or an open."""
@@ -645,6 +666,10 @@ class FieldRanking:
         servers in the order of their first ids."""
         return len(self._server_of), self._server_docs
 
+    def server_of(self, doc: int) -> str | None:
+        """The server of document ``doc``; None for a removed document."""
+        return self._server_of[doc]
+
     def take_placed_tools(self) -> list[ToolInfo | None] | None:
         """The catalog's tools at their document ids when this index, opened from its store,
         numbers them otherwise than the catalog lists them (a server patched in on open);
@@ -682,7 +707,7 @@ class FieldRanking:
         try:
             if not stored.begin_write():
                 return
-            stored.write_all(
+            written = stored.write_all(
                 _index_parameters(),
                 [
                     (_POSTINGS, ((t, _posting_bytes(p)) for t, p in self._postings.items())),
@@ -710,6 +735,8 @@ class FieldRanking:
                 self._meta(catalog),
             )
             self.store_activity.rows_written += stored.rows_written
+            if written:
+                self.stored_catalog = catalog
         finally:
             stored.close()
 
@@ -771,6 +798,7 @@ class FieldRanking:
                 break
             if layout.catalog == catalog:
                 if self._adopt(stored, layout, len(tools)):
+                    self.stored_catalog = catalog
                     return True
                 break
             groups = grouped()
@@ -822,10 +850,56 @@ class FieldRanking:
                 # this process patched its index to.
                 if stored.generation() == layout.generation + 1:
                     self._touched = {}
+                    self.stored_catalog = catalog
                     return True
         self._clear()
         stored.close()
         return False
+
+    def _open_kept(self, path: Path, kept: KeptCatalog) -> bool:
+        """Take the index stored at ``path`` when it was written for the ``kept`` catalog,
+        with the tool vectors the vector file holds for it; False, with nothing taken,
+        otherwise."""
+        stored = StoredIndex.open(path)
+        if stored is None:
+            return False
+        layout = stored.read_layout(_index_parameters())
+        if (
+            layout is not None
+            and layout.catalog == kept.index
+            and self._adopt(stored, layout, None)
+        ):
+            try:
+                self._vectors = self._kept_vectors(kept.vectors)
+            except LookupError as exc:
+                logger.info("not opening the kept search index: %s", exc)
+            else:
+                self.stored_catalog = kept.index
+                return True
+        self._clear()
+        stored.close()
+        return False
+
+    def _kept_vectors(self, catalog: str | None) -> ToolVectors | None:
+        """The tool vectors the vector file holds for the catalog it knows by ``catalog``
+        (see :attr:`vectors_catalog`), numbered as this index numbers the tools.
+
+        Raises:
+            LookupError: the file holds another catalog.
+        """
+        return None
+
+    @property
+    def vectors_catalog(self) -> str | None:
+        """What the vector file knows this index's tools by (:attr:`ToolVectors.
+        file_catalog`), the other half of a :class:`KeptCatalog`; None without vectors."""
+        return self._vectors.file_catalog if self._vectors is not None else None
+
+    def stored_tools(self, server: str) -> list[ToolInfo] | None:
+        """The tools the stored index holds of ``server``, in the order of its documents;
+        None for an index not opened from its store, or a row that cannot be read."""
+        stored = self._stored
+        return stored.server_tools(server) if stored is not None else None
 
     @staticmethod
     def _server_prints(groups: Mapping[str, Sequence[ToolInfo]]) -> dict[str, str] | None:
@@ -2194,7 +2268,7 @@ class HybridRanking(FieldRanking):
 
     def __init__(
         self,
-        tools: Sequence[ToolInfo],
+        tools: Sequence[ToolInfo] | KeptCatalog,
         *,
         embedder: TextEmbedder | None = None,
         vector_cache: Path | None = None,
@@ -2219,10 +2293,48 @@ class HybridRanking(FieldRanking):
             live, self._model, cache_path=self._vector_cache, rows=rows, n_rows=len(tools)
         )
 
+    def _kept_vectors(self, catalog: str | None) -> ToolVectors | None:
+        live = [doc for doc, server in enumerate(self._server_of) if server is not None]
+        if self._model is None or not live:
+            return None  # as a build makes it: lexical
+        if catalog is None:
+            raise LookupError("no tool vectors were kept for the catalog")
+        tools = _ToolsNotRead(len(live))
+        if len(live) == len(self._server_of):
+            return ToolVectors(tools, self._model, cache_path=self._vector_cache, catalog=catalog)
+        return ToolVectors(
+            tools,
+            self._model,
+            cache_path=self._vector_cache,
+            rows=live,
+            n_rows=len(self._server_of),
+            catalog=catalog,
+        )
+
     @property
     def semantic(self) -> bool:
         """Whether the semantic signal is in use."""
         return self._vectors is not None
+
+
+class _ToolsNotRead(Sequence[ToolInfo]):
+    """The tools of a kept catalog, counted and never read: the vectors the file holds for
+    that catalog are taken as they are (see :class:`ToolVectors`'s ``catalog``)."""
+
+    def __init__(self, count: int) -> None:
+        self._count = count
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> ToolInfo: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[ToolInfo]: ...
+
+    def __getitem__(self, index: int | slice) -> ToolInfo | Sequence[ToolInfo]:
+        raise LookupError("the tools of a kept catalog are not read")
 
 
 RANKINGS: Mapping[str, RankingFactory] = MappingProxyType(

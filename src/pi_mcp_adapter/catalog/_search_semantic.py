@@ -430,11 +430,17 @@ class ToolVectors:
         rows: Sequence[int] | None = None,
         n_rows: int | None = None,
         texts: str | None = None,
+        catalog: str | None = None,
     ) -> None:
         """With ``rows``, tool ``i`` is row ``rows[i]`` of ``n_rows`` (the others are removed
         tools' rows, which never rank): the numbering of a search index patched on open (see
         ``_search_store``). The file keeps the vectors in the order of ``tools``. ``texts``
-        is :func:`texts_fingerprint` of ``tools`` when the caller has it already."""
+        is :func:`texts_fingerprint` of ``tools`` when the caller has it already.
+
+        ``catalog``: the :attr:`file_catalog` an earlier process read these tools' vectors
+        under. Then ``tools`` is only counted: the vectors are the file's, written for that
+        catalog, and :class:`LookupError` is raised when it holds another (or lacks what a
+        query needs)."""
         import numpy as np
 
         if rows is not None and (
@@ -443,7 +449,12 @@ class ToolVectors:
             raise ValueError(f"{len(tools)} tools placed at {len(rows)} rows of {n_rows}")
         self._embedder = embedder
         model_id = embedder.model_id
-        catalog = _catalog_digest(model_id, tools, texts)
+        known = catalog is not None
+        if catalog is None:
+            catalog = _catalog_digest(model_id, tools, texts)
+        self.file_catalog: str | None = None
+        """The digest of the catalog the file holds exactly these tools' vectors for (the
+        model and the tools' texts, in order); None when it could not be written."""
         cached_rows: dict[str, int] = {}
         cached_vectors: FloatMatrix | None = None
         word_ids: dict[str, tuple[int, ...]] | None = None
@@ -453,6 +464,8 @@ class ToolVectors:
                 cache_path, model_id, catalog, len(tools)
             )
         remembers = isinstance(embedder, _LazyWordLlama)
+        if known and (same_catalog is None or (remembers and word_ids is None)):
+            raise LookupError("the vector file holds another catalog")
         if isinstance(embedder, _LazyWordLlama) and word_ids is not None:
             embedder.remember_words(word_ids)
         keys: list[str] = []
@@ -533,7 +546,10 @@ class ToolVectors:
                 else:
                     words = embedder.word_ids([embedding_text(t) for t in tools])
             keys = keys or [_definition_key(model_id, t) for t in tools]
-            _write_vectors(cache_path, model_id, keys, distinct, tool_rows, words, catalog)
+            if _write_vectors(cache_path, model_id, keys, distinct, tool_rows, words, catalog):
+                self.file_catalog = catalog
+        elif cache_path is not None:
+            self.file_catalog = catalog
 
     def __len__(self) -> int:
         return self._rows
@@ -873,9 +889,10 @@ def _write_vectors(
     tool_rows: NDArray[np.int64],
     word_ids: Mapping[str, Sequence[int]],
     catalog: str,
-) -> None:
+) -> bool:
     """Write the vectors of the tools with definition ``keys``, tool ``i``'s being row
-    ``tool_rows[i]`` of ``distinct``: one vector per distinct key."""
+    ``tool_rows[i]`` of ``distinct``: one vector per distinct key. Says whether it was
+    written."""
     import numpy as np
 
     unique: dict[str, int] = {}
@@ -889,7 +906,7 @@ def _write_vectors(
         fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         logger.info("cannot write the search vector cache %s: %s", path, exc)
-        return
+        return False
     try:
         with os.fdopen(fd, "wb") as out:
             np.savez(
@@ -909,6 +926,8 @@ def _write_vectors(
         logger.info("cannot write the search vector cache %s: %s", path, exc)
         with contextlib.suppress(OSError):
             os.unlink(temp_name)
+        return False
+    return True
 
 
 def _word_arrays(word_ids: Mapping[str, Sequence[int]]) -> dict[str, Any]:

@@ -62,6 +62,7 @@ from ._metadata import StoredToolInfo, ToolInfo, schema_digest
 
 __all__ = [
     "INDEX_STORE_NAME",
+    "KeptCatalog",
     "LazyTable",
     "ServerRow",
     "StoreActivity",
@@ -339,6 +340,17 @@ class StoredLayout:
         :func:`catalog_fingerprint`); None in a file that has none."""
         found = self.meta.get("catalog")
         return found if isinstance(found, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class KeptCatalog:
+    """A catalog known by what an earlier process stored of it, for a search that does not
+    build it (``engine/_search_facts.py``): the fingerprint of the stored index written for
+    it (:func:`catalog_fingerprint`) and the digest under which the vector file holds its
+    tools' vectors (None for a ranking without vectors)."""
+
+    index: str
+    vectors: str | None
 
 
 @dataclass(frozen=True, slots=True)

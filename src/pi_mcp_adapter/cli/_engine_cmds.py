@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from pi_mcp_adapter._shared_state import SharedState
     from pi_mcp_adapter.config import LoadedConfig
     from pi_mcp_adapter.config._trust import ProjectTrust
-    from pi_mcp_adapter.engine import McpAdapter, StatusReport, ToolResult
+    from pi_mcp_adapter.engine import McpAdapter, SearchResults, StatusReport, ToolResult
     from pi_mcp_adapter.surface._arguments import ArgumentPairs
 
 T = TypeVar("T")
@@ -239,16 +239,22 @@ def run_from_cache(
     *,
     quiet: bool,
     concerns: Callable[[McpAdapter, str], bool] | None = None,
+    config_environ: Mapping[str, str] | None = None,
+    after_cached: Callable[[McpAdapter], object] | None = None,
 ) -> T:
     """Run ``body``, a read-only use of the catalog, from the metadata cache when it has every
     server it could list: no event loop, no manager, nothing connected (the common case, and
     the one that must answer in a blink). Otherwise as :func:`run`, listing what is missing.
 
     ``concerns(adapter, server)`` says whether ``server`` failing matters to this command
-    (default: every server does); failures of the others are not reported."""
+    (default: every server does); failures of the others are not reported.
+    ``config_environ``: as :func:`create_adapter`'s. ``after_cached`` is called once ``body``
+    ran from the cache alone."""
     from pi_mcp_adapter._errors import McpAdapterError, UsageError
 
-    adapter, progress = create_adapter(get_context(ctx), connect_missing=True, quiet=quiet)
+    adapter, progress = create_adapter(
+        get_context(ctx), connect_missing=True, quiet=quiet, config_environ=config_environ
+    )
     if concerns is not None:
         progress.concerns = lambda server: concerns(adapter, server)
     try:
@@ -256,6 +262,8 @@ def run_from_cache(
         if not _servers_to_list(adapter, progress):
             result = body(adapter)
             _report_warnings(adapter, set())
+            if after_cached is not None:
+                after_cached(adapter)
             return result
     except UsageError as exc:
         raise fail(cli_wording(str(exc)), code=EXIT_USAGE) from None
@@ -586,10 +594,33 @@ def search(
     as_json: JsonOption = False,
 ) -> None:
     """Search tools by words, ranked, from the metadata cache."""
+    from pi_mcp_adapter.catalog._search import parse_tool_search_query
+
     query = " ".join(words)
+    cli = get_context(ctx)
+    # Ranked words over every server can be answered from the index a search kept (see
+    # ``engine/_search_facts.py``); the other searches need the catalog.
+    keeps = (
+        not regex
+        and server is None
+        and bool(query.strip())
+        and not parse_tool_search_query(query).is_select
+    )
+    files_before = _config_files_digest(cli) if keeps else None
+    if files_before is not None:
+        kept = _search_kept_index(cli, files_before, query, limit=limit, offset=offset)
+        if kept is not None:
+            from pi_mcp_adapter.surface import search_results_result
+
+            result = search_results_result(query, kept, server=None, include_schemas=not no_schemas)
+            emit_result(_past_the_end(result, query, limit, offset), as_json=as_json)
+            return
+
+    from pi_mcp_adapter.config import RecordingEnviron
+
+    recording = RecordingEnviron(cli.environ)
 
     def body(adapter: McpAdapter) -> ToolResult:
-        from pi_mcp_adapter.engine import ToolResult
         from pi_mcp_adapter.surface import ProxyTool
 
         if not regex and adapter.settings.search_ranking != "lexical":
@@ -602,17 +633,74 @@ def search(
             limit=limit,
             offset=offset,
         )
-        total = result.details.get("count", 0)
-        if offset and not result.details.get("matches") and total:
-            text = (
-                f"--offset {offset} is past the end: {total} tool{'s' if total != 1 else ''} "
-                f'match "{query}", so the highest valid offset is {total - 1} '
-                f"(--offset {max(0, total - limit)} shows the last page)."
-            )
-            return ToolResult.text(text, details=result.details)
-        return result
+        return _past_the_end(result, query, limit, offset)
 
-    emit_result(run_from_cache(ctx, body, quiet=as_json), as_json=as_json)
+    def keep(adapter: McpAdapter) -> None:
+        if files_before is None:
+            return
+        from pi_mcp_adapter.config import inputs_digest
+        from pi_mcp_adapter.engine import keep_search_facts
+
+        def key_of(names: Sequence[str]) -> str | None:
+            files = _config_files_digest(cli)  # changed while loading: nothing is kept
+            return inputs_digest(files, cli.environ, names) if files == files_before else None
+
+        keep_search_facts(adapter, recording, key_of)
+
+    result = run_from_cache(ctx, body, quiet=as_json, config_environ=recording, after_cached=keep)
+    emit_result(result, as_json=as_json)
+
+
+def _search_kept_index(
+    cli: CliContext, files: str, query: str, *, limit: int, offset: int
+) -> SearchResults | None:
+    """The search's results from the index an earlier search kept, when the configuration
+    and the cache are still those it was kept for (``files``: the configuration files'
+    digest now); None when they are not, or the page is empty (which says why servers are
+    missing, from the catalog)."""
+    from pi_mcp_adapter._errors import UsageError
+    from pi_mcp_adapter._secrets import register_environment_secrets
+    from pi_mcp_adapter.config import inputs_digest
+    from pi_mcp_adapter.engine import kept_search
+
+    environ = cli.environ
+    # As create_adapter's adapter: it relays elicitation to the terminal, not sampling.
+    kept = kept_search(
+        cli.agent_dir, key_of=lambda names: inputs_digest(files, environ, names), relay=True
+    )
+    if kept is None:
+        return None
+    if kept.facts.ranking != "lexical":
+        _import_numpy_with_one_blas_thread()
+    try:
+        results = kept.search(query, limit=limit, offset=offset)
+    except (LookupError, UsageError):
+        return None
+    if not results.page.hits:
+        return None
+    register_environment_secrets(environ)  # as the load would have
+    for error in kept.facts.errors:
+        print_warning(f"config: {error}")
+    for warning in kept.facts.warnings:
+        print_warning(warning)
+    for message in kept.cache_warnings:
+        print_warning(message)
+    return results
+
+
+def _past_the_end(result: ToolResult, query: str, limit: int, offset: int) -> ToolResult:
+    """``result``, or what to do instead when ``offset`` is past its last match."""
+    from pi_mcp_adapter.engine import ToolResult
+
+    total = result.details.get("count", 0)
+    if offset and not result.details.get("matches") and total:
+        text = (
+            f"--offset {offset} is past the end: {total} tool{'s' if total != 1 else ''} "
+            f'match "{query}", so the highest valid offset is {total - 1} '
+            f"(--offset {max(0, total - limit)} shows the last page)."
+        )
+        return ToolResult.text(text, details=result.details)
+    return result
 
 
 def _import_numpy_with_one_blas_thread() -> None:

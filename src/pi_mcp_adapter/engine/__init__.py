@@ -12,6 +12,8 @@
                  with what to do about it.
 - ``_status_facts`` what a status from the cache reads of the configuration, and keeping it
                  between processes (``mcp-status-facts.json``).
+- ``_search_facts`` what a search from the cache keeps so that the next one opens the stored
+                 index without building the catalog (``mcp-search-facts.json``).
 - ``_routes``    which server answers a prompt, resource, completion or subscription.
 - ``_values``    what those operations return: server states, search results, call outcomes.
 - ``_host``      the host protocol a binding implements, and the tool definitions and results
@@ -76,6 +78,7 @@ from ._questions import (
     form_fields,
     with_form_defaults,
 )
+from ._search_facts import KeptSearch, SearchFacts, keep_search_facts, kept_search
 from ._status_facts import KeptStatus, StatusFacts
 from ._values import (
     CallErrorKind,
@@ -119,6 +122,7 @@ __all__ = [
     "Host",
     "HostEvent",
     "ImagePart",
+    "KeptSearch",
     "KeptStatus",
     "McpAdapter",
     "NoOneToAsk",
@@ -129,6 +133,7 @@ __all__ = [
     "QuestionOption",
     "ReloadReport",
     "Sample",
+    "SearchFacts",
     "SearchResults",
     "ServerStatus",
     "StatusFacts",
@@ -146,8 +151,10 @@ __all__ = [
     "describe_question",
     "form_defaults",
     "form_fields",
+    "keep_search_facts",
     "keep_status_facts",
     "kept_cached_status",
+    "kept_search",
     "status_facts",
     "view_resource_uri",
     "with_form_defaults",

@@ -31,7 +31,7 @@ from ._calls import call_tool, render_outcome
 from ._commands import McpCommands
 from ._direct import DirectTools, tool_definition, wait_for_up_front_tools
 from ._exposure import SessionExposure
-from ._proxy import PROXY_TOOL_NAME, ProxyTool
+from ._proxy import PROXY_TOOL_NAME, ProxyTool, search_results_result
 from ._register import SurfaceKind, Surfaces, register_surfaces
 from ._sandbox import ScriptLimits, ScriptRun
 from ._script import SCRIPT_TOOL_NAME, ScriptTool
@@ -61,6 +61,7 @@ __all__ = [
     "call_tool",
     "register_surfaces",
     "render_outcome",
+    "search_results_result",
     "tool_definition",
     "wait_for_up_front_tools",
 ]

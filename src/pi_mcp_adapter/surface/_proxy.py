@@ -21,7 +21,14 @@ from pi_mcp_adapter._errors import (
 )
 from pi_mcp_adapter.catalog import ToolInfo, one_line, render_call_line
 from pi_mcp_adapter.config._validate import json_type
-from pi_mcp_adapter.engine import CallOutcome, McpAdapter, TextPart, ToolDefinition, ToolResult
+from pi_mcp_adapter.engine import (
+    CallOutcome,
+    McpAdapter,
+    SearchResults,
+    TextPart,
+    ToolDefinition,
+    ToolResult,
+)
 
 from ._calls import call_tool, render_outcome
 from ._guard import guard_execute
@@ -177,6 +184,43 @@ def observed_shape(adapter: McpAdapter, tool: ToolInfo) -> str | None:
     return adapter.cache.observed_shapes(tool.server).get(tool.original_name)
 
 
+def search_results_result(
+    query: str, results: SearchResults, *, server: str | None, include_schemas: bool
+) -> ToolResult:
+    """The proxy tool's answer to a search: the page of ``results`` for the model, with its
+    hits in ``details``."""
+    page = results.page
+    details: dict[str, Any] = {
+        "mode": "search",
+        "query": query,
+        "matches": [
+            {
+                "server": h.tool.server,
+                "tool": h.tool.original_name,
+                "name": h.tool.name,
+                "score": h.score,
+            }
+            for h in page.hits
+        ],
+        "count": page.total,
+        "nextOffset": page.next_offset,
+        "confident": page.confident,
+    }
+    if not page.hits:
+        where = f" in {server!r}" if server else ""
+        lines = [f'No tools matching "{query}"{where}.']
+        if results.unavailable:
+            lines += ["Not searchable right now:"]
+            lines += [f"  {describe_server(u)}" for u in results.unavailable]
+        return ToolResult.text("\n".join(lines), details=details)
+    text = render_search_hits(query, page, include_schemas=include_schemas, server=server)
+    if page.servers:
+        details["servers"] = [
+            {"server": m.server, "tools": m.tools, "score": m.best_score} for m in page.servers
+        ]
+    return ToolResult.text(text, details=details)
+
+
 class ProxyTool:
     """Dispatches ``mcp(...)`` calls to the engine and renders the answers as text.
 
@@ -323,36 +367,7 @@ class ProxyTool:
         results = self._adapter.search(
             query, server=server, regex=regex, limit=limit, offset=offset
         )
-        page = results.page
-        details: dict[str, Any] = {
-            "mode": "search",
-            "query": query,
-            "matches": [
-                {
-                    "server": h.tool.server,
-                    "tool": h.tool.original_name,
-                    "name": h.tool.name,
-                    "score": h.score,
-                }
-                for h in page.hits
-            ],
-            "count": page.total,
-            "nextOffset": page.next_offset,
-            "confident": page.confident,
-        }
-        if not page.hits:
-            where = f" in {server!r}" if server else ""
-            lines = [f'No tools matching "{query}"{where}.']
-            if results.unavailable:
-                lines += ["Not searchable right now:"]
-                lines += [f"  {describe_server(u)}" for u in results.unavailable]
-            return ToolResult.text("\n".join(lines), details=details)
-        text = render_search_hits(query, page, include_schemas=include_schemas, server=server)
-        if page.servers:
-            details["servers"] = [
-                {"server": m.server, "tools": m.tools, "score": m.best_score} for m in page.servers
-            ]
-        return ToolResult.text(text, details=details)
+        return search_results_result(query, results, server=server, include_schemas=include_schemas)
 
     def _with_activated(self, result: ToolResult) -> ToolResult:
         """Search hits of ``directTools: "search"`` servers become callable directly."""
