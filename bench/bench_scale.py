@@ -26,11 +26,12 @@ Per size, in a fresh process each (so memory is that size's own):
 - metadata store: opening it, storing one server until its row is durable, and the
   ``mcp-cache.json`` export after it (see ``cache_figures``);
 - CLI ``pi-mcp search`` and ``pi-mcp status`` (``--json``), a fresh process each
-  (``PI_MCP_WARM=0``), wall time, the median of three after one unmeasured; ``status`` as the
-  first after an edit of the configuration file (which loads it; the others show what the
-  last status kept of it, ``engine/_status_facts.py``), again with one server's failed
-  connect recorded, and as text (its time and output size); both again in the agent dir's
-  warm process;
+  (``PI_MCP_WARM=0``), wall time, the median of three after one unmeasured; both as the
+  first after an edit of the configuration file (which loads it, and a search builds the
+  catalog; the others show what the last status kept of it, ``engine/_status_facts.py``, or
+  open the stored index by what the last search kept, ``engine/_search_facts.py``);
+  ``status`` again with one server's failed connect recorded, and as text (its time and
+  output size); both again in the agent dir's warm process;
 - a team gateway replica (``sharedState`` on a real ``redis-server``, whose metadata table
   holds every server's record as replicas publish them): API start to first search and RSS,
   joining with an empty agent dir, then starting again on that agent dir (left out, said so,
@@ -339,22 +340,23 @@ def cli_run(root: Path, *args: str, warm: bool = False) -> tuple[float, int]:
 def cli_seconds(root: Path, *args: str) -> float:
     """The median wall seconds of three runs of ``pi-mcp *args --json`` in a fresh process
     each, after one unmeasured: what running it again costs (the first run after a change
-    keeps what a status reads of the configuration, see ``cli_changed_status_seconds``)."""
+    keeps what a status or a search reads, see ``cli_changed_seconds``)."""
     cli_run(root, *args, "--json")
     return statistics.median(cli_run(root, *args, "--json")[0] for _ in range(3))
 
 
-def cli_changed_status_seconds(root: Path) -> float:
-    """The median of three ``pi-mcp status --json``, each the first after an edit of the
-    configuration file (a blank line more: the same servers): the status loads the
-    configuration and keeps what it reads of it for the next."""
+def cli_changed_seconds(root: Path, *args: str) -> float:
+    """The median of three ``pi-mcp *args --json``, each the first after an edit of the
+    configuration file (a blank line more: the same servers): a status or a search then
+    loads the configuration (a search builds the catalog too) and keeps what it read for
+    the next."""
     config = root / "mcp.json"
     original = config.read_bytes()
     seconds: list[float] = []
     try:
         for edit in range(1, 4):
             config.write_bytes(original + b"\n" * edit)
-            seconds.append(cli_run(root, "status", "--json")[0])
+            seconds.append(cli_run(root, *args, "--json")[0])
     finally:
         config.write_bytes(original)
     return statistics.median(seconds)
@@ -492,7 +494,8 @@ def measure(root: Path, calls: int) -> dict[str, float]:
     # CLI process lacks, so the CLI would list that server itself (``/bin/false``, which
     # fails) and time that instead.
     cli_search_s = cli_seconds(root, "search", QUERY)
-    cli_status_changed_s = cli_changed_status_seconds(root)
+    cli_search_changed_s = cli_changed_seconds(root, "search", QUERY)
+    cli_status_changed_s = cli_changed_seconds(root, "status")
     cli_status_s = cli_seconds(root, "status")
     cli_run(root, "status")
     cli_status_text_s, status_text_bytes = cli_run(root, "status")
@@ -509,6 +512,7 @@ def measure(root: Path, calls: int) -> dict[str, float]:
     figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     figures.update(json.loads(first.stdout.strip().splitlines()[-1]))
     figures["cli_search_s"] = cli_search_s
+    figures["cli_search_changed_s"] = cli_search_changed_s
     figures["cli_status_s"] = cli_status_s
     figures["cli_status_changed_s"] = cli_status_changed_s
     figures["cli_status_failed_s"] = cli_status_failed_s
@@ -550,6 +554,7 @@ ROWS = [
     ("store one server, durable in mcp-cache.db", "store_one_ms", "ms"),
     ("mcp-cache.json export after it (none above 32 MiB)", "json_export_s", "s"),
     ("`pi-mcp search`, fresh process", "cli_search_s", "s"),
+    ("`pi-mcp search`, fresh process, configuration edited since", "cli_search_changed_s", "s"),
     ("`pi-mcp status`, fresh process", "cli_status_s", "s"),
     ("`pi-mcp status`, fresh process, configuration edited since", "cli_status_changed_s", "s"),
     ("`pi-mcp status`, one server failed, fresh process", "cli_status_failed_s", "s"),
