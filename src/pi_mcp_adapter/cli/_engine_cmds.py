@@ -426,7 +426,6 @@ def _status_from_kept_facts(
     the one they were made from (``files``: its files' digest now; see
     ``engine/_status_facts.py``): ``shown``; ``current`` when they are, but a server's status
     needs its entry; ``none`` when there are none."""
-    from pi_mcp_adapter._secrets import register_environment_secrets
     from pi_mcp_adapter.config import inputs_digest
     from pi_mcp_adapter.engine import kept_cached_status
 
@@ -439,11 +438,7 @@ def _status_from_kept_facts(
         return "none"
     if kept.report is None:
         return "current"
-    register_environment_secrets(environ)  # as the load would have
-    for error in kept.facts.errors:
-        print_warning(f"config: {error}")
-    for warning in kept.facts.warnings:
-        print_warning(warning)
+    _report_kept_config_problems(environ, kept.facts.errors, kept.facts.warnings)
     _show_status(
         kept.report,
         as_json=as_json,
@@ -659,33 +654,49 @@ def _search_kept_index(
     digest now); None when they are not, or the page is empty (which says why servers are
     missing, from the catalog)."""
     from pi_mcp_adapter._errors import UsageError
-    from pi_mcp_adapter._secrets import register_environment_secrets
     from pi_mcp_adapter.config import inputs_digest
     from pi_mcp_adapter.engine import kept_search
 
     environ = cli.environ
+
     # As create_adapter's adapter: it relays elicitation to the terminal, not sampling.
+    def before_open(ranking: str) -> None:
+        if ranking != "lexical":
+            _import_numpy_with_one_blas_thread()
+
     kept = kept_search(
-        cli.agent_dir, key_of=lambda names: inputs_digest(files, environ, names), relay=True
+        cli.agent_dir,
+        key_of=lambda names: inputs_digest(files, environ, names),
+        relay=True,
+        before_open=before_open,
     )
     if kept is None:
         return None
-    if kept.facts.ranking != "lexical":
-        _import_numpy_with_one_blas_thread()
     try:
         results = kept.search(query, limit=limit, offset=offset)
     except (LookupError, UsageError):
         return None
     if not results.page.hits:
         return None
-    register_environment_secrets(environ)  # as the load would have
-    for error in kept.facts.errors:
-        print_warning(f"config: {error}")
-    for warning in kept.facts.warnings:
-        print_warning(warning)
+    _report_kept_config_problems(environ, kept.facts.errors, kept.facts.warnings)
     for message in kept.cache_warnings:
         print_warning(message)
     return results
+
+
+def _report_kept_config_problems(
+    environ: Mapping[str, str], errors: Sequence[str], warnings: Sequence[str]
+) -> None:
+    """What :func:`report_config_problems` shows of a configuration, from facts kept of it
+    (shown as they were kept, masked), with the environment's secrets registered as the
+    load would have."""
+    from pi_mcp_adapter._secrets import register_environment_secrets
+
+    register_environment_secrets(environ)
+    for error in errors:
+        print_warning(f"config: {error}")
+    for warning in warnings:
+        print_warning(warning)
 
 
 def _past_the_end(result: ToolResult, query: str, limit: int, offset: int) -> ToolResult:

@@ -166,11 +166,13 @@ def kept_search(
     key_of: Callable[[Sequence[str]], str],
     relay: bool,
     sampling: bool = False,
+    before_open: Callable[[str], object] | None = None,
 ) -> KeptSearch | None:
     """The search index of an adapter made with these options, opened from the facts kept
     in ``agent_dir`` without the catalog: when ``key_of`` (the digest of the current inputs
     for the variables it is given) is their key, the cache loads as they were made from, its
-    entries are still fresh, and the stored files still hold their catalog. None otherwise."""
+    entries are still fresh, and the stored files still hold their catalog. None otherwise.
+    ``before_open`` is given the ranking before the index is opened."""
     from pi_mcp_adapter.catalog._search import SearchIndex
     from pi_mcp_adapter.catalog._search_semantic import search_vector_cache_path
     from pi_mcp_adapter.catalog._search_store import search_index_store_path
@@ -184,6 +186,8 @@ def kept_search(
     cache.load()
     if cache.loaded_state != facts.cache or cache.now_ms() >= facts.fresh_until_ms:
         return None
+    if before_open is not None:
+        before_open(facts.ranking)
     try:
         index = SearchIndex(
             facts.catalog,
