@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -95,3 +96,53 @@ def write_large_workspace(
     config_file = root / "mcp.json"
     config_file.write_text(json.dumps({"mcpServers": config}), encoding="utf-8")
     return config_file
+
+
+# Counts the calls of the functions that read entries or build the catalog, in a real CLI run.
+COUNTS_PROBE = """
+import atexit, json, sys
+from pi_mcp_adapter.catalog import Catalog
+from pi_mcp_adapter.catalog import _cache, _naming
+from pi_mcp_adapter.catalog._search import SearchIndex
+watched = {
+    _cache._metadata_from_entry.__code__: "entry parsed",
+    _cache.MetadataCache._view_entry.__code__: "entry read",
+    Catalog.build.__func__.__code__: "catalog built",
+    _naming.build_tool_infos.__code__: "tools named",
+    SearchIndex.__init__.__code__: "search index built",
+}
+counts = dict.fromkeys(watched.values(), 0)
+def profile(frame, event, arg):
+    if event == "call" and frame.f_code in watched:
+        counts[watched[frame.f_code]] += 1
+atexit.register(lambda: sys.stderr.write("COUNTS " + json.dumps(counts) + "\\n"))
+sys.setprofile(profile)
+from pi_mcp_adapter.cli import main
+main(sys.argv[1:])
+"""
+
+
+# Counts every Python call the command makes, in a real CLI run.
+CALLS_PROBE = """
+import atexit, sys
+calls = [0]
+def profile(frame, event, arg):
+    if event == "call":
+        calls[0] += 1
+atexit.register(lambda: sys.stderr.write(f"CALLS {calls[0]}\\n"))
+from pi_mcp_adapter.cli import main
+sys.setprofile(profile)
+main(sys.argv[1:])
+"""
+
+
+def probed_cli(root: Path, probe: str, label: str, *args: str) -> tuple[str, str]:
+    """``pi-mcp *args`` on the workspace at ``root``, run under ``probe`` (one of the probes
+    above) in a fresh process: what it printed, and what the probe wrote after ``label``."""
+    env = {**os.environ, "HOME": str(root), "PI_MCP_WARM": "0"}
+    command = [sys.executable, "-c", probe, "--config", str(root / "mcp.json")]
+    command += ["--agent-dir", str(root / "agent"), "--project", str(root), *args]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stderr.splitlines() if x.startswith(f"{label} "))
+    return done.stdout, line.removeprefix(f"{label} ")
