@@ -133,8 +133,13 @@ def test_a_second_search_shows_the_same_without_loading_the_configuration(
 
 def test_a_page_from_the_kept_index_is_the_page_of_the_catalog(workspace: Workspace) -> None:
     _search(workspace, "read", "file")
-    # Paged, and with another limit: hits from both servers that have a read_file.
-    for args in (("read file", "--limit", "1", "--offset", "1", "--json"), ("file", "--json")):
+    # Paged, with another limit, one server's, and one server's tools listed.
+    for args in (
+        ("read file", "--limit", "1", "--offset", "1", "--json"),
+        ("file", "--json"),
+        ("read", "--server", "rows", "--json"),
+        ("", "--server", "files"),
+    ):
         out, err, loads = _search(workspace, *args)
         assert loads == 0
         assert (out, err) == _fresh_search(workspace, *args)
@@ -220,7 +225,7 @@ def test_a_change_to_what_the_catalog_is_made_from_loads_it_again(
 
 SEARCHES_THAT_NEED_THE_CATALOG = {
     "a regular expression": ("read_.*", "--regex"),
-    "one server": ("read", "--server", "rows"),
+    "a server with no tools": ("read", "--server", "off"),
     "names selected": ("select:files_read_file",),
 }
 

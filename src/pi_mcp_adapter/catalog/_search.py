@@ -389,6 +389,10 @@ class SearchIndex:
     def __len__(self) -> int:
         return self._live
 
+    def has_server(self, server: str) -> bool:
+        """Whether ``server`` has tools in this index."""
+        return server in self._by_server
+
     def _in_catalog_order(self) -> list[int]:
         """Every live document id, in catalog order (servers in order, then each server's
         tools in the order it listed them)."""

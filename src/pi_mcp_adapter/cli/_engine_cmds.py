@@ -593,21 +593,20 @@ def search(
 
     query = " ".join(words)
     cli = get_context(ctx)
-    # Ranked words over every server can be answered from the index a search kept (see
-    # ``engine/_search_facts.py``); the other searches need the catalog.
-    keeps = (
-        not regex
-        and server is None
-        and bool(query.strip())
-        and not parse_tool_search_query(query).is_select
-    )
+    # Ranked words, or one server's tools, can be answered from the index a search kept
+    # (see ``engine/_search_facts.py``); the other searches need the catalog.
+    keeps = not regex and not (query.strip() and parse_tool_search_query(query).is_select)
     files_before = _config_files_digest(cli) if keeps else None
     if files_before is not None:
-        kept = _search_kept_index(cli, files_before, query, limit=limit, offset=offset)
+        kept = _search_kept_index(
+            cli, files_before, query, server=server, limit=limit, offset=offset
+        )
         if kept is not None:
             from pi_mcp_adapter.surface import search_results_result
 
-            result = search_results_result(query, kept, server=None, include_schemas=not no_schemas)
+            result = search_results_result(
+                query, kept, server=server, include_schemas=not no_schemas
+            )
             emit_result(_past_the_end(result, query, limit, offset), as_json=as_json)
             return
 
@@ -647,7 +646,7 @@ def search(
 
 
 def _search_kept_index(
-    cli: CliContext, files: str, query: str, *, limit: int, offset: int
+    cli: CliContext, files: str, query: str, *, server: str | None, limit: int, offset: int
 ) -> SearchResults | None:
     """The search's results from the index an earlier search kept, when the configuration
     and the cache are still those it was kept for (``files``: the configuration files'
@@ -673,10 +672,10 @@ def _search_kept_index(
     if kept is None:
         return None
     try:
-        results = kept.search(query, limit=limit, offset=offset)
+        results = kept.search(query, server=server, limit=limit, offset=offset)
     except (LookupError, UsageError):
         return None
-    if not results.page.hits:
+    if results is None or not results.page.hits:
         return None
     _report_kept_config_problems(environ, kept.facts.errors, kept.facts.warnings)
     for message in kept.cache_warnings:

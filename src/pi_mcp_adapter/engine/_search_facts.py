@@ -125,17 +125,23 @@ class KeptSearch:
     facts: SearchFacts
     cache_warnings: tuple[str, ...]
 
-    def search(self, query: str, *, limit: int, offset: int = 0) -> SearchResults:
-        """:meth:`McpAdapter.search` of ranked keywords over every server (``select:`` and
-        regular expressions need the catalog). No result says which servers could not take
-        part: for that, and for an empty page, search with the catalog.
+    def search(
+        self, query: str, *, server: str | None = None, limit: int, offset: int = 0
+    ) -> SearchResults | None:
+        """:meth:`McpAdapter.search` of ranked keywords (``select:`` and regular expressions
+        need the catalog), or of ``server``'s tools; None for a server without tools here
+        (the catalog says why). No result says which servers could not take part: for
+        that, and for an empty page, search with the catalog.
 
         Raises:
-            UsageError: an empty query, ``limit`` below 1 or ``offset`` below 0.
+            UsageError: an empty query without a server, ``limit`` below 1 or ``offset``
+                below 0.
             LookupError: a hit's tools cannot be read from the stored index.
         """
-        with search_span(server=None, regex=False, query=query) as searched:
-            page = self.index.search(query, limit=limit, offset=offset)
+        if server is not None and not self.index.has_server(server):
+            return None
+        with search_span(server=server, regex=False, query=query) as searched:
+            page = self.index.search(query, server=server, limit=limit, offset=offset)
             searched.hits = len(page.hits)
         return SearchResults(page)
 
