@@ -84,15 +84,16 @@ def test_a_kept_index_reads_the_tools_of_its_hits_servers_only(
     assert len(servers) <= 3 < 40
 
 
-def test_a_patched_index_is_kept_with_its_numbering(tmp_path: Path) -> None:
+@pytest.mark.parametrize("ranking", RANKINGS)
+def test_a_patched_index_is_kept_with_its_numbering(tmp_path: Path, ranking: str) -> None:
     path = tmp_path / "mcp-search-index.sqlite"
-    open_index(catalog_tools(20), path)
+    open_index(catalog_tools(20), path, ranking)
     changed = "server-00007"
-    patched = open_index(catalog_tools(20, changed=changed), path)
+    patched = open_index(catalog_tools(20, changed=changed), path, ranking)
     kept = patched.kept_catalog
     assert kept is not None
 
-    opened = open_kept(kept, path, "lexical")
+    opened = open_kept(kept, path, ranking)
 
     assert answers(opened) == answers(patched)
     names = [f"{changed}_zebra_crossing", "server-00015_weather_tool_3"]

@@ -658,7 +658,6 @@ def _search_kept_index(
 
     environ = cli.environ
 
-    # As create_adapter's adapter: it relays elicitation to the terminal, not sampling.
     def before_open(ranking: str) -> None:
         if ranking != "lexical":
             _import_numpy_with_one_blas_thread()
@@ -666,6 +665,7 @@ def _search_kept_index(
     kept = kept_search(
         cli.agent_dir,
         key_of=lambda names: inputs_digest(files, environ, names),
+        # As create_adapter's adapter: it relays elicitation to the terminal, not sampling.
         relay=True,
         before_open=before_open,
     )
