@@ -64,20 +64,24 @@ def socket_path_fits(path: Path) -> bool:
 
 
 def install_identity() -> list[str]:
-    """This interpreter, this copy of the package, its version and the state of its files: a
-    warm process of another installation (another virtual environment, another path), or one
-    that imported the package before it was upgraded or edited, must not run this command.
+    """This interpreter, this copy of the package, its version, the state of its files and
+    the distributions installed beside it: a warm process of another installation (another
+    virtual environment, another path), or one that imported the package before it or a
+    library it uses was upgraded or edited, must not run this command.
 
     The files count by size, inode, modification and change time: an edit that puts the
     modification time back (``touch -r``, a tool that keeps it) still changes the change time,
     which no user can set, and a replacement by rename changes the inode. One ``stat`` per
-    file, no read: this runs before every command.
+    file, no read: this runs before every command. A distribution counts by its metadata
+    folder (``pydantic-2.9.2.dist-info``: name and version), which an install or an upgrade
+    replaces (a reinstall of the same version is not seen).
     """
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     import hashlib
 
     digest = hashlib.sha256()
     _hash_files(package, digest)
+    _hash_distributions(digest)
     # The interpreter by what it is (``python`` and ``python3`` of one environment are the same)
     # and the environment it runs in (two virtual environments share one interpreter).
     interpreter = [os.path.realpath(sys.executable), sys.prefix]
@@ -88,6 +92,27 @@ def _package_version() -> str:
     from pi_mcp_adapter import __version__
 
     return __version__
+
+
+_DISTRIBUTION_SUFFIXES = (".dist-info", ".egg-info")
+
+
+def _hash_distributions(digest: hashlib._Hash) -> None:
+    """The names of the distributions' metadata folders in this environment's library folders
+    (not ``sys.path``, whose first folder depends on how the process was started): one
+    listing per folder, no ``stat``."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    for directory in dict.fromkeys([paths["purelib"], paths["platlib"]]):
+        try:
+            with os.scandir(directory) as scanned:
+                names = sorted(
+                    entry.name for entry in scanned if entry.name.endswith(_DISTRIBUTION_SUFFIXES)
+                )
+        except OSError:  # a folder missing or unreadable: nothing installed there
+            names = []
+        digest.update(f"{directory}\0{chr(0).join(names)}\0".encode("utf-8", "surrogatepass"))
 
 
 def _hash_files(directory: str, digest: hashlib._Hash) -> None:
