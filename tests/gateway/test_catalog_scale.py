@@ -10,6 +10,8 @@ as on an idle one.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -33,28 +35,38 @@ COST_RATIO_LIMIT = 1.5
 """A request at ten times the catalog may make at most this many times the calls."""
 
 
-async def request_cost(root: Path, servers: int) -> int:
+@asynccontextmanager
+async def gateway_client(
+    root: Path, servers: int, *, relay_server_requests: bool = False
+) -> AsyncIterator[Client]:
+    """A client of a gateway in front of a large workspace at ``root``, after a first
+    ``tools/list`` (every server known from the cache, the fixture server listed)."""
     config_file = write_large_workspace(root, servers)
     async with McpAdapter(
         agent_dir=root / "agent",
         project_dir=root,
         config_path=config_file,
         background_listing=True,
-        relay_server_requests=True,
+        relay_server_requests=relay_server_requests,
         use_pool=False,
     ) as adapter:
         assert len(adapter.catalog) >= servers * TOOLS_PER_SERVER
         gateway = McpGateway(adapter)
         async with gateway.running(), Client(gateway.server) as client:
-            # The first requests build what every later one reads.
             assert "fixture_echo" in [t.name for t in (await client.list_tools()).tools]
-            assert text_of(await client.call_tool("fixture_echo", {"message": "warm"}))
-            with counted_calls() as count:
-                for _ in range(REQUESTS):
-                    await client.list_tools()
-                    echoed = await client.call_tool("fixture_echo", {"message": "hi"})
-                    assert "hi" in text_of(echoed)
-            return count[0]
+            yield client
+
+
+async def request_cost(root: Path, servers: int) -> int:
+    async with gateway_client(root, servers, relay_server_requests=True) as client:
+        # The first requests build what every later one reads.
+        assert text_of(await client.call_tool("fixture_echo", {"message": "warm"}))
+        with counted_calls() as count:
+            for _ in range(REQUESTS):
+                await client.list_tools()
+                echoed = await client.call_tool("fixture_echo", {"message": "hi"})
+                assert "hi" in text_of(echoed)
+        return count[0]
 
 
 async def test_a_gateway_list_and_call_cost_the_same_at_ten_times_the_catalog(
@@ -74,21 +86,11 @@ async def first_search_cost(root: Path, servers: int) -> int:
     search index is made then (built whole: nothing of it is stored yet). Only that code's
     calls count: what the loop runs meanwhile (timers, a server's exit watch) grows with how
     long the index takes to make elsewhere."""
-    config_file = write_large_workspace(root, servers)
-    async with McpAdapter(
-        agent_dir=root / "agent",
-        project_dir=root,
-        config_path=config_file,
-        background_listing=True,
-        use_pool=False,
-    ) as adapter:
-        gateway = McpGateway(adapter)
-        async with gateway.running(), Client(gateway.server) as client:
-            assert "fixture_echo" in [t.name for t in (await client.list_tools()).tools]
-            with counted_calls(under=CATALOG_CODE) as count:
-                found = await client.call_tool("mcp", {"search": "echo a message"})
-            assert "fixture_echo" in text_of(found)
-            return count[0]
+    async with gateway_client(root, servers) as client:
+        with counted_calls(under=CATALOG_CODE) as count:
+            found = await client.call_tool("mcp", {"search": "echo a message"})
+        assert "fixture_echo" in text_of(found)
+        return count[0]
 
 
 async def test_a_first_search_makes_its_index_off_the_gateways_thread(tmp_path: Path) -> None:
