@@ -87,7 +87,7 @@ class SearchFacts:
         can be kept (see the module); None otherwise. The enabled servers' config hashes
         are worked out with ``environ``, which notes the variables they read."""
         config = adapter.config
-        if not config.inputs_known or adapter.shared_state is not None or environ.listed:
+        if not config.inputs_known or adapter.shared_state is not None:
             return None
         if any(not f.trusted for f in config.project_trust.files):
             return None  # the next search loads the configuration, and asks
@@ -104,6 +104,8 @@ class SearchFacts:
         servers = adapter.servers
         for name in enabled:
             config_hash(servers[name], environ=environ)  # notes the variables it reads
+        if environ.listed:
+            return None  # what was read depends on every variable
         fresh_until = cache.fresh_until_ms(enabled)
         if fresh_until <= cache.now_ms():
             return None
