@@ -130,9 +130,9 @@ class KeptSearch:
     def search(
         self, query: str, *, server: str | None = None, limit: int, offset: int = 0
     ) -> SearchResults | None:
-        """:meth:`McpAdapter.search` of ranked keywords (``select:`` and regular expressions
-        need the catalog), or of ``server``'s tools; None for a server without tools here
-        (the catalog says why). No result says which servers could not take part: for
+        """:meth:`McpAdapter.search` of ranked keywords, or of ``server``'s tools; None for
+        ``select:`` (names are looked up in the catalog) and for a server without tools
+        here (the catalog says why). No result says which servers could not take part: for
         that, and for an empty page, search with the catalog.
 
         Raises:
@@ -140,7 +140,11 @@ class KeptSearch:
                 below 0.
             LookupError: a hit's tools cannot be read from the stored index.
         """
+        from pi_mcp_adapter.catalog._search import parse_tool_search_query
+
         if server is not None and not self.index.has_server(server):
+            return None
+        if query.strip() and parse_tool_search_query(query).is_select:
             return None
         with search_span(server=server, regex=False, query=query) as searched:
             page = self.index.search(query, server=server, limit=limit, offset=offset)
