@@ -83,7 +83,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 from pathlib import Path
@@ -1149,20 +1149,24 @@ class MetadataCache:
             {server: config_hash(entry, environ=self._environ) for server, entry in entries.items()}
         )
 
+    def _summary_texts(self, servers: Iterable[str]) -> list[str | None]:
+        """Each of ``servers``' summary text, of its entry in the view when this process
+        holds it parsed (a store of its own, a shared record), else as the store has it."""
+        self._ensure_loaded()
+        with self._state_lock:
+            return [
+                summary_of(raw)[0]
+                if (raw := self._entries.get(server, _ABSENT)) is not _ABSENT
+                else self._summaries.get(server)
+                for server in servers
+            ]
+
     def summaries_by_hash(
         self, digests: Mapping[str, str]
     ) -> dict[str, tuple[EntryState, Mapping[str, Any]]]:
         """:meth:`summaries` of the servers whose entries have the config hashes ``digests``
         (as :func:`config_hash` gives them with this cache's environment)."""
-        self._ensure_loaded()
-        with self._state_lock:
-            texts = [
-                summary_of(raw)[0]
-                if (raw := self._entries.get(server, _ABSENT)) is not _ABSENT
-                else self._summaries.get(server)
-                for server in digests
-            ]
-        parsed = _parsed_texts(texts)
+        parsed = _parsed_texts(self._summary_texts(digests))
         judged: dict[str, tuple[EntryState, Mapping[str, Any]]] = {}
         now_ms = self._now_ms()
         for (server, digest), summary in zip(digests.items(), parsed, strict=True):
@@ -1566,16 +1570,8 @@ class MetadataCache:
     def fresh_until_ms(self, servers: Collection[str]) -> float:
         """When the first of ``servers``' entries stops being fresh (see
         :func:`entry_fresh_until_ms`): ``-inf`` when one has no entry or summary."""
-        self._ensure_loaded()
-        with self._state_lock:
-            texts = [
-                summary_of(raw)[0]
-                if (raw := self._entries.get(server, _ABSENT)) is not _ABSENT
-                else self._summaries.get(server)
-                for server in servers
-            ]
         until = math.inf
-        for summary in _parsed_texts(texts):
+        for summary in _parsed_texts(self._summary_texts(servers)):
             if not isinstance(summary, Mapping):
                 return -math.inf
             until = min(
