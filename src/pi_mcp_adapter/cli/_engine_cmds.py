@@ -589,11 +589,14 @@ def search(
     as_json: JsonOption = False,
 ) -> None:
     """Search tools by words, ranked, from the metadata cache."""
+    from pi_mcp_adapter.engine import kept_index_answers
+
     query = " ".join(words)
     cli = get_context(ctx)
     # Ranked words, or one server's tools, can be answered from the index a search kept
     # (see ``engine/_search_facts.py``); the other searches need the catalog.
-    files_before = None if regex else _config_files_digest(cli)
+    keeps = not regex and kept_index_answers(query)
+    files_before = _config_files_digest(cli) if keeps else None
     if files_before is not None:
         kept = _search_kept_index(
             cli, files_before, query, server=server, limit=limit, offset=offset

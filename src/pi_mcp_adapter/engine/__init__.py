@@ -78,7 +78,13 @@ from ._questions import (
     form_fields,
     with_form_defaults,
 )
-from ._search_facts import KeptSearch, SearchFacts, keep_search_facts, kept_search
+from ._search_facts import (
+    KeptSearch,
+    SearchFacts,
+    keep_search_facts,
+    kept_index_answers,
+    kept_search,
+)
 from ._status_facts import KeptStatus, StatusFacts
 from ._values import (
     CallErrorKind,
@@ -154,6 +160,7 @@ __all__ = [
     "keep_search_facts",
     "keep_status_facts",
     "kept_cached_status",
+    "kept_index_answers",
     "kept_search",
     "status_facts",
     "view_resource_uri",

@@ -55,6 +55,7 @@ __all__ = [
     "KeptSearch",
     "SearchFacts",
     "keep_search_facts",
+    "kept_index_answers",
     "kept_search",
     "read_search_facts",
     "write_search_facts",
@@ -140,16 +141,22 @@ class KeptSearch:
                 below 0.
             LookupError: a hit's tools cannot be read from the stored index.
         """
-        from pi_mcp_adapter.catalog._search import parse_tool_search_query
-
-        if server is not None and not self.index.has_server(server):
-            return None
-        if query.strip() and parse_tool_search_query(query).is_select:
+        if not kept_index_answers(query) or (
+            server is not None and not self.index.has_server(server)
+        ):
             return None
         with search_span(server=server, regex=False, query=query) as searched:
             page = self.index.search(query, server=server, limit=limit, offset=offset)
             searched.hits = len(page.hits)
         return SearchResults(page)
+
+
+def kept_index_answers(query: str) -> bool:
+    """Whether a kept index can answer ``query`` (not ``select:``, whose names are looked up
+    in the catalog): asked before the index is opened."""
+    from pi_mcp_adapter.catalog._search import parse_tool_search_query
+
+    return not (query.strip() and parse_tool_search_query(query).is_select)
 
 
 def keep_search_facts(
