@@ -12,6 +12,7 @@
                  with what to do about it.
 - ``_status_facts`` what a status from the cache reads of the configuration, and keeping it
                  between processes (``mcp-status-facts.json``).
+- ``_kept_files`` the files those two keep facts in: written whole, read for current inputs.
 - ``_search_facts`` what a search from the cache keeps so that the next one opens the stored
                  index without building the catalog (``mcp-search-facts.json``).
 - ``_routes``    which server answers a prompt, resource, completion or subscription.

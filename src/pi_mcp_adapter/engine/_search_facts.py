@@ -36,10 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pi_mcp_adapter._files import read_regular_file, write_atomically
 from pi_mcp_adapter._secrets import redact
 from pi_mcp_adapter.catalog import config_hash
 
+from ._kept_files import read_kept, write_kept
 from ._telemetry import search_span
 from ._values import SearchResults
 
@@ -242,12 +242,7 @@ def write_search_facts(
         "errors": [redact(e) for e in facts.errors],
         "warnings": [redact(w) for w in facts.warnings],
     }
-    if not agent_dir.is_dir():
-        return
-    try:
-        write_atomically(agent_dir / SEARCH_FACTS_NAME, json.dumps(document).encode("utf-8"))
-    except OSError as exc:
-        logger.debug("search facts not kept: %s", exc)
+    write_kept(agent_dir / SEARCH_FACTS_NAME, json.dumps(document).encode("utf-8"))
 
 
 def read_search_facts(
@@ -257,20 +252,15 @@ def read_search_facts(
     damaged or foreign file, or one kept for other inputs."""
     from pi_mcp_adapter.catalog._search_store import KeptCatalog
 
-    try:
-        text = read_regular_file(agent_dir / SEARCH_FACTS_NAME, limit_bytes=_FILE_LIMIT_BYTES)
-        document = json.loads(text)
-    except (OSError, ValueError, RecursionError):
+    document = read_kept(
+        agent_dir / SEARCH_FACTS_NAME,
+        version=_VERSION,
+        limit_bytes=_FILE_LIMIT_BYTES,
+        key_of=key_of,
+    )
+    if document is None:
         return None
     try:
-        names = document["environ"]
-        if (
-            document["version"] != _VERSION
-            or not isinstance(names, list)
-            or not all(isinstance(n, str) for n in names)
-            or document["key"] != key_of(names)
-        ):
-            return None
         fresh_until = document["freshUntilMs"]
         vectors = document["vectors"]
         strings = (document["cache"], document["ranking"], document["index"])

@@ -34,12 +34,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pi_mcp_adapter._files import read_regular_file, write_atomically
 from pi_mcp_adapter._secrets import redact
 from pi_mcp_adapter.catalog import config_hash, counted_tool_count, tools_counted_alone
 from pi_mcp_adapter.config import LoadedConfig, ServerEntry
 from pi_mcp_adapter.config._trust import ProjectFile, ProjectTrust
 
+from ._kept_files import read_kept, write_kept
 from ._values import ServerStatus, StatusReport
 
 if TYPE_CHECKING:
@@ -320,12 +320,8 @@ def write_status_facts(
         "projectTrust": _trust_json(facts.project_trust),
     }
     data = json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    if not agent_dir.is_dir():
-        return  # a status creates no agent dir: nothing is cached there to show either
-    try:
-        write_atomically(agent_dir / STATUS_FACTS_NAME, data)
-    except OSError as exc:
-        logger.debug("status facts not kept: %s", exc)
+    # A status creates no agent dir: nothing is cached there to show either.
+    write_kept(agent_dir / STATUS_FACTS_NAME, data)
 
 
 def read_status_facts(
@@ -334,17 +330,15 @@ def read_status_facts(
     """The facts kept in ``agent_dir`` when ``key_of`` (the digest of the current inputs for
     the environment variables it is given) equals their key; None for a missing, damaged or
     foreign file, or one kept for other inputs."""
-    try:
-        text = read_regular_file(agent_dir / STATUS_FACTS_NAME, limit_bytes=_FILE_LIMIT_BYTES)
-        document = json.loads(text)
-    except (OSError, ValueError, RecursionError):
+    document = read_kept(
+        agent_dir / STATUS_FACTS_NAME,
+        version=_VERSION,
+        limit_bytes=_FILE_LIMIT_BYTES,
+        key_of=key_of,
+    )
+    if document is None:
         return None
     try:
-        if document["version"] != _VERSION:
-            return None
-        names = document["environ"]
-        if not _all_of(str, names) or document["key"] != key_of(names):
-            return None
         return StatusFacts(
             servers=_servers_of(document["servers"]),
             invalid={str(name): str(message) for name, message in document["invalid"]},
