@@ -5,6 +5,7 @@ that keep facts between processes (``status``, ``search``) are tested with."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -37,6 +38,21 @@ main(sys.argv[1:])
 class Workspace:
     root: Path
     env: dict[str, str]
+
+    @classmethod
+    def made(cls, root: Path, variables: dict[str, str], servers: dict[str, Any]) -> Workspace:
+        """A workspace at ``root`` configured with ``servers``, ``variables`` set in its
+        environment, and a broken user layer (an error every command shows)."""
+        space = cls(
+            root,
+            {**os.environ, "HOME": str(root / "home"), "PI_MCP_WARM": "0", **variables},
+        )
+        space.home.mkdir()
+        space.project.mkdir()
+        write_json(space.config, {"mcpServers": servers})
+        (space.home / ".agents").mkdir()
+        (space.home / ".agents" / "mcp.json").write_text("{ not json", encoding="utf-8")
+        return space
 
     @property
     def home(self) -> Path:

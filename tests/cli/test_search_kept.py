@@ -10,7 +10,6 @@ configuration (see ``_kept_facts_support``).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,22 +65,8 @@ def _servers() -> dict[str, Any]:
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Workspace:
-    space = Workspace(
-        tmp_path,
-        {
-            **os.environ,
-            "HOME": str(tmp_path / "home"),
-            "PI_MCP_WARM": "0",
-            "CHAT_PATH": "one",
-            "SECRET_VALUE": f"{CANARY}-env",
-        },
-    )
-    space.home.mkdir()
-    space.project.mkdir()
-    write_json(space.config, {"mcpServers": _servers()})
-    # A broken layer: an error every search shows.
-    (space.home / ".agents").mkdir()
-    (space.home / ".agents" / "mcp.json").write_text("{ not json", encoding="utf-8")
+    variables = {"CHAT_PATH": "one", "SECRET_VALUE": f"{CANARY}-env"}
+    space = Workspace.made(tmp_path, variables, _servers())
     space.cache_servers(list(TOOLS), TOOLS.__getitem__)
     return space
 

@@ -47,23 +47,13 @@ def _servers() -> dict[str, Any]:
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Workspace:
-    space = Workspace(
-        tmp_path,
-        {
-            **os.environ,
-            "HOME": str(tmp_path / "home"),
-            "PI_MCP_WARM": "0",
-            "BETA_PATH": "one",
-            "ETA_TOKEN": f"{CANARY}-token",
-            "SECRET_VALUE": f"{CANARY}-env",
-        },
-    )
-    space.home.mkdir()
-    space.project.mkdir()
-    write_json(space.config, {"mcpServers": _servers()})
-    # A broken layer (an error shown by every status) and a project server (untrusted).
-    (space.home / ".agents").mkdir()
-    (space.home / ".agents" / "mcp.json").write_text("{ not json", encoding="utf-8")
+    variables = {
+        "BETA_PATH": "one",
+        "ETA_TOKEN": f"{CANARY}-token",
+        "SECRET_VALUE": f"{CANARY}-env",
+    }
+    space = Workspace.made(tmp_path, variables, _servers())
+    # And a project server (untrusted).
     write_json(space.project / ".mcp.json", {"mcpServers": {"proj": {"command": "./serve.sh"}}})
     space.cache_servers(["alpha", "beta", "eta"])
     FailureMemory(space.agent / "mcp-failures.json").record(
