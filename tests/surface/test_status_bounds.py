@@ -20,6 +20,7 @@ from pi_mcp_adapter.servers import TaskState
 from pi_mcp_adapter.surface import ProxyTool, register_surfaces
 from pi_mcp_adapter.surface._render import (
     STATUS_BUDGET_CHARS,
+    STATUS_UNAVAILABLE_LINE_CHARS,
     UNAVAILABLE_STATES,
     render_servers,
     render_status,
@@ -114,7 +115,12 @@ def test_every_unavailable_server_is_named_or_counted_with_the_call_that_lists_t
     assert len(named) >= 8
     hidden = len(unavailable) - len(named)
     assert f'… and {hidden} more: mcp({{servers: "unavailable"}})' in text
-    assert "second line" not in text
+    # A long reason keeps its first and last words on its one line.
+    reasons = [line for line in text.splitlines() if line.startswith("✗ server-000 ")]
+    assert len(reasons) == 1
+    assert len(reasons[0]) <= STATUS_UNAVAILABLE_LINE_CHARS
+    assert "…" in reasons[0]
+    assert reasons[0].endswith("second line)")
     # The call names them all.
     assert sorted(page_through(report, "unavailable")) == sorted(unavailable)
 
@@ -240,6 +246,31 @@ async def test_a_500_server_catalog_has_a_bounded_status_and_every_server_is_lis
         budget = adapter.settings.tool_search_budget_tokens
         assert tokens.toolsearch_tokens <= budget + 150
         assert tokens.status_tokens <= STATUS_BUDGET_TOKENS < tokens.status_unbounded_tokens
+
+
+@pytest.mark.parametrize("servers", [pytest.param(3, id="few"), pytest.param(40, id="many")])
+def test_an_untrusted_servers_line_ends_with_the_trust_command_however_deep_the_checkout(
+    servers: int,
+) -> None:
+    # As long as the path of a checkout in a test runner's or a CI's work directory.
+    project = "/tmp/pytest-of-someone/pytest-1234/popen-gw11/test_an_untrusted_servers_line0/repo"
+    error = (
+        f"comes from the project file {project}/.mcp.json, which is not trusted; "
+        f"run `pi-mcp trust --project {project}`"
+    )
+    rows = (
+        ServerStatus("evil", "untrusted", 0, error=error),
+        *(ServerStatus(f"server-{i:02d}", "cached", 1) for i in range(servers - 1)),
+    )
+    text = render_status(StatusReport(servers=rows), max_chars=STATUS_BUDGET_CHARS)
+    line = next(line for line in text.splitlines() if line.startswith("⊘ evil "))
+    assert line.startswith("⊘ evil (untrusted: comes")
+    assert line.endswith(f"run `pi-mcp trust --project {project}`)")
+    assert len(line) <= STATUS_UNAVAILABLE_LINE_CHARS
+    assert "…" in line
+    # And in the page that lists the unavailable servers.
+    page = render_servers(StatusReport(servers=rows), "unavailable").splitlines()
+    assert page[1].endswith(f"run `pi-mcp trust --project {project}`)")
 
 
 def test_a_secret_cut_by_the_line_bound_is_replaced_before_the_cut() -> None:

@@ -84,6 +84,8 @@ STATUS_LINE_CHARS = 140
 STATUS_UNAVAILABLE_LINE_CHARS = 260
 """Among a few servers (one line each), an unavailable server's line ends with what to do (a
 trust or connect command with a path): it gets more room than a healthy server's."""
+_KEPT_START_CHARS = 24
+"""What an unavailable server's cut line keeps of its start, at least: icon, name, state."""
 STATUS_NAMES_CHARS = 400
 STATUS_CHANGED_SERVERS = 2
 STATUS_CHANGED_TOOLS = 5
@@ -149,7 +151,10 @@ def _bounded_status(report: StatusReport, max_chars: int) -> str:
     else:
         unavailable = [row for row in rows if row.status in UNAVAILABLE_STATES]
         if unavailable:
-            lines += [cap_line(describe_server(r)) for r in unavailable[:STATUS_UNAVAILABLE_LINES]]
+            lines += [
+                cap_line(describe_server(r), keep_end=True)
+                for r in unavailable[:STATUS_UNAVAILABLE_LINES]
+            ]
             rest = unavailable[STATUS_UNAVAILABLE_LINES:]
             if rest:
                 lines.append(_named_rest(rest))
@@ -269,11 +274,14 @@ def _fit(lines: Sequence[str], max_chars: int) -> str:
 def _server_line(row: ServerStatus) -> str:
     unavailable = row.status in UNAVAILABLE_STATES
     limit = STATUS_UNAVAILABLE_LINE_CHARS if unavailable else STATUS_LINE_CHARS
-    return cap_line(describe_server(row), limit)
+    return cap_line(describe_server(row), limit, keep_end=unavailable)
 
 
-def cap_line(text: str, limit: int = STATUS_LINE_CHARS) -> str:
-    """``text`` on one line, cut to at most ``limit`` characters (an error may quote pages).
+def cap_line(text: str, limit: int = STATUS_LINE_CHARS, *, keep_end: bool = False) -> str:
+    """``text`` on one line, cut to at most ``limit`` characters (an error may quote pages):
+    its end is cut, or with ``keep_end`` its middle. An unavailable server's line ends with
+    what to do about it (the trust command with the project's path, an error's last and most
+    specific words), which a deep checkout's path had pushed past the cut.
 
     Secrets are replaced before the cut: half a secret no longer matches its value, so the
     result's own redaction could not find it.
@@ -281,6 +289,11 @@ def cap_line(text: str, limit: int = STATUS_LINE_CHARS) -> str:
     flat = " ".join(redact(text).split("\n"))
     if len(flat) <= limit:
         return flat
+    if keep_end:
+        # The last clause whole (what to do), when it leaves room for the line's start.
+        last = flat[flat.rfind("; ") + 2 :] if "; " in flat else ""
+        tail = len(last) if 0 < len(last) <= limit - _KEPT_START_CHARS else limit // 2
+        return flat[: limit - tail - 1].rstrip() + "…" + flat[-tail:].lstrip()
     return flat[: limit - 1].rstrip() + "…"
 
 
@@ -323,7 +336,7 @@ def render_servers(
     end = offset + len(page)
     lines = [f"{label} {offset + 1}-{end} of {len(chosen)}, largest first:"]
     for row in page:
-        lines.append(cap_line(describe_server(row)))
+        lines.append(cap_line(describe_server(row), keep_end=row.status in UNAVAILABLE_STATES))
         if which == "changed":
             diff = render_definition_changes(row, max_tools=STATUS_CHANGED_TOOLS)
             lines += ["  " + cap_line(line) for line in diff]
