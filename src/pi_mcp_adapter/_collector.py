@@ -11,10 +11,14 @@ A pause stops only the collections that walk what the build made. The requests a
 serves meanwhile leave cyclic garbage (the MCP SDK's runner and connection of each request
 refer to each other: about 3.5 KB a call), and a first build of 95,000 tools takes most of a
 minute: paused whole, a gateway calling throughout ended the build 40-150 MB above one left
-alone. So while a pause lasts, a thread collects the youngest generation a few times a
-second: each collection walks only what was allocated since the last one (the survivors move
-on to an older generation, which no collection looks at until the pause ends), a few
-milliseconds of the interpreter lock, and the requests' garbage is freed as it is made.
+alone. So while a pause lasts, a thread collects the youngest generation twice a second:
+each collection walks only what was allocated since the last one (the survivors move on to an
+older generation, which no collection looks at until the pause ends), and the requests'
+garbage is freed within half a second of being made. At 95,000 tools, with a gateway client
+calling throughout a first start's build, the process peaked at 400-408 MB against 431-434
+before, and the client's longest wait fell from 0.4 s to 0.12-0.14 s (the collection at the
+build's end walks less). What is left above a build with no calls, about 20 MB, is memory
+the allocator holds in part-used arenas: requests and the build allocated side by side.
 
 Building also leaves memory the allocator keeps: the C library's allocator returns freed
 blocks to the system only from the top of its heaps, so the temporaries of a build (and the
@@ -35,7 +39,7 @@ from contextlib import contextmanager
 
 __all__ = ["collector_paused", "return_freed_memory"]
 
-YOUNG_COLLECTION_INTERVAL_S = 0.2
+YOUNG_COLLECTION_INTERVAL_S = 0.5
 """How often the youngest generation is collected while the collector is paused."""
 
 _paused_lock = threading.Lock()
