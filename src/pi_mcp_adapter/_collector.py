@@ -15,8 +15,8 @@ alone. So while a pause lasts, a thread collects the youngest generation twice a
 each collection walks only what was allocated since the last one (the survivors move on to an
 older generation, which no collection looks at until the pause ends), and the requests'
 garbage is freed within half a second of being made. At 95,000 tools, with a gateway client
-calling throughout a first start's build, the process peaked at 400-408 MB against 431-434
-before, and the client's longest wait fell from 0.4 s to 0.12-0.14 s (the collection at the
+calling throughout a first start's build, the process peaked at 400-412 MB against 431-434
+before, and the client's longest wait fell from 0.4 s to 0.1-0.14 s (the collection at the
 build's end walks less). What is left above a build with no calls, about 20 MB, is memory
 the allocator holds in part-used arenas: requests and the build allocated side by side.
 

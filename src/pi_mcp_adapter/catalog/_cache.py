@@ -71,7 +71,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import functools
 import hashlib
 import json
 import math
@@ -83,6 +82,7 @@ import sys
 import threading
 import time
 import weakref
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -685,14 +685,31 @@ for them, is most of the time a summary's 250 bytes take (not so for a listing's
 which are parsed one by one). The joined copy stays under a megabyte."""
 
 
-def _state_digest(json_identity: str | None, removals: int, rows: Sequence[SummaryRow]) -> str:
-    digest = hashlib.sha256(f"{json_identity}\0{removals}\0".encode())
-    digest.update(
-        "".join(f"{r.name}\0{r.summary}\0{r.tools}\0{r.gen}\0" for r in rows).encode(
-            "utf-8", "surrogatepass"
+class _LoadedRows:
+    """What :attr:`MetadataCache.loaded_state` digests of a load's summary rows, beside the
+    summaries the view keeps (by name, in the rows' order): each row's tool count and
+    generation, two numbers a row, not the rows (a long-lived process never asks)."""
+
+    __slots__ = ("gens", "json_identity", "removals", "tools")
+
+    def __init__(self, json_identity: str | None, removals: int, rows: Sequence[SummaryRow]):
+        self.json_identity = json_identity
+        self.removals = removals
+        self.tools = array("q", [r.tools for r in rows])
+        self.gens = array("q", [r.gen for r in rows])
+
+    def digest(self, summaries: Mapping[str, str]) -> str:
+        """The digest of the rows, whose names and summaries are ``summaries``."""
+        digest = hashlib.sha256(f"{self.json_identity}\0{self.removals}\0".encode())
+        digest.update(
+            "".join(
+                f"{name}\0{summary}\0{tools}\0{gen}\0"
+                for (name, summary), tools, gen in zip(
+                    summaries.items(), self.tools, self.gens, strict=True
+                )
+            ).encode("utf-8", "surrogatepass")
         )
-    )
-    return digest.hexdigest()
+        return digest.hexdigest()
 
 
 def _parsed_texts(texts: list[str | None]) -> list[Any]:
@@ -963,9 +980,10 @@ class MetadataCache:
         self._seen_gen = -1
         self._seen_removals = 0
         self._loaded = False
-        self._loaded_state: str | Callable[[], str] | None = None
-        """:attr:`loaded_state`, or what works it out: only a search that keeps its facts asks,
-        and hashing 19,641 summaries is a tenth of a load's time."""
+        self._loaded_state: str | _LoadedRows | None = None
+        """:attr:`loaded_state`, or what it is worked out from with the view's summaries,
+        unchanged while it is set: only a search that keeps its facts asks, and hashing
+        19,641 summaries is a tenth of a load's time."""
         self._warnings: list[str] = []
         self._pending: list[tuple[str, _Update[Any]]] = []
         """Changes made to the view and not yet written, oldest first."""
@@ -1042,14 +1060,14 @@ class MetadataCache:
                     gen, removals, rows = self._summary_rows(self._open_store())
             summaries = {row.name: row.summary for row in rows}
             summaries.update((name, summary_of(raw)[0]) for name, raw in entries.items())
-            state: Callable[[], str] | None = None
+            state: _LoadedRows | None = None
             if (
                 gen >= 0
                 and shared is None
                 and self._store is not None
                 and not self._store.in_memory
             ):
-                state = functools.partial(_state_digest, self._json_identity(), removals, rows)
+                state = _LoadedRows(self._json_identity(), removals, rows)
             with self._state_lock:
                 self._summaries, self._entries = summaries, entries
                 self._unsettled = set()
@@ -1570,8 +1588,8 @@ class MetadataCache:
         once the view changed (a store by this process, another process's store read)."""
         with self._state_lock:
             state = self._loaded_state
-            if callable(state):
-                state = self._loaded_state = state()
+            if isinstance(state, _LoadedRows):
+                state = self._loaded_state = state.digest(self._summaries)
             return state
 
     def fresh_until_ms(self, servers: Collection[str]) -> float:
