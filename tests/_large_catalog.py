@@ -12,10 +12,12 @@ Imported as ``_large_catalog``: ``tests/`` is on ``sys.path`` (it has no ``__ini
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,6 +48,25 @@ def counted_calls(under: Path | None = None) -> Iterator[list[int]]:
         yield count
     finally:
         sys.setprofile(None)
+
+
+@contextmanager
+def collections_counted(thread_name: str | None = None) -> Iterator[list[int]]:
+    """The generation of every garbage collection set off inside the block (with
+    ``thread_name``, only those made by threads of that name)."""
+    collections: list[int] = []
+
+    def record(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and (
+            thread_name is None or threading.current_thread().name == thread_name
+        ):
+            collections.append(info["generation"])
+
+    gc.callbacks.append(record)
+    try:
+        yield collections
+    finally:
+        gc.callbacks.remove(record)
 
 
 def server_name(index: int) -> str:

@@ -11,8 +11,7 @@ from __future__ import annotations
 import gc
 import json
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ import pytest
 
 from _large_catalog import (  # tests/ is on sys.path
     TOOLS_PER_SERVER,
+    collections_counted,
     counted_calls,
     server_metadata,
     server_name,
@@ -365,22 +365,6 @@ def test_opening_the_catalog_reads_its_listings_a_batch_at_a_time(
     assert state.metadata(server_name(7)) is None
     assert state.metadata("never-listed") is None
     assert sum(1 for name in entries if state.is_known(name)) == servers - 1
-
-
-@contextmanager
-def collections_counted() -> Iterator[list[int]]:
-    """The generation of every garbage collection set off inside the block."""
-    collections: list[int] = []
-
-    def record(phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            collections.append(info["generation"])
-
-    gc.callbacks.append(record)
-    try:
-        yield collections
-    finally:
-        gc.callbacks.remove(record)
 
 
 def test_opening_a_large_catalog_sets_off_no_garbage_collection(tmp_path: Path) -> None:

@@ -14,10 +14,10 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
+from _large_catalog import collections_counted  # tests/ is on sys.path
 from pi_mcp_adapter._collector import YOUNG_COLLECTION_INTERVAL_S, collector_paused
 
 YOUNG_COLLECTOR_NAME = "pi-mcp-young-collections"
@@ -36,17 +36,8 @@ class Cycle:
 def collections_seen() -> Iterator[list[int]]:
     """The generation of each collection the pause's own thread makes while the test runs
     (not another test's leftover thread collecting for itself)."""
-    seen: list[int] = []
-
-    def note(phase: str, info: dict[str, Any]) -> None:
-        if phase == "start" and threading.current_thread().name == YOUNG_COLLECTOR_NAME:
-            seen.append(info["generation"])
-
-    gc.callbacks.append(note)
-    try:
+    with collections_counted(YOUNG_COLLECTOR_NAME) as seen:
         yield seen
-    finally:
-        gc.callbacks.remove(note)
 
 
 def _young_collector_threads() -> list[threading.Thread]:
